@@ -1,0 +1,185 @@
+"""``turngym/TextWorld-v0``: TextWorld games as a turngym :class:`~envs.core.TextEnv`.
+
+Rewards (see :mod:`envs.core` for the shared definitions):
+
+* ``sparse``: 1 on the winning turn, 0 otherwise.
+* ``dense``: a potential-based progress reward that sums to exactly 1 on a won episode. Its
+  potential is chosen by ``dense_source``:
+
+  - ``"progress"`` (default, every game): phi = 1 - |policy_t| / |policy_0|, where policy_t is
+    textworld's winning policy from the current state (``policy_commands``, the quantity its
+    ``intermediate_reward`` is computed from). Useful moves earn 1/|policy_0|; moves that undo
+    progress cost as much.
+  - ``"score"``: phi = score / max_score, the game's own points (tw-simple ``--rewards dense``
+    or ``balanced``, tw-cooking). textworld reports the cumulative score; the reward is its delta.
+
+``info["reward_components"]`` always carries ``score`` (the raw score delta) and textworld's
+``intermediate_reward``, next to ``outcome`` and ``progress``.
+
+The engine (frotz, inside jericho) runs in a child process by default (``engine_isolation=
+"process"``): a step that does not answer within ``step_timeout`` seconds, or an engine crash,
+ends the episode as *truncated* with ``info["truncation_reason"]`` set to ``"engine_timeout"``,
+``"engine_crash"`` or ``"engine_error"``, and never hangs the caller. Inside an
+:class:`~envs.vector.EnvPool` worker, ``engine_isolation="none"`` is enough: the pool's worker
+is the isolation boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from envs.core import TextEnv, WorldState
+from envs.isolation import EngineCrashed, EngineError, EngineTimeout, IsolatedEngine
+from envs.tasks import Task, TaskSet
+from envs.textworld.engine import TextWorldSession
+from envs.textworld.generation import GameFiles, task_files, textworld_tasks
+
+logger = logging.getLogger(__name__)
+
+# Letters, digits and plain punctuation. Anything else (backslashes, non-ASCII, markup) is
+# rejected before it reaches frotz, which is known to freeze or crash on odd input.
+_PLAIN_COMMAND = re.compile(r"^[A-Za-z0-9 ,.'!?:;()\-]+$")
+MAX_COMMAND_CHARS = 200
+
+
+class TextWorldEnv(TextEnv):
+    """TextWorld games generated offline by textworld's own generator.
+
+    Args:
+        config: game config name, e.g. ``"w2-o3-q4"`` (see :mod:`envs.textworld.generation`).
+        split: ``"train"`` (seeds 30001-35000) or ``"eval"`` (seeds 1-100); used when ``tasks``
+            is not given.
+        num_tasks: keep only the first ``num_tasks`` seeds of the split.
+        tasks: an explicit task set (overrides ``config``, ``split`` and ``num_tasks``).
+        dense_source: ``"progress"`` or ``"score"`` (the potential of dense rewards).
+        engine_isolation: ``"process"`` (default) or ``"none"`` (in-process, no timeouts).
+        step_timeout: seconds a step may take before the episode is truncated.
+        start_timeout: seconds loading and resetting a game may take.
+        **kwargs: :class:`~envs.core.TextEnv` options (reward_mode, action_protocol, max_turns...).
+    """
+
+    world_name = "textworld"
+    action_hint = "Reply with one short command, such as 'look', 'go north' or 'take key'."
+
+    def __init__(
+        self,
+        config: str = "w2-o3-q4",
+        split: str = "train",
+        num_tasks: int | None = None,
+        tasks: TaskSet | None = None,
+        dense_source: str = "progress",
+        engine_isolation: str = "process",
+        step_timeout: float = 10.0,
+        start_timeout: float = 120.0,
+        session_factory: Callable[[], Any] = TextWorldSession,
+        **kwargs: Any,
+    ) -> None:
+        if dense_source not in ("progress", "score"):
+            raise ValueError(f"dense_source must be 'progress' or 'score', got {dense_source!r}")
+        if engine_isolation not in ("process", "none"):
+            raise ValueError(f"engine_isolation must be 'process' or 'none', got {engine_isolation!r}")
+        super().__init__(tasks=tasks if tasks is not None else textworld_tasks(config, split, n=num_tasks), **kwargs)
+        self.dense_source = dense_source
+        self.engine_isolation = engine_isolation
+        self.step_timeout = float(step_timeout)
+        self.start_timeout = float(start_timeout)
+        self._session_factory = session_factory
+        self._engine: Any = None
+        self._files: GameFiles | None = None
+        self._initial_policy_length = 1
+        self._last_report: dict[str, Any] = {}
+        self._last_progress = 0.0
+
+    # ----------------------------------------------------------------- world hooks
+    def _start(self, task: Task | None) -> WorldState:
+        if task is None:
+            raise ValueError("TextWorldEnv needs a task; pass tasks=... or options={'task': ...}")
+        self._files = task_files(task)
+        try:
+            self._call("load", str(self._files.game_file), timeout=self.start_timeout)
+            report = self._call("reset", timeout=self.start_timeout)
+        except EngineError as error:
+            return WorldState(text="", failure=str(error))
+        self._initial_policy_length = max(len(report["policy_commands"]), 1)
+        self._last_report = report
+        self._last_progress = 0.0
+        state = self._world_state(report, previous_score=report["score"])
+        state.progress = 0.0
+        state.optimal_length = len(self._files.walkthrough)
+        state.extra = {"walkthrough": list(self._files.walkthrough), "objective": self._files.objective}
+        return state
+
+    def _execute(self, command: str) -> WorldState:
+        try:
+            report = self._call("step", command, timeout=self.step_timeout)
+        except EngineTimeout as error:
+            return self._failure("engine_timeout", "The game engine stopped responding", error)
+        except EngineCrashed as error:
+            return self._failure("engine_crash", "The game engine crashed", error)
+        except EngineError as error:
+            return self._failure("engine_error", "The game engine raised an error", error)
+        state = self._world_state(report, previous_score=self._last_report["score"])
+        self._last_report = report
+        self._last_progress = state.progress
+        return state
+
+    def _validate_command(self, command: str) -> str | None:
+        if len(command) > MAX_COMMAND_CHARS:
+            return f"TextWorld commands are at most {MAX_COMMAND_CHARS} characters"
+        if not _PLAIN_COMMAND.match(command):
+            return "use plain English words (letters, digits and basic punctuation only)"
+        return None
+
+    def _close_world(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    # ----------------------------------------------------------------- helpers
+    @property
+    def game_files(self) -> GameFiles | None:
+        """The current game's files (walkthrough, objective, content hash)."""
+        return self._files
+
+    def _call(self, method: str, *args: Any, timeout: float) -> dict[str, Any]:
+        if self._engine is None:
+            if self.engine_isolation == "process":
+                self._engine = IsolatedEngine(self._session_factory, name="turngym-textworld")
+            else:
+                self._engine = self._session_factory()
+        if self.engine_isolation == "process":
+            return self._engine.call(method, *args, timeout=timeout)
+        return getattr(self._engine, method)(*args)
+
+    def _world_state(self, report: dict[str, Any], previous_score: float) -> WorldState:
+        return WorldState(
+            text=report["feedback"],
+            progress=self._progress(report),
+            won=report["won"],
+            lost=report["lost"],
+            admissible_commands=report["admissible_commands"],
+            components={
+                "score": report["score"] - previous_score,
+                "intermediate_reward": report["intermediate_reward"],
+            },
+        )
+
+    def _progress(self, report: dict[str, Any]) -> float:
+        if report["lost"]:
+            return self._last_progress  # textworld clears the policy on a loss: no progress either way
+        if self.dense_source == "score":
+            return report["score"] / report["max_score"] if report["max_score"] else 0.0
+        return 1.0 - len(report["policy_commands"]) / self._initial_policy_length
+
+    def _failure(self, reason: str, message: str, error: Exception) -> WorldState:
+        logger.warning("%s on %s: %s", message, self._task_info()["id"], error)
+        self._engine = None if self.engine_isolation == "none" else self._engine
+        return WorldState(
+            text=f"[turngym] {message}; the episode was truncated.",
+            progress=self._last_progress,
+            failure=reason,
+            extra={"engine_failure": str(error).splitlines()[0]},
+        )

@@ -1,0 +1,299 @@
+"""TextWorld game generation through textworld's own generator, offline, cached by (config, seed).
+
+Config names (the ``difficulty`` of a task):
+
+=================================  ==============================================================
+``wX-oY-qZ``                       ``tw-make custom --world-size X --nb-objects Y --quest-length Z``
+``simple-{dense|balanced|sparse}`` ``tw-make tw-simple --rewards R --goal detailed``
+  (optional ``-brief``/``-none``)  ``--goal brief|none``
+``cooking-rR-tT-gG[-open][-cook]`` ``tw-make tw-cooking --recipe R --take T --go G [--open] ...``
+  ``[-cut][-drop][-train|-valid|-test]``
+``coin-L`` / ``treasure-L``         ``tw-make tw-coin_collector|tw-treasure_hunter --level L``
+=================================  ==============================================================
+
+The options are set exactly as ``tw-make`` sets them, so a seed gives the same game as the
+reference study's ``tw-make ... --seed S``. Games are written atomically (a temporary folder,
+then a rename), so parallel workers can generate the same game without corrupting the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from envs.tasks import Task, TaskSet, sha256_text
+
+logger = logging.getLogger(__name__)
+
+# Reference study (Wang & Ammanabrolu, 2025): train seeds 30001-35000, held-out seeds 1-100.
+TRAIN_SEEDS = range(30001, 35001)
+EVAL_SEEDS = range(1, 101)
+SPLIT_SEEDS = {"train": TRAIN_SEEDS, "eval": EVAL_SEEDS}
+GENERATOR_VERSION = "1"  # bump when this module changes what a (config, seed) produces
+REFERENCE_CONFIGS = ("w2-o3-q4", "w8-o3-q4", "w2-o12-q4", "w8-o12-q4", "w4-o6-q8")
+
+_CUSTOM = re.compile(r"^w(\d+)-o(\d+)-q(\d+)$")
+_SIMPLE = re.compile(r"^simple-(dense|balanced|sparse)(?:-(detailed|brief|none))?$")
+_COOKING = re.compile(r"^cooking-r(\d+)-t(\d+)-g(\d+)((?:-(?:open|cook|cut|drop))*)(?:-(train|valid|test))?$")
+_LEVELLED = re.compile(r"^(coin|treasure)-(\d+)$")
+
+
+def textworld_version() -> str:
+    import textworld
+
+    return textworld.__version__
+
+
+def cache_root() -> Path:
+    """``$TURNGYM_CACHE`` or ``~/.cache/turngym``: generated games live outside the repository."""
+    return Path(os.environ.get("TURNGYM_CACHE", Path.home() / ".cache" / "turngym")).expanduser()
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    """A parsed config name: which generator to call and with which settings."""
+
+    name: str
+    challenge: str | None  # None: the ``custom`` generator; else a textworld challenge name
+    settings: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def parse(cls, name: str) -> GameConfig:
+        if m := _CUSTOM.match(name):
+            size, objects, length = (int(g) for g in m.groups())
+            if size < 1 or length < 1:
+                raise ValueError(f"config {name!r}: world size and quest length must be at least 1")
+            return cls(name, None, (("world_size", size), ("nb_objects", objects), ("quest_length", length)))
+        if m := _SIMPLE.match(name):
+            return cls(name, "tw-simple", (("rewards", m.group(1)), ("goal", m.group(2) or "detailed")))
+        if m := _COOKING.match(name):
+            recipe, take, go, flags, split = m.groups()
+            if int(go) not in (1, 6, 9, 12):
+                raise ValueError(f"config {name!r}: tw-cooking's --go must be 1, 6, 9 or 12")
+            argv = ["--recipe", recipe, "--take", take, "--go", go]
+            argv += [f"--{flag}" for flag in flags.split("-") if flag]
+            argv += ["--split", split] if split else []
+            return cls(name, "tw-cooking", (("argv", tuple(argv)),))
+        if m := _LEVELLED.match(name):
+            challenge = {"coin": "tw-coin_collector", "treasure": "tw-treasure_hunter"}[m.group(1)]
+            return cls(name, challenge, (("argv", ("--level", m.group(2))),))
+        raise ValueError(
+            f"unknown TextWorld config {name!r}. Use wX-oY-qZ (e.g. w2-o3-q4), simple-dense|balanced|sparse, "
+            "cooking-r1-t1-g1[-open][-cook][-cut][-drop], coin-L or treasure-L"
+        )
+
+    def challenge_settings(self) -> dict[str, Any]:
+        """The settings dict ``tw-make`` would pass to the challenge's ``make``."""
+        import textworld.challenges
+
+        _, _, add_arguments = textworld.challenges.CHALLENGES[self.challenge]
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        settings = dict(self.settings)
+        argv = list(settings.get("argv", ()))
+        if self.challenge == "tw-simple":
+            argv = ["--rewards", settings["rewards"], "--goal", settings["goal"]]
+        return vars(parser.parse_args(argv))
+
+
+@dataclass(frozen=True)
+class GameFiles:
+    """A generated game on disk."""
+
+    directory: Path
+    game_file: Path  # the .z8 story file textworld.start loads
+    walkthrough: tuple[str, ...]
+    objective: str
+    max_score: float
+    content_hash: str  # sha256 of game.json: the game's full definition
+
+    @classmethod
+    def load(cls, directory: Path) -> GameFiles:
+        meta = json.loads((directory / "meta.json").read_text())
+        return cls(
+            directory=directory,
+            game_file=directory / "game.z8",
+            walkthrough=tuple(meta["walkthrough"]),
+            objective=meta["objective"],
+            max_score=float(meta["max_score"]),
+            content_hash=meta["content_hash"],
+        )
+
+
+def game_directory(config: str, seed: int, root: Path | None = None) -> Path:
+    root = root or cache_root()
+    return root / f"textworld-{textworld_version()}-g{GENERATOR_VERSION}" / config / str(seed)
+
+
+def generate_game(config: str, seed: int, root: Path | None = None) -> GameFiles:
+    """Return the game for (config, seed), generating and caching it on first use."""
+    directory = game_directory(config, seed, root)
+    if (directory / "meta.json").exists():
+        return GameFiles.load(directory)
+    parsed = GameConfig.parse(config)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{seed}-", dir=directory.parent))
+    try:
+        game = _make_game(parsed, seed, scratch / "game.z8")
+        for leftover in scratch.glob("*.ni"):
+            leftover.unlink()
+        content_hash = sha256_text((scratch / "game.json").read_text())
+        meta = {
+            "config": config,
+            "seed": seed,
+            "walkthrough": list(game.metadata.get("walkthrough") or game.walkthrough or []),
+            "objective": game.objective,
+            "max_score": game.max_score,
+            "content_hash": content_hash,
+            "textworld": textworld_version(),
+        }
+        if not meta["walkthrough"]:
+            raise RuntimeError(f"textworld produced no walkthrough for {config} seed {seed}")
+        (scratch / "meta.json").write_text(json.dumps(meta, indent=1))
+        try:
+            os.rename(scratch, directory)
+        except OSError:  # another process finished the same game first: keep theirs
+            shutil.rmtree(scratch, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return GameFiles.load(directory)
+
+
+def _make_game(config: GameConfig, seed: int, path: Path):
+    """Mirror of ``tw-make``'s main block for one game."""
+    import textworld
+    import textworld.challenges
+    from textworld.generator import QuestGenerationError
+
+    options = textworld.GameOptions()
+    options.seeds = seed
+    options.path = str(path)
+    options.file_ext = ".z8"
+    options.force_recompile = True
+    if config.challenge is None:
+        settings = dict(config.settings)
+        options.nb_rooms = settings["world_size"]
+        options.nb_objects = settings["nb_objects"]
+        options.nb_parallel_quests = 1
+        options.chaining.min_breadth = 1
+        options.chaining.max_breadth = 5
+        options.chaining.min_depth = 1
+        options.chaining.min_length = options.chaining.max_length = settings["quest_length"]
+        options.chaining.max_depth = settings["quest_length"]
+        try:
+            _, game = textworld.make(options)
+        except QuestGenerationError as error:
+            raise ValueError(
+                f"textworld cannot generate a quest for config {config.name!r} (seed {seed}): "
+                "try a larger world, more objects or a shorter quest"
+            ) from error
+        return game
+    _, make_challenge, _ = textworld.challenges.CHALLENGES[config.challenge]
+    game = make_challenge(settings=config.challenge_settings(), options=options)
+    textworld.generator.compile_game(game, options)
+    return game
+
+
+def _generate_one(args: tuple[str, int, str | None]) -> tuple[str, int, str]:
+    config, seed, root = args
+    files = generate_game(config, seed, Path(root) if root else None)
+    return config, seed, files.content_hash
+
+
+def generate_games(
+    pairs: Sequence[tuple[str, int]],
+    *,
+    workers: int | None = None,
+    root: Path | None = None,
+    progress: bool = True,
+) -> dict[tuple[str, int], str]:
+    """Generate many games in parallel (skipping cached ones); returns their content hashes."""
+    from tqdm.auto import tqdm
+
+    cached = {pair for pair in pairs if (game_directory(*pair, root) / "meta.json").exists()}
+    missing = list(dict.fromkeys(pair for pair in pairs if pair not in cached))
+    hashes = {pair: GameFiles.load(game_directory(*pair, root)).content_hash for pair in cached}
+    if not missing:
+        return hashes
+    workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
+    jobs = [(c, s, str(root) if root else None) for c, s in missing]
+    bar = tqdm(total=len(jobs), desc="generating TextWorld games", unit="game", disable=not progress)
+    if workers == 1:
+        results: Iterable[tuple[str, int, str]] = map(_generate_one, jobs)
+        for config, seed, digest in results:
+            hashes[(config, seed)] = digest
+            bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
+            for config, seed, digest in pool.map(_generate_one, jobs):
+                hashes[(config, seed)] = digest
+                bar.update()
+    bar.close()
+    return hashes
+
+
+def textworld_tasks(config: str = "w2-o3-q4", split: str = "train", n: int | None = None) -> TaskSet:
+    """The reference study's task panel for ``config``: train seeds 30001-35000, eval seeds 1-100.
+
+    ``split`` may also be ``"all"`` (train and eval together). ``n`` keeps the first n seeds of
+    each split. Task ids read ``textworld/<config>/<seed>``.
+    """
+    GameConfig.parse(config)  # fail early on a bad name
+    splits = ("train", "eval") if split == "all" else (split,)
+    tasks = []
+    for name in splits:
+        if name not in SPLIT_SEEDS:
+            raise ValueError(f"TextWorld splits are 'train', 'eval' or 'all', got {split!r}")
+        seeds = list(SPLIT_SEEDS[name])[: n if n is not None else None]
+        tasks += [
+            Task(
+                world="textworld",
+                id=f"textworld/{config}/{seed}",
+                split=name,
+                difficulty=config,
+                payload={"config": config, "seed": seed},
+            )
+            for seed in seeds
+        ]
+    version = f"textworld-{textworld_version()}/gen-{GENERATOR_VERSION}"
+    return TaskSet(name=f"textworld/{config}/{split}", version=version, tasks=tuple(tasks))
+
+
+def materialise(tasks: TaskSet, *, workers: int | None = None, progress: bool = True) -> TaskSet:
+    """Generate every game of ``tasks`` and return the set with content hashes filled in.
+
+    The returned set's splits are checked disjoint by content as well as by seed.
+    """
+    pairs = [(t.payload["config"], int(t.payload["seed"])) for t in tasks]
+    hashes = generate_games(pairs, workers=workers, progress=progress)
+    by_id = {t.id: hashes[(t.payload["config"], int(t.payload["seed"]))] for t in tasks}
+    return tasks.with_content_hashes(by_id)
+
+
+def task_files(task: Task) -> GameFiles:
+    return generate_game(task.payload["config"], int(task.payload["seed"]))
+
+
+__all__ = [
+    "GameConfig",
+    "GameFiles",
+    "REFERENCE_CONFIGS",
+    "cache_root",
+    "generate_game",
+    "generate_games",
+    "materialise",
+    "task_files",
+    "textworld_tasks",
+]
