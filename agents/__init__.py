@@ -1,0 +1,23 @@
+"""turngym agents: the agent interface, baselines, the rollout loop and evaluation."""
+
+from agents.base import Agent, EpisodeView, PerEpisodeAgent
+from agents.baselines import HumanAgent, OracleAgent, RandomAgent, make_baseline
+from agents.evaluate import EvalReport, evaluate, markdown_table, summarise, wilson_interval
+from agents.rollout import Trajectory, run_episodes
+
+__all__ = [
+    "Agent",
+    "EpisodeView",
+    "EvalReport",
+    "HumanAgent",
+    "OracleAgent",
+    "PerEpisodeAgent",
+    "RandomAgent",
+    "Trajectory",
+    "evaluate",
+    "make_baseline",
+    "markdown_table",
+    "run_episodes",
+    "summarise",
+    "wilson_interval",
+]

@@ -1,0 +1,1 @@
+"""turngym recipes: the CLI, algorithm comparisons and configs."""

@@ -58,10 +58,11 @@ class TextWorldSession:
     def load(self, game_file: str) -> None:
         import textworld
 
-        if game_file != self._game_file:
-            self.close()
+        if self._env is None:
             self._env = textworld.start(game_file, request_infos=request_infos())
-            self._game_file = game_file
+        elif game_file != self._game_file:
+            self._env.load(game_file)  # reuses the interpreter: much cheaper than textworld.start
+        self._game_file = game_file
 
     def reset(self) -> dict[str, Any]:
         return self._report(self._env.reset())

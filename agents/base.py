@@ -1,0 +1,97 @@
+"""The agent interface: one object acting in many episodes at once.
+
+The rollout loop (:func:`agents.rollout.run_episodes`) drives an agent through four calls, so a
+batched policy (one forward pass for every live episode) and a simple scripted policy share one
+interface:
+
+* ``begin(episode, observation, info)`` when an episode starts;
+* ``act(episodes) -> actions``, one action for each listed live episode;
+* ``observe(episode, action, observation, reward, info)`` after each step;
+* ``end(episode) -> dict`` when it finishes; the dict is stored with the trajectory (an LLM
+  agent returns its token record there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class EpisodeView:
+    """What a per-episode agent knows: the latest observation and info, and its own history."""
+
+    observation: str
+    info: dict[str, Any]
+    actions: list[str] = field(default_factory=list)
+    rng: np.random.Generator | None = None
+
+
+class Agent(ABC):
+    """Acts in many episodes at once; each live episode is named by an int chosen by the caller."""
+
+    name: str = "agent"
+    # True: the rollout gathers all live episodes and calls act() once for them (LLM batching).
+    batched: bool = True
+
+    @abstractmethod
+    def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def act(self, episodes: Sequence[int]) -> list[str]: ...
+
+    def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
+        """Called after each step of ``episode``."""
+
+    def end(self, episode: int) -> dict[str, Any]:
+        """Called once ``episode`` is over; returns data to keep with its trajectory."""
+        return {}
+
+
+class PerEpisodeAgent(Agent):
+    """An agent that decides for each episode on its own, from an :class:`EpisodeView`.
+
+    Subclasses implement :meth:`choose`. Each episode gets its own random generator, seeded from
+    the agent's seed and the task id, so results do not depend on how episodes are scheduled.
+    """
+
+    batched = False  # decisions are independent: act on each episode as soon as it is ready
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._views: dict[int, EpisodeView] = {}
+
+    @abstractmethod
+    def choose(self, view: EpisodeView) -> str: ...
+
+    def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
+        task_id = str((info.get("task") or {}).get("id"))
+        self._views[episode] = EpisodeView(observation, info, rng=np.random.default_rng(stable_seed(self.seed, task_id)))
+
+    def act(self, episodes: Sequence[int]) -> list[str]:
+        actions = []
+        for episode in episodes:
+            view = self._views[episode]
+            action = self.choose(view)
+            view.actions.append(action)
+            actions.append(action)
+        return actions
+
+    def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
+        view = self._views[episode]
+        view.observation, view.info = observation, {**view.info, **info}
+
+    def end(self, episode: int) -> dict[str, Any]:
+        self._views.pop(episode, None)
+        return {}
+
+
+def stable_seed(*parts: object) -> int:
+    """A 63-bit seed from any values, identical across processes (unlike ``hash``)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1

@@ -1,0 +1,80 @@
+"""Baseline agents: random (over the admissible commands), oracle (the walkthrough), human."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.base import EpisodeView, PerEpisodeAgent
+from envs.core import normalise_command
+
+
+def _as_protocol_action(command: str, info: dict[str, Any]) -> str:
+    """Express ``command`` in the episode's action protocol (a 1-based number for choose_index)."""
+    if info.get("action_protocol") != "choose_index":
+        return command
+    admissible = [normalise_command(c) for c in info.get("admissible_commands") or []]
+    wanted = normalise_command(command)
+    return str(admissible.index(wanted) + 1) if wanted in admissible else command
+
+
+class RandomAgent(PerEpisodeAgent):
+    """Picks uniformly among the admissible commands (or ``look`` when the world lists none)."""
+
+    name = "random"
+
+    def choose(self, view: EpisodeView) -> str:
+        commands = view.info.get("admissible_commands") or []
+        if not commands:
+            return "look"
+        command = commands[int(view.rng.integers(len(commands)))]
+        return _as_protocol_action(command, view.info)
+
+
+class OracleAgent(PerEpisodeAgent):
+    """Replays the walkthrough (``info["walkthrough"]`` at reset): the world's expert solution.
+
+    Once the walkthrough is used up it falls back to ``info["policy_commands"]`` if the world
+    exposes them, and to ``look`` otherwise.
+    """
+
+    name = "oracle"
+
+    def choose(self, view: EpisodeView) -> str:
+        walkthrough = view.info.get("walkthrough")
+        if walkthrough is None:
+            raise ValueError("the oracle needs info['walkthrough'] at reset; this world does not expose one")
+        step = len(view.actions)
+        if step < len(walkthrough):
+            command = walkthrough[step]
+        else:
+            command = (view.info.get("policy_commands") or ["look"])[0]
+        return _as_protocol_action(command, view.info)
+
+
+class HumanAgent(PerEpisodeAgent):
+    """A person at the terminal: prints each observation and reads one command per turn."""
+
+    name = "human"
+
+    def __init__(self, read=input, write=print) -> None:  # noqa: A002 - injectable for tests
+        super().__init__(seed=0)
+        self._read, self._write = read, write
+
+    def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
+        super().begin(episode, observation, info)
+        self._write(observation)
+
+    def choose(self, view: EpisodeView) -> str:
+        return self._read("> ")
+
+    def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
+        super().observe(episode, action, observation, reward, info)
+        note = f"  [reward {reward:+.2f}]" if reward else ""
+        self._write(f"{observation}{note}")
+
+
+def make_baseline(name: str, seed: int = 0) -> PerEpisodeAgent:
+    agents = {"random": RandomAgent, "oracle": OracleAgent}
+    if name not in agents:
+        raise ValueError(f"unknown baseline agent {name!r}; choose from {sorted(agents)}")
+    return agents[name](seed=seed)

@@ -1,0 +1,147 @@
+"""The one rollout loop: an agent plays many episodes over a pool of environments, in lockstep.
+
+Every free worker starts the next task; the agent then acts for all live episodes in one call
+(one batched forward pass for an LLM), the live episodes step in parallel, finished ones are
+recorded and their workers take the next task. Training, evaluation and the demo all use it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from agents.base import Agent, stable_seed
+from envs.tasks import Task
+from envs.vector import Reply, StepResult
+
+
+class Pool(Protocol):
+    """What the rollout needs of a pool: :class:`~envs.vector.EnvPool` or ``LocalPool``."""
+
+    num_envs: int
+
+    def send(self, index: int, kind: str, payload: Any) -> None: ...
+
+    def receive(self, *, wait_all: bool = True) -> list[Reply]: ...
+
+
+@dataclass
+class Trajectory:
+    """One finished episode, as text (an LLM agent adds its token record in ``agent_data``)."""
+
+    task: dict[str, Any]
+    observations: list[str]  # the reset observation, then one per turn
+    actions: list[str] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    invalid_actions: list[bool] = field(default_factory=list)
+    won: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    truncation_reason: str | None = None
+    action_protocol: str | None = None
+    reward_mode: str | None = None
+    max_turns: int | None = None
+    optimal_length: int | None = None
+    agent_data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.actions)
+
+    @property
+    def episode_reward(self) -> float:
+        return float(sum(self.turn_rewards))
+
+    @property
+    def infrastructure_failure(self) -> bool:
+        """Truncated by an engine or worker failure, not by the turn limit."""
+        return self.truncation_reason not in (None, "max_turns")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "episode_reward": self.episode_reward, "num_turns": self.num_turns}
+
+
+def run_episodes(
+    agent: Agent,
+    pool: Pool,
+    tasks: Sequence[Task],
+    *,
+    seed: int = 0,
+    lockstep: bool | None = None,
+    progress: bool | str = False,
+) -> list[Trajectory]:
+    """Play one episode per task and return the trajectories in task order.
+
+    ``lockstep`` (default: ``agent.batched``) waits for every in-flight reset and step, then asks
+    the agent for all waiting episodes in one call: one batched forward pass for an LLM. Without
+    it, each answer is acted on as soon as it arrives, which keeps every worker busy. Resets of
+    finished workers always overlap with the other episodes' steps.
+
+    Reset seeds derive from ``seed`` and the task id, so the result does not depend on the
+    number of workers or on scheduling.
+    """
+    from tqdm.auto import tqdm
+
+    lockstep = getattr(agent, "batched", True) if lockstep is None else lockstep
+    pending = deque(enumerate(tasks))
+    free = deque(range(pool.num_envs))
+    live: dict[int, tuple[int, Trajectory]] = {}  # worker -> (episode number, trajectory)
+    actions: dict[int, str] = {}  # worker -> the action in flight
+    done: dict[int, Trajectory] = {}
+    description = progress if isinstance(progress, str) else f"{getattr(agent, 'name', 'agent')} episodes"
+    bar = tqdm(total=len(tasks), desc=description, unit="ep", disable=not progress, leave=False)
+    try:
+        while pending or live:
+            while pending and free:
+                worker, (episode, task) = free.popleft(), pending.popleft()
+                live[worker] = (episode, Trajectory(task=task.info(), observations=[]))
+                pool.send(worker, "reset", {"seed": stable_seed(seed, task.id) % 2**31, "options": {"task": task}})
+            to_act = []
+            for reply in pool.receive(wait_all=lockstep):
+                episode, trajectory = live[reply.index]
+                if reply.kind == "reset":
+                    observation, info = reply.value
+                    _begin(trajectory, observation, info)
+                    agent.begin(episode, observation, info)
+                    to_act.append(reply.index)
+                    continue
+                step: StepResult = reply.value
+                _record(trajectory, actions.pop(reply.index), step)
+                agent.observe(episode, trajectory.actions[-1], step.observation, step.reward, step.info)
+                if step.terminated or step.truncated:
+                    trajectory.agent_data = agent.end(episode)
+                    done[episode] = trajectory
+                    del live[reply.index]
+                    free.append(reply.index)
+                    bar.update()
+                else:
+                    to_act.append(reply.index)
+            if to_act:
+                chosen = agent.act([live[w][0] for w in to_act])
+                for worker, action in zip(to_act, chosen, strict=True):
+                    actions[worker] = action
+                    pool.send(worker, "step", action)
+    finally:
+        bar.close()
+    return [done[i] for i in range(len(tasks))]
+
+
+def _begin(trajectory: Trajectory, observation: str, info: dict[str, Any]) -> None:
+    trajectory.task = dict(info.get("task") or trajectory.task)
+    trajectory.observations.append(observation)
+    trajectory.action_protocol = info.get("action_protocol")
+    trajectory.reward_mode = info.get("reward_mode")
+    trajectory.max_turns = info.get("max_turns")
+    trajectory.optimal_length = info.get("optimal_length")
+
+
+def _record(trajectory: Trajectory, action: str, step: StepResult) -> None:
+    trajectory.actions.append(action)
+    trajectory.observations.append(step.observation)
+    trajectory.turn_rewards.append(float(step.reward))
+    trajectory.invalid_actions.append(bool(step.info.get("invalid_action")))
+    trajectory.won = bool(step.info.get("won"))
+    trajectory.terminated, trajectory.truncated = bool(step.terminated), bool(step.truncated)
+    trajectory.truncation_reason = step.info.get("truncation_reason")
