@@ -87,7 +87,8 @@ class WorldState:
     Attributes:
         text: the world's answer to the command (or the opening text).
         progress: a potential in (-inf, 1] measuring how close the episode is to a win; it is
-            used by dense rewards only and is taken as 1 whenever ``won`` is true.
+            used by dense rewards only and is taken as 1 whenever ``won`` is true. ``None``
+            means unchanged (0 at the start of an episode).
         won, lost: the episode ended with a win or a loss (both mean ``terminated``).
         admissible_commands: the commands that make sense now, or ``None`` if the world has none.
         invalid: whether the executed command was invalid; ``None`` lets the base class decide
@@ -100,7 +101,7 @@ class WorldState:
     """
 
     text: str
-    progress: float = 0.0
+    progress: float | None = None
     won: bool = False
     lost: bool = False
     admissible_commands: list[str] | None = None
@@ -134,10 +135,13 @@ def truncate_text(text: str, limit: int) -> str:
     """Keep the head and tail of ``text`` within ``limit`` characters, with a visible marker."""
     if len(text) <= limit:
         return text
-    marker = TRUNCATION_MARKER.format(cut=len(text) - limit)
-    head = (limit - len(marker)) * 2 // 3
-    tail = max(limit - len(marker) - head, 0)
-    return text[:head] + marker + (text[-tail:] if tail else "")
+    marker = TRUNCATION_MARKER.format(cut=len(text))  # the longest the marker can be
+    if limit < len(marker) + 2:
+        return text[:limit]
+    kept = limit - len(marker)
+    head, tail = kept * 2 // 3, kept - kept * 2 // 3
+    marker = TRUNCATION_MARKER.format(cut=len(text) - head - tail)
+    return text[:head] + marker + text[len(text) - tail :]
 
 
 def _has_control_characters(text: str) -> bool:
@@ -224,6 +228,7 @@ class TextEnv(gym.Env[str, str]):
         if state.failure:
             raise RuntimeError(f"{type(self).__name__} could not start task {self._task_info()['id']}: {state.failure}")
         self._require_admissible_for_protocol(state)
+        state.progress = 0.0 if state.progress is None else state.progress
         self._state = state
         self._turn = 0
         self._return = 0.0
@@ -246,19 +251,20 @@ class TextEnv(gym.Env[str, str]):
         command, invalid_reason = self._interpret(action)
         if invalid_reason is None:
             state = self._execute(command)
+            state.progress = previous.progress if state.progress is None else state.progress
             if state.invalid is None and state.admissible_commands is not None and previous.admissible_commands:
                 admissible = {normalise_command(c) for c in previous.admissible_commands}
                 state.invalid = normalise_command(command) not in admissible
             if state.invalid:
                 invalid_reason = "not an admissible command"
-            text = state.text
+            text = state.text if state.text.strip() else "[the world gave no response]"
         else:
             # Rejected before reaching the world: the world's state is unchanged.
             state = WorldState(
                 text="",
                 progress=previous.progress,
                 admissible_commands=previous.admissible_commands,
-                components={},
+                components=dict.fromkeys(previous.components, 0.0),
             )
             text = f"Invalid action: {invalid_reason}. {self._hint()}"
             command = None

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -102,9 +103,11 @@ class IsolatedEngine:
         name: a label for logs and errors.
     """
 
-    def __init__(self, factory: Callable[[], Any] | str, *, name: str = "turngym-engine") -> None:
+    def __init__(self, factory: Callable[[], Any] | str, *, name: str = "turngym-engine", private_cwd: bool = False) -> None:
         self.factory = factory_path(factory)
         self.name = name
+        self.private_cwd = private_cwd
+        self._workdir: tempfile.TemporaryDirectory | None = None
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._owner_pid = os.getpid()
@@ -121,11 +124,15 @@ class IsolatedEngine:
         if self.alive:
             return
         parent_sock, child_sock = socket.socketpair()
+        if self.private_cwd:
+            self._workdir = tempfile.TemporaryDirectory(prefix="turngym-engine-")
         with child_sock:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "envs.isolation", str(child_sock.fileno()), self.factory],
                 pass_fds=(child_sock.fileno(),),
                 stdin=subprocess.DEVNULL,
+                cwd=self._workdir.name if self._workdir else None,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
             )
         self._conn = Connection(parent_sock.detach())
 
@@ -159,7 +166,9 @@ class IsolatedEngine:
             self._process.wait(timeout=5)
         if self._conn is not None:
             self._conn.close()
-        self._process, self._conn = None, None
+        if self._workdir is not None:
+            self._workdir.cleanup()
+        self._process, self._conn, self._workdir = None, None, None
 
     def close(self, timeout: float = 2.0) -> None:
         """Ask the child to close its engine and exit; kill it if it does not in time."""

@@ -56,7 +56,26 @@ class StepResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class EnvPool(AsyncVectorEnv):
+class _BatchCalls:
+    """``reset_some``/``step_some`` on top of a pool's ``send``/``receive``."""
+
+    def reset_some(
+        self, options: Mapping[int, Mapping[str, Any] | None], seeds: Mapping[int, int | None] | None = None
+    ) -> dict[int, tuple[str, dict[str, Any]]]:
+        """Reset the listed workers, each with its own options (e.g. ``{"task": task}``)."""
+        seeds = seeds or {}
+        for index, opts in options.items():
+            self.send(index, "reset", {"seed": seeds.get(index), "options": dict(opts or {})})
+        return {reply.index: reply.value for reply in self.receive()}
+
+    def step_some(self, actions: Mapping[int, str]) -> dict[int, StepResult]:
+        """Step only the listed workers; a failed worker's episode comes back truncated."""
+        for index, action in actions.items():
+            self.send(index, "step", action)
+        return {reply.index: reply.value for reply in self.receive()}
+
+
+class EnvPool(_BatchCalls, AsyncVectorEnv):
     """AsyncVectorEnv with per-env task resets, partial steps, step timeouts and worker respawn.
 
     Args:
@@ -130,21 +149,6 @@ class EnvPool(AsyncVectorEnv):
                 replies.append(Reply(index, kind, value))
         return replies
 
-    def reset_some(
-        self, options: Mapping[int, Mapping[str, Any] | None], seeds: Mapping[int, int | None] | None = None
-    ) -> dict[int, tuple[str, dict[str, Any]]]:
-        """Reset the listed workers, each with its own options (e.g. ``{"task": task}``)."""
-        seeds = seeds or {}
-        for index, opts in options.items():
-            self.send(index, "reset", {"seed": seeds.get(index), "options": dict(opts or {})})
-        return {reply.index: reply.value for reply in self.receive()}
-
-    def step_some(self, actions: Mapping[int, str]) -> dict[int, StepResult]:
-        """Step only the listed workers; a failed worker's episode comes back truncated."""
-        for index, action in actions.items():
-            self.send(index, "step", action)
-        return {reply.index: reply.value for reply in self.receive()}
-
     # ----------------------------------------------------------------- plumbing
     def _require_idle(self) -> None:
         self._assert_is_running()
@@ -206,15 +210,20 @@ class EnvPool(AsyncVectorEnv):
 
 
 class _EnvFactory:
-    """Picklable ``gymnasium.make`` call (workers import ``envs`` to register built-in worlds)."""
+    """Picklable ``gymnasium.make`` call.
+
+    It carries the parent's EnvSpec, because a worker is a fresh process: a world that the user
+    registered in their script would be unknown to the worker's registry.
+    """
 
     def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
-        self.env_id, self.kwargs = env_id, kwargs
+        import envs  # noqa: F401 - registers the built-in worlds
+
+        self.spec = gym.spec(env_id)
+        self.kwargs = kwargs
 
     def __call__(self) -> gym.Env:
-        import envs  # noqa: F401 - registers the built-in worlds in the worker
-
-        return gym.make(self.env_id, **self.kwargs)
+        return gym.make(self.spec, **self.kwargs)
 
 
 def _failed_step(failure: tuple[str, str]) -> StepResult:
@@ -230,7 +239,7 @@ def _failed_step(failure: tuple[str, str]) -> StepResult:
     return StepResult(text, 0.0, False, True, info)
 
 
-class LocalPool:
+class LocalPool(_BatchCalls):
     """The :class:`EnvPool` interface over environments in this process: no workers, no timeouts.
 
     Useful for debugging, for tests, and for worlds whose own engine is already isolated.

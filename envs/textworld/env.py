@@ -13,7 +13,7 @@ Rewards (see :mod:`envs.core` for the shared definitions):
   - ``"score"``: phi = score / max_score, the game's own points (tw-simple ``--rewards dense``
     or ``balanced``, tw-cooking). textworld reports the cumulative score; the reward is its delta.
 
-``info["reward_components"]`` always carries ``score`` (the raw score delta) and textworld's
+``info["reward_components"]`` carries, on every step, ``score`` (the raw score delta) and textworld's
 ``intermediate_reward``, next to ``outcome`` and ``progress``.
 
 The engine (frotz, inside jericho) runs in a child process by default (``engine_isolation=
@@ -43,6 +43,13 @@ logger = logging.getLogger(__name__)
 # rejected before it reaches frotz, which is known to freeze or crash on odd input.
 _PLAIN_COMMAND = re.compile(r"^[A-Za-z0-9 ,.'!?:;()\-]+$")
 MAX_COMMAND_CHARS = 200
+# Interpreter commands that act outside the game: saving or restoring would carry state across
+# episodes (reward hacking), restart/undo desynchronise textworld's state tracking, script writes
+# files. None of them is ever part of a solution.
+META_COMMANDS = frozenset(
+    "save restore restart quit q script unscript noscript transcript undo again g oops verbose brief "
+    "superbrief notify recording replay version".split()
+)
 
 
 class TextWorldEnv(TextEnv):
@@ -131,6 +138,8 @@ class TextWorldEnv(TextEnv):
             return f"TextWorld commands are at most {MAX_COMMAND_CHARS} characters"
         if not _PLAIN_COMMAND.match(command):
             return "use plain English words (letters, digits and basic punctuation only)"
+        if command.split()[0].lower().strip(".!?,;:") in META_COMMANDS:
+            return "interpreter commands (save, restore, restart, undo, quit, script...) are not available"
         return None
 
     def _close_world(self) -> None:
@@ -147,7 +156,8 @@ class TextWorldEnv(TextEnv):
     def _call(self, method: str, *args: Any, timeout: float) -> dict[str, Any]:
         if self._engine is None:
             if self.engine_isolation == "process":
-                self._engine = IsolatedEngine(self._session_factory, name="turngym-textworld")
+                # A private working directory: nothing the interpreter writes lands in the caller's.
+                self._engine = IsolatedEngine(self._session_factory, name="turngym-textworld", private_cwd=True)
             else:
                 self._engine = self._session_factory()
         if self.engine_isolation == "process":
@@ -176,7 +186,6 @@ class TextWorldEnv(TextEnv):
 
     def _failure(self, reason: str, message: str, error: Exception) -> WorldState:
         logger.warning("%s on %s: %s", message, self._task_info()["id"], error)
-        self._engine = None if self.engine_isolation == "none" else self._engine
         return WorldState(
             text=f"[turngym] {message}; the episode was truncated.",
             progress=self._last_progress,

@@ -1,0 +1,26 @@
+"""A tiny world whose actions can hang, kill or break its worker (for EnvPool tests)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from envs import TextEnv, WorldState
+
+
+class MisbehavingWorld(TextEnv):
+    """'win' wins; 'sleep' hangs; 'die' kills the process; 'raise' raises; anything else echoes."""
+
+    def _start(self, task):
+        return WorldState(text="ready", optimal_length=3)
+
+    def _execute(self, command):
+        if command == "sleep":
+            time.sleep(3600)
+        if command == "die":
+            os._exit(3)
+        if command == "raise":
+            raise RuntimeError("the world broke")
+        if command == "win":
+            return WorldState(text="you win", won=True)
+        return WorldState(text=f"echo {command}")

@@ -1,0 +1,64 @@
+"""EnvPool: per-worker resets, partial steps, step timeouts and worker respawn."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import envs
+from envs.vector import EnvPool, LocalPool
+from tests.helpers_pool import MisbehavingWorld
+
+envs.register("testpool/Misbehaving-v0", entry_point=MisbehavingWorld)
+
+
+@pytest.fixture
+def pool():
+    env_pool = EnvPool.from_id("testpool/Misbehaving-v0", 2, step_timeout=3.0)
+    yield env_pool
+    env_pool.close(terminate=True)
+
+
+@pytest.mark.timeout(120)
+def test_user_registered_world_runs_in_workers_and_steps_only_live_episodes(pool):
+    resets = pool.reset_some({0: None, 1: None})
+    assert [resets[i][0] for i in (0, 1)] == ["ready", "ready"]
+    results = pool.step_some({1: "hello"})
+    assert list(results) == [1]
+    assert results[1].observation == "echo hello"
+    assert not results[1].terminated and not results[1].truncated
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("action", "reason"),
+    [("sleep", "worker_timeout"), ("die", "worker_crash"), ("raise", "worker_error")],
+)
+def test_a_failing_worker_truncates_its_episode_and_is_respawned(pool, action, reason):
+    pool.reset_some({0: None, 1: None})
+    results = pool.step_some({0: action, 1: "win"})
+    assert results[0].truncated and not results[0].terminated
+    assert results[0].info["truncation_reason"] == reason
+    assert "truncated" in results[0].observation
+    assert results[1].terminated and results[1].info["won"]  # the other episode is not lost
+    assert pool.respawns == 1
+    again = pool.reset_some({0: None})  # the respawned worker plays a new episode
+    assert again[0][0] == "ready"
+    assert pool.step_some({0: "win"})[0].info["won"]
+
+
+@pytest.mark.timeout(120)
+def test_plain_async_vector_env_api_still_works(pool):
+    observations, infos = pool.reset(seed=0)
+    assert list(observations) == ["ready", "ready"]
+    observations, rewards, terminated, truncated, infos = pool.step(("win", "x"))
+    assert list(terminated) == [True, False]
+    assert list(rewards) == [1.0, 0.0]
+
+
+def test_local_pool_has_the_same_interface():
+    local = LocalPool([gym.make("testpool/Misbehaving-v0") for _ in range(2)])
+    assert local.reset_some({0: None, 1: None})[1][0] == "ready"
+    results = local.step_some({0: "win"})
+    assert results[0].terminated and results[0].reward == 1.0
+    local.close()
