@@ -6,6 +6,8 @@ of ``w2-o3-q4`` (and 1-10 for the random-agent report) so a warm cache keeps the
 
 from __future__ import annotations
 
+import json
+
 import os
 import warnings
 
@@ -138,7 +140,7 @@ def test_same_seed_gives_the_same_game(tmp_path):
     second = generate_game(CONFIG, 3, root=tmp_path / "b")
     assert first.directory != second.directory
     assert first.content_hash == second.content_hash
-    assert (first.directory / "game.json").read_bytes() == (second.directory / "game.json").read_bytes()
+    assert json.loads((first.directory / "game.json").read_text()) == json.loads((second.directory / "game.json").read_text())
     assert first.walkthrough == second.walkthrough and first.objective == second.objective
     assert first.game_file.is_file() and second.game_file.is_file()
     # and the same as the game in the shared cache

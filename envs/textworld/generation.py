@@ -32,7 +32,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from envs.tasks import Task, TaskSet, sha256_text
+from envs.tasks import Task, TaskSet, canonical_json, sha256_text
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 TRAIN_SEEDS = range(30001, 35001)
 EVAL_SEEDS = range(1, 101)
 SPLIT_SEEDS = {"train": TRAIN_SEEDS, "eval": EVAL_SEEDS}
-GENERATOR_VERSION = "1"  # bump when this module changes what a (config, seed) produces
+GENERATOR_VERSION = "2"  # bump when this module changes what a (config, seed) produces
 REFERENCE_CONFIGS = ("w2-o3-q4", "w8-o3-q4", "w2-o12-q4", "w8-o12-q4", "w4-o6-q8")
 
 _CUSTOM = re.compile(r"^w(\d+)-o(\d+)-q(\d+)$")
@@ -116,7 +116,7 @@ class GameFiles:
     walkthrough: tuple[str, ...]
     objective: str
     max_score: float
-    content_hash: str  # sha256 of game.json: the game's full definition
+    content_hash: str  # sha256 of game.json in canonical form: the game's full definition
 
     @classmethod
     def load(cls, directory: Path) -> GameFiles:
@@ -148,7 +148,8 @@ def generate_game(config: str, seed: int, root: Path | None = None) -> GameFiles
         game = _make_game(parsed, seed, scratch / "game.z8")
         for leftover in scratch.glob("*.ni"):
             leftover.unlink()
-        content_hash = sha256_text((scratch / "game.json").read_text())
+        # Canonical JSON: textworld may write the same game with its keys in another order.
+        content_hash = sha256_text(canonical_json(json.loads((scratch / "game.json").read_text())))
         meta = {
             "config": config,
             "seed": seed,
