@@ -24,11 +24,12 @@ import logging
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ logger = logging.getLogger(__name__)
 TRAIN_SEEDS = range(30001, 35001)
 EVAL_SEEDS = range(1, 101)
 SPLIT_SEEDS = {"train": TRAIN_SEEDS, "eval": EVAL_SEEDS}
-GENERATOR_VERSION = "2"  # bump when this module changes what a (config, seed) produces
+GENERATOR_VERSION = "3"  # bump when this module changes what a (config, seed) produces
 REFERENCE_CONFIGS = ("w2-o3-q4", "w8-o3-q4", "w2-o12-q4", "w8-o12-q4", "w4-o6-q8")
 
 _CUSTOM = re.compile(r"^w(\d+)-o(\d+)-q(\d+)$")
@@ -137,10 +138,26 @@ def game_directory(config: str, seed: int, root: Path | None = None) -> Path:
 
 
 def generate_game(config: str, seed: int, root: Path | None = None) -> GameFiles:
-    """Return the game for (config, seed), generating and caching it on first use."""
+    """Return the game for (config, seed), generating and caching it on first use.
+
+    Generation runs in a fresh interpreter: textworld keeps global state between games made in
+    one process, so a long-lived process would make a different game for the same seed.
+    """
+    directory = game_directory(config, seed, root)
+    if not (directory / "meta.json").exists():
+        GameConfig.parse(config)  # a bad name fails here, with a clear message
+        command = [sys.executable, "-m", "envs.textworld.generation", config, str(seed), str(root or "")]
+        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        if done.returncode != 0:
+            message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
+            raise ValueError(f"generating TextWorld {config} seed {seed} failed: {message}")
+    return GameFiles.load(directory)
+
+
+def _generate_here(config: str, seed: int, root: Path | None = None) -> None:
     directory = game_directory(config, seed, root)
     if (directory / "meta.json").exists():
-        return GameFiles.load(directory)
+        return
     parsed = GameConfig.parse(config)
     directory.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{seed}-", dir=directory.parent))
@@ -169,7 +186,6 @@ def generate_game(config: str, seed: int, root: Path | None = None) -> GameFiles
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return GameFiles.load(directory)
 
 
 def _make_game(config: GameConfig, seed: int, path: Path):
@@ -237,7 +253,8 @@ def generate_games(
             hashes[(config, seed)] = digest
             bar.update()
     else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
+        # Threads suffice: each game is generated in its own fresh process (see generate_game).
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             for config, seed, digest in pool.map(_generate_one, jobs):
                 hashes[(config, seed)] = digest
                 bar.update()
@@ -286,6 +303,9 @@ def materialise(tasks: TaskSet, *, workers: int | None = None, progress: bool = 
 def task_files(task: Task) -> GameFiles:
     return generate_game(task.payload["config"], int(task.payload["seed"]))
 
+
+if __name__ == "__main__":
+    _generate_here(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]) if sys.argv[3] else None)
 
 __all__ = [
     "GameConfig",
