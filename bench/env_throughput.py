@@ -32,36 +32,38 @@ def script(walkthrough: list[str], noise: int) -> list[str]:
     return ["look", "inventory"] * (noise // 2) + list(walkthrough)
 
 
-def raw_textworld(games: list[tuple[str, list[str]]], rounds: int) -> float:
+def timed_episodes(start_episode, step, episodes, rounds: int) -> float:
+    """Steps/s over ``rounds`` passes; ``start_episode(key)`` loads and resets, ``step`` runs a command."""
     steps, elapsed = 0, 0.0
-    env = textworld.start(games[0][0], request_infos=request_infos())
     for _ in range(rounds):
-        for game_file, commands in games:
+        for key, commands in episodes:
             start = time.perf_counter()
-            env.load(game_file)  # the env loads the task's game at every reset too
-            env.reset()
+            start_episode(key)
             for command in commands:
-                env.step(command)
+                step(command)
             elapsed += time.perf_counter() - start
             steps += len(commands)
-    env.close()
     return steps / elapsed
+
+
+def raw_textworld(games: list[tuple[str, list[str]]], rounds: int) -> float:
+    env = textworld.start(games[0][0], request_infos=request_infos())
+
+    def start_episode(game_file: str) -> None:
+        env.load(game_file)  # the env loads the task's game at every reset too
+        env.reset()
+
+    rate = timed_episodes(start_episode, env.step, games, rounds)
+    env.close()
+    return rate
 
 
 def turngym_env(tasks, scripts, rounds: int, isolation: str) -> float:
-    steps, elapsed = 0, 0.0
     env = TextWorldEnv(tasks=tasks, engine_isolation=isolation, max_turns=10_000)
     env.reset(options={"task": tasks[0]})  # start the engine outside the timed region
-    for _ in range(rounds):
-        for task, commands in zip(tasks, scripts, strict=True):
-            start = time.perf_counter()
-            env.reset(options={"task": task})
-            for command in commands:
-                env.step(command)
-            elapsed += time.perf_counter() - start
-            steps += len(commands)
+    rate = timed_episodes(lambda task: env.reset(options={"task": task}), env.step, list(zip(tasks, scripts, strict=True)), rounds)
     env.close()
-    return steps / elapsed
+    return rate
 
 
 class ScriptedAgent(PerEpisodeAgent):

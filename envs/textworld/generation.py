@@ -304,9 +304,6 @@ def task_files(task: Task) -> GameFiles:
     return generate_game(task.payload["config"], int(task.payload["seed"]))
 
 
-if __name__ == "__main__":
-    _generate_here(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]) if sys.argv[3] else None)
-
 __all__ = [
     "GameConfig",
     "GameFiles",
@@ -318,3 +315,7 @@ __all__ = [
     "task_files",
     "textworld_tasks",
 ]
+
+
+if __name__ == "__main__":
+    _generate_here(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]) if sys.argv[3] else None)
