@@ -19,6 +19,7 @@ from gymnasium.utils.env_checker import check_env
 import envs
 from envs.core import normalise_command
 from envs.textworld import TextWorldEnv, generate_game, textworld_tasks
+from envs.textworld.generation import game_content_hash
 from tests.helpers_engines import CrashingSession, HangingSession, RaisingSession
 
 CONFIG = "w2-o3-q4"
@@ -152,6 +153,16 @@ def test_same_seed_gives_the_same_game(tmp_path):
     assert (first.directory / "meta.json").stat().st_mtime_ns == stamp
     # another seed gives another game
     assert generate_game(CONFIG, 4).content_hash != first.content_hash
+
+
+def test_content_hash_ignores_the_install_path_but_not_the_game():
+    # Two checkouts write the same game with textworld's grammar path differing (a CI failure).
+    game = json.loads((generate_game(CONFIG, 3).directory / "game.json").read_text())
+    elsewhere = json.loads(json.dumps(game))
+    elsewhere["KB"]["text_grammars_path"] = "/somewhere/else/textworld/generator/data/text_grammars"
+    assert game_content_hash(elsewhere) == game_content_hash(game) == generate_game(CONFIG, 3).content_hash
+    elsewhere["objective"] += " Quickly."
+    assert game_content_hash(elsewhere) != game_content_hash(game)
 
 
 def test_same_task_and_actions_give_the_same_episode(make_env):

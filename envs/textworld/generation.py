@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 TRAIN_SEEDS = range(30001, 35001)
 EVAL_SEEDS = range(1, 101)
 SPLIT_SEEDS = {"train": TRAIN_SEEDS, "eval": EVAL_SEEDS}
-GENERATOR_VERSION = "3"  # bump when this module changes what a (config, seed) produces
+GENERATOR_VERSION = "4"  # bump when this module changes what a (config, seed) produces
 REFERENCE_CONFIGS = ("w2-o3-q4", "w8-o3-q4", "w2-o12-q4", "w8-o12-q4", "w4-o6-q8")
 
 _CUSTOM = re.compile(r"^w(\d+)-o(\d+)-q(\d+)$")
@@ -154,6 +154,19 @@ def generate_game(config: str, seed: int, root: Path | None = None) -> GameFiles
     return GameFiles.load(directory)
 
 
+def game_content_hash(game_json: dict) -> str:
+    """sha256 of a game.json with machine-specific parts removed.
+
+    Canonical JSON, because textworld may write the same game with its keys in another order;
+    and without ``KB.text_grammars_path``, the install path of textworld's grammar files, which
+    differs between checkouts although the game is the same.
+    """
+    game = dict(game_json)
+    if isinstance(game.get("KB"), dict):
+        game["KB"] = {key: value for key, value in game["KB"].items() if key != "text_grammars_path"}
+    return sha256_text(canonical_json(game))
+
+
 def _generate_here(config: str, seed: int, root: Path | None = None) -> None:
     directory = game_directory(config, seed, root)
     if (directory / "meta.json").exists():
@@ -165,8 +178,7 @@ def _generate_here(config: str, seed: int, root: Path | None = None) -> None:
         game = _make_game(parsed, seed, scratch / "game.z8")
         for leftover in scratch.glob("*.ni"):
             leftover.unlink()
-        # Canonical JSON: textworld may write the same game with its keys in another order.
-        content_hash = sha256_text(canonical_json(json.loads((scratch / "game.json").read_text())))
+        content_hash = game_content_hash(json.loads((scratch / "game.json").read_text()))
         meta = {
             "config": config,
             "seed": seed,
