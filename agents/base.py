@@ -5,7 +5,8 @@ batched policy (one forward pass for every live episode) and a simple scripted p
 interface:
 
 * ``begin(episode, observation, info)`` when an episode starts;
-* ``act(episodes) -> actions``, one action for each listed live episode;
+* ``act(episodes) -> actions``, one action for each listed live episode; an agent may answer
+  :class:`EndEpisode` instead, to end that episode as truncated (an LLM whose context is full);
 * ``observe(episode, action, observation, reward, info)`` after each step;
 * ``end(episode) -> dict`` when it finishes; the dict is stored with the trajectory (an LLM
   agent returns its token record there).
@@ -20,6 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class EndEpisode:
+    """Returned by ``act`` instead of an action: end this episode now, as truncated for ``reason``."""
+
+    reason: str
 
 
 @dataclass
@@ -43,7 +51,7 @@ class Agent(ABC):
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None: ...
 
     @abstractmethod
-    def act(self, episodes: Sequence[int]) -> list[str]: ...
+    def act(self, episodes: Sequence[int]) -> list[str | EndEpisode]: ...
 
     def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
         """Called after each step of ``episode``."""

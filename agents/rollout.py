@@ -12,9 +12,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from agents.base import Agent, stable_seed
+from agents.base import Agent, EndEpisode, stable_seed
 from envs.tasks import Task
 from envs.vector import Reply, StepResult
+
+
+# Truncation reasons that are limits of the episode, not failures of the infrastructure.
+LIMIT_REASONS = ("max_turns", "context_length", "time_limit")
 
 
 class Pool(Protocol):
@@ -56,8 +60,8 @@ class Trajectory:
 
     @property
     def infrastructure_failure(self) -> bool:
-        """Truncated by an engine or worker failure, not by the turn limit."""
-        return self.truncation_reason not in (None, "max_turns")
+        """Truncated by an engine or worker failure, not by a turn, time or context limit."""
+        return self.truncation_reason not in (None, *LIMIT_REASONS)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "episode_reward": self.episode_reward, "num_turns": self.num_turns}
@@ -92,6 +96,14 @@ def run_episodes(
     done: dict[int, Trajectory] = {}
     description = progress if isinstance(progress, str) else f"{getattr(agent, 'name', 'agent')} episodes"
     bar = tqdm(total=len(tasks), desc=description, unit="ep", disable=not progress, leave=False)
+
+    def finish(worker: int) -> None:
+        episode, trajectory = live.pop(worker)
+        trajectory.agent_data = agent.end(episode)
+        done[episode] = trajectory
+        free.append(worker)
+        bar.update()
+
     try:
         while pending or live:
             while pending and free:
@@ -111,16 +123,18 @@ def run_episodes(
                 _record(trajectory, actions.pop(reply.index), step)
                 agent.observe(episode, trajectory.actions[-1], step.observation, step.reward, step.info)
                 if step.terminated or step.truncated:
-                    trajectory.agent_data = agent.end(episode)
-                    done[episode] = trajectory
-                    del live[reply.index]
-                    free.append(reply.index)
-                    bar.update()
+                    finish(reply.index)
                 else:
                     to_act.append(reply.index)
             if to_act:
                 chosen = agent.act([live[w][0] for w in to_act])
                 for worker, action in zip(to_act, chosen, strict=True):
+                    if isinstance(action, EndEpisode):  # the agent cannot go on (e.g. its context is full)
+                        trajectory = live[worker][1]
+                        trajectory.truncated, trajectory.terminated = True, False
+                        trajectory.truncation_reason = action.reason
+                        finish(worker)
+                        continue
                     actions[worker] = action
                     pool.send(worker, "step", action)
     finally:

@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+
+
+def cache_root() -> Path:
+    """``$TURNGYM_CACHE`` or ``~/.cache/turngym``: generated games and converted models live here,
+    outside the repository."""
+    return Path(os.environ.get("TURNGYM_CACHE", Path.home() / ".cache" / "turngym")).expanduser()
 
 class SplitOverlapError(ValueError):
     """Raised when two splits that must be disjoint share a task."""

@@ -3,6 +3,7 @@
     turngym envs                                   list registered worlds
     turngym generate --config w2-o3-q4 --split eval   pre-generate (and hash) games
     turngym eval --agent oracle --config w2-o3-q4 --split eval --episodes 100
+    turngym eval --agent llm --model HuggingFaceTB/SmolLM2-135M-Instruct --episodes 20
     turngym play turngym/TextWorld-v0              play a world yourself
     turngym demo                                   the embedded default job
 """
@@ -58,15 +59,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _make_agent(name: str, args: argparse.Namespace):
+    from agents import make_baseline
+
+    if name not in ("llm", "openai"):
+        return make_baseline(name, seed=args.seed)
+    from agents.llm import LLMAgentConfig
+    from agents.models import make_llm_agent
+
+    config = LLMAgentConfig(
+        action_format=args.action_format, response_prefix=args.response_prefix, temperature=args.temperature,
+        top_p=args.top_p, max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context, seed=args.seed,
+    )
+    backend = "openai" if name == "openai" else args.backend
+    return make_llm_agent(args.model, backend=backend, device=args.device, config=config,
+                          openai_base_url=args.base_url, vllm_server=args.vllm_server)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    from agents import evaluate, make_baseline, markdown_table
+    from agents import evaluate, markdown_table
 
     tasks = _task_set(args)
     reports = []
     for name in args.agent:
-        out = Path(args.out) / f"{name}.jsonl" if args.out else None
+        agent = _make_agent(name, args)
+        out = Path(args.out) / f"{_file_name(agent.name)}.jsonl" if args.out else None
         report = evaluate(
-            make_baseline(name, seed=args.seed),
+            agent,
             args.env,
             tasks,
             env_kwargs=_env_kwargs(args),
@@ -76,11 +95,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
         reports.append(report)
         if args.out:
-            (Path(args.out) / f"{name}.json").write_text(json.dumps(report.to_dict(), indent=1))
+            (Path(args.out) / f"{_file_name(agent.name)}.json").write_text(json.dumps(report.to_dict(), indent=1))
     print(markdown_table(reports))
     if args.out:
         print(f"\ntrajectories and reports written under {args.out}/")
     return 0
+
+
+def _file_name(agent_name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in agent_name)
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -156,10 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="evaluate baseline agents on held-out tasks")
     env_options(p)
-    p.add_argument("--agent", action="append", choices=["oracle", "random"], help="repeatable")
+    p.add_argument("--agent", action="append", choices=["oracle", "random", "llm", "openai"],
+                   help="repeatable; llm: a model through --backend; openai: a served model at --base-url")
     p.add_argument("--episodes", type=int, default=100, help="first N tasks of the split")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", help="folder for trajectories (JSONL) and reports (JSON)")
+    llm = p.add_argument_group("LLM agent")
+    llm.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="Hub name or local folder")
+    llm.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="generation backend for --agent llm")
+    llm.add_argument("--device", default="cpu")
+    llm.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the default for evaluation)")
+    llm.add_argument("--top-p", type=float, default=1.0)
+    llm.add_argument("--max-new-tokens", type=int, default=48, help="cap per turn")
+    llm.add_argument("--max-context", type=int, default=4096, help="tokens; past it the episode ends as truncated")
+    llm.add_argument("--action-format", default="prefix", choices=["prefix", "last_line", "tags"])
+    llm.add_argument("--response-prefix", default="", help="text each reply starts with, e.g. 'Action:'")
+    llm.add_argument("--base-url", help="OpenAI-compatible endpoint for --agent openai, e.g. http://host:8000/v1")
+    llm.add_argument("--vllm-server", help="TRL vllm-serve URL for --backend vllm (default: vLLM in-process)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("play", help="play a world in the terminal")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.tasks import Task, TaskSet, canonical_json, sha256_text
+from envs.tasks import Task, TaskSet, cache_root, canonical_json, sha256_text
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +54,6 @@ def textworld_version() -> str:
     import textworld
 
     return textworld.__version__
-
-
-def cache_root() -> Path:
-    """``$TURNGYM_CACHE`` or ``~/.cache/turngym``: generated games live outside the repository."""
-    return Path(os.environ.get("TURNGYM_CACHE", Path.home() / ".cache" / "turngym")).expanduser()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,367 @@
+"""Generation backends: token ids in, sampled token ids and their logprobs out.
+
+Every backend implements :class:`TokenBackend`: ``generate(requests, sampling, stop_ids)`` gets,
+for each live episode, its whole token sequence so far and returns the ids sampled for the next
+turn with their log-probabilities. Backends never see text, so what is trained is exactly what
+was sampled.
+
+* :class:`HFBackend`: Hugging Face transformers on CPU or GPU. One forward pass serves every live
+  episode (left padding), and each episode's KV cache is kept between turns, so a turn only
+  encodes the new environment tokens instead of the whole history.
+* :class:`VLLMBackend`: vLLM on GPU, through TRL's ``VLLMClient`` (server mode) or a
+  ``vllm.LLM`` (colocated).
+* :class:`ScriptedBackend`: replays given replies; for tests and for the oracle-through-LLM check.
+
+Logprobs are ``log softmax(logits / T)`` at the sampled token (T = temperature, 1 when greedy),
+the same quantity TRL's GRPO loss computes, before top-p/top-k truncation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How to sample one turn. ``temperature=0`` is greedy."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 48
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class GenerationRequest:
+    """One episode's turn: its full sequence so far, a key naming the episode, and a seed."""
+
+    key: Hashable
+    ids: list[int]
+    seed: int = 0
+
+
+@dataclass
+class Generation:
+    """What the model sampled for one turn."""
+
+    ids: list[int]
+    logprobs: list[float]
+    stopped: bool  # True: ended with a stop token; False: hit max_new_tokens
+
+
+class TokenBackend(Protocol):
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+                 stop_ids: Sequence[int]) -> list[Generation]: ...
+
+    def release(self, key: Hashable) -> None:
+        """Forget any state kept for the episode ``key`` (its KV cache)."""
+
+
+# ---------------------------------------------------------------------- transformers
+@dataclass
+class _EpisodeCache:
+    ids: list[int]  # the tokens whose keys and values are stored
+    layers: list[tuple[Any, Any]]  # per layer: keys and values, each (heads, len(ids), head_dim)
+
+
+class HFBackend:
+    """Batched generation with a Hugging Face causal LM and per-episode KV caches.
+
+    Each call packs the live episodes into one batch: every row holds that episode's cached keys
+    and values, then its new tokens, left-padded so all rows end together; padding is masked out
+    and position ids are each row's own. The prefill and every decoding step are one forward pass
+    for the whole batch. Afterwards each row's cache is unpacked and kept for its next turn.
+
+    transformers' ``generate`` does not serve here: it cannot resume per-row caches of different
+    lengths, and re-encoding the whole history every turn made a 20-turn episode 10-15 s on CPU.
+
+    Args:
+        model: a causal LM (``AutoModelForCausalLM``).
+        pad_id: the id written at padded positions (masked; any valid id works).
+        reuse_cache: keep each episode's KV cache between turns (off: re-encode the history).
+        max_batch_size: split larger calls into chunks of this size.
+    """
+
+    def __init__(self, model: Any, *, pad_id: int = 0, reuse_cache: bool = True, max_batch_size: int | None = None) -> None:
+        self.model = model.eval()
+        self.pad_id = int(pad_id)
+        self.reuse_cache = reuse_cache
+        self.max_batch_size = max_batch_size
+        self._caches: dict[Hashable, _EpisodeCache] = {}
+        self.forward_passes = 0  # counted for benchmarks and tests
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    def release(self, key: Hashable) -> None:
+        self._caches.pop(key, None)
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+                 stop_ids: Sequence[int]) -> list[Generation]:
+        size = self.max_batch_size or max(1, len(requests))
+        results: list[Generation] = []
+        for start in range(0, len(requests), size):
+            results += self._generate_batch(list(requests[start : start + size]), sampling, set(stop_ids))
+        return results
+
+    def _generate_batch(self, requests: list[GenerationRequest], sampling: SamplingConfig, stop: set[int]) -> list[Generation]:
+        import torch
+
+        with torch.inference_mode():
+            cached = [self._usable_cache(r) for r in requests]
+            new = [r.ids[len(c.ids) :] if c else list(r.ids) for r, c in zip(requests, cached, strict=True)]
+            batch = _PackedBatch.build(self.model, cached, new, sampling.max_new_tokens, self.pad_id, self.device)
+            logits = self._forward(batch, batch.prefill_inputs())
+            generators = [_row_generator(r.seed, len(r.ids), self.device) for r in requests]
+            sampled: list[list[int]] = [[] for _ in requests]
+            logprobs: list[list[float]] = [[] for _ in requests]
+            stopped = [False] * len(requests)
+            active = [True] * len(requests)
+            for step in range(sampling.max_new_tokens):
+                tokens, token_logprobs = _sample(logits, sampling, generators, active)
+                for row, live in enumerate(active):
+                    if not live:
+                        continue
+                    sampled[row].append(tokens[row])
+                    logprobs[row].append(token_logprobs[row])
+                    if tokens[row] in stop:
+                        stopped[row], active[row] = True, False
+                    elif len(sampled[row]) >= sampling.max_new_tokens:
+                        active[row] = False
+                if not any(active):
+                    break
+                logits = self._forward(batch, batch.decode_inputs(step, tokens, active))
+            if self.reuse_cache:
+                for row, request in enumerate(requests):
+                    self._caches[request.key] = batch.unpack_row(row, request.ids + sampled[row][:-1])
+            return [Generation(s, lp, st) for s, lp, st in zip(sampled, logprobs, stopped, strict=True)]
+
+    def _usable_cache(self, request: GenerationRequest) -> _EpisodeCache | None:
+        cache = self._caches.get(request.key) if self.reuse_cache else None
+        if cache is None:
+            return None
+        n = len(cache.ids)
+        if n < len(request.ids) and request.ids[:n] == cache.ids:
+            return cache
+        logger.debug("episode %r: cached tokens are not a prefix of the request; re-encoding", request.key)
+        self._caches.pop(request.key, None)
+        return None
+
+    def _forward(self, batch: _PackedBatch, inputs: dict[str, Any]) -> Any:
+        self.forward_passes += 1
+        out = self.model(**inputs, past_key_values=batch.cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :].float()
+
+
+@dataclass
+class _PackedBatch:
+    """A batch of episodes laid out in one static KV cache of width C + N + max_new_tokens.
+
+    Row i: ``[pad][its cached tokens (c_i)] | [pad][its new tokens (n_i)] | [decoded tokens]``,
+    with C = max c_i and N = max n_i; ``mask`` marks the real columns.
+    """
+
+    cache: Any
+    mask: Any  # (B, W) long
+    input_ids: Any  # (B, N)
+    positions: Any  # (B, N) position of each new token; next decode position per row below
+    next_position: list[int]
+    cached_width: int
+    new_width: int
+    layers_per_row: list[int] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, model: Any, cached: list[_EpisodeCache | None], new: list[list[int]], max_new: int,
+              pad_id: int, device: Any) -> _PackedBatch:
+        import torch
+        from transformers import StaticCache
+
+        rows = len(new)
+        c = [len(x.ids) if x else 0 for x in cached]
+        n = [len(x) for x in new]
+        width_cached, width_new = max(c), max(n)
+        width = width_cached + width_new + max_new
+        config = model.config.get_text_config(decoder=True)
+        cache = StaticCache(config=config, max_cache_len=width)
+        num_kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        dtype = next(model.parameters()).dtype
+        cache.early_initialization(rows, num_kv_heads, head_dim, dtype, device)
+        if width_cached:
+            for index, layer in enumerate(cache.layers):
+                for row, episode in enumerate(cached):
+                    if episode is not None:
+                        keys, values = episode.layers[index]
+                        layer.keys[row, :, width_cached - c[row] : width_cached] = keys
+                        layer.values[row, :, width_cached - c[row] : width_cached] = values
+                layer.cumulative_length.fill_(width_cached)
+        mask = torch.zeros((rows, width), dtype=torch.long, device=device)
+        input_ids = torch.full((rows, width_new), pad_id, dtype=torch.long, device=device)
+        positions = torch.zeros((rows, width_new), dtype=torch.long, device=device)
+        for row in range(rows):
+            mask[row, width_cached - c[row] : width_cached] = 1
+            mask[row, width_cached + width_new - n[row] : width_cached + width_new] = 1
+            input_ids[row, width_new - n[row] :] = torch.tensor(new[row], dtype=torch.long, device=device)
+            positions[row, width_new - n[row] :] = torch.arange(c[row], c[row] + n[row], device=device)
+        next_position = [c[row] + n[row] for row in range(rows)]
+        return cls(cache, mask, input_ids, positions, next_position, width_cached, width_new)
+
+    def prefill_inputs(self) -> dict[str, Any]:
+        return {"input_ids": self.input_ids, "attention_mask": self.mask, "position_ids": self.positions}
+
+    def decode_inputs(self, step: int, tokens: list[int], active: list[bool]) -> dict[str, Any]:
+        import torch
+
+        column = self.cached_width + self.new_width + step
+        device = self.mask.device
+        live = torch.tensor(active, dtype=torch.long, device=device)
+        self.mask[:, column] = live
+        ids = torch.tensor([t if a else 0 for t, a in zip(tokens, active, strict=True)], device=device).unsqueeze(1)
+        positions = torch.tensor(self.next_position, device=device).unsqueeze(1)
+        self.next_position = [p + int(a) for p, a in zip(self.next_position, active, strict=True)]
+        return {"input_ids": ids, "attention_mask": self.mask, "position_ids": positions}
+
+    def unpack_row(self, row: int, ids: list[int]) -> _EpisodeCache:
+        columns = self.mask[row].nonzero().squeeze(-1)
+        layers = [(layer.keys[row][:, columns].clone(), layer.values[row][:, columns].clone()) for layer in self.cache.layers]
+        if columns.numel() != len(ids):
+            raise RuntimeError(f"KV cache bookkeeping error: {columns.numel()} cached columns for {len(ids)} tokens")
+        return _EpisodeCache(ids, layers)
+
+
+def _row_generator(seed: int, position: int, device: Any) -> Any:
+    """A generator per row, seeded by the episode's seed and its length: sampling does not depend
+    on which other episodes share the batch."""
+    import torch
+
+    generator = torch.Generator(device=device)
+    generator.manual_seed((seed * 1_000_003 + position) % 2**63)
+    return generator
+
+
+def _sample(logits: Any, sampling: SamplingConfig, generators: list[Any], active: list[bool]) -> tuple[list[int], list[float]]:
+    """Sample one token per active row; return the tokens and ``log softmax(logits / T)`` at them."""
+    import torch
+
+    temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+    scaled = logits / temperature
+    logprobs = torch.log_softmax(scaled, dim=-1)
+    if sampling.temperature == 0:
+        tokens = scaled.argmax(dim=-1)
+    else:
+        filtered = _top_k_top_p(scaled, sampling.top_k, sampling.top_p)
+        probs = torch.softmax(filtered, dim=-1)
+        tokens = torch.zeros(len(active), dtype=torch.long, device=logits.device)
+        for row, live in enumerate(active):
+            if live:
+                tokens[row] = torch.multinomial(probs[row], 1, generator=generators[row])[0]
+    chosen = logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    return tokens.tolist(), chosen.tolist()
+
+
+def _top_k_top_p(logits: Any, top_k: int, top_p: float) -> Any:
+    import torch
+
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # keep the token that crosses top_p
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return logits
+
+
+# ---------------------------------------------------------------------- vLLM
+class VLLMBackend:
+    """vLLM generation (GPU) through TRL's integration.
+
+    Pass either ``client``, a :class:`trl.generation.vllm_client.VLLMClient` talking to
+    ``trl vllm-serve`` (server mode), or ``llm``, a ``vllm.LLM`` in this process (colocated). vLLM
+    keeps its own prefix cache, so each turn sends the episode's full ids.
+    """
+
+    def __init__(self, *, client: Any = None, llm: Any = None) -> None:
+        if (client is None) == (llm is None):
+            raise ValueError("VLLMBackend needs exactly one of client= (TRL VLLMClient) or llm= (vllm.LLM)")
+        self.client, self.llm = client, llm
+
+    def release(self, key: Hashable) -> None:
+        """vLLM manages its own cache."""
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+                 stop_ids: Sequence[int]) -> list[Generation]:
+        if not requests:
+            return []
+        if self.client is not None:
+            output = self.client.generate(
+                prompts=[r.ids for r in requests],
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,
+                max_tokens=sampling.max_new_tokens,
+                logprobs=0,
+                generation_kwargs={"stop_token_ids": list(stop_ids), "seed": requests[0].seed},
+            )
+            return [
+                Generation(list(ids), [float(lp[0]) for lp in lps], bool(ids) and ids[-1] in set(stop_ids))
+                for ids, lps in zip(output["completion_ids"], output["logprobs"], strict=True)
+            ]
+        from vllm import SamplingParams  # GPU-only dependency, imported on use
+
+        params = [
+            SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
+                           max_tokens=sampling.max_new_tokens, logprobs=0, stop_token_ids=list(stop_ids), seed=r.seed)
+            for r in requests
+        ]
+        outputs = self.llm.generate([{"prompt_token_ids": r.ids} for r in requests], params, use_tqdm=False)
+        results = []
+        for output in outputs:
+            completion = output.outputs[0]
+            ids = list(completion.token_ids)
+            lps = [float(step[token].logprob) for step, token in zip(completion.logprobs or [], ids, strict=False)]
+            results.append(Generation(ids, lps, completion.finish_reason == "stop"))
+        return results
+
+
+# ---------------------------------------------------------------------- scripted
+class ScriptedBackend:
+    """Replays replies chosen by a function of the request (tests; the oracle-through-LLM check).
+
+    ``reply(request) -> str | list[int]``: text is encoded with ``encode`` and ended with
+    ``stop_ids[0]``; a list of ids is returned as is (stopped only if it ends with a stop id).
+    Logprobs are 0.
+    """
+
+    def __init__(self, reply: Callable[[GenerationRequest], str | list[int]], encode: Callable[[str], list[int]]) -> None:
+        self.reply, self.encode = reply, encode
+        self.calls: list[int] = []  # batch size of each call
+
+    def release(self, key: Hashable) -> None:
+        """Nothing is cached."""
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+                 stop_ids: Sequence[int]) -> list[Generation]:
+        self.calls.append(len(requests))
+        results = []
+        for request in requests:
+            reply = self.reply(request)
+            ids = self.encode(reply) + [stop_ids[0]] if isinstance(reply, str) else list(reply)
+            ids = ids[: sampling.max_new_tokens]
+            results.append(Generation(ids, [0.0] * len(ids), bool(ids) and ids[-1] in set(stop_ids)))
+        return results

@@ -1,0 +1,178 @@
+"""The LLM agent: a language model acting in many episodes at once, keeping exact token ids.
+
+Per episode the agent keeps a :class:`TokenRecord`, the one sequence the model saw and produced:
+
+    prompt_ids                      chat template of [system, first observation] + generation prompt
+    completion_ids = a_1 e_1 a_2 e_2 ... a_T
+        a_t  the ids sampled at turn t, ending with the end-of-turn token   (env_mask 1)
+        e_t  the template's delta for observation t (see agents.chat)        (env_mask 0)
+
+``act`` asks the backend for every live episode in one batched call. A reply with no parseable
+action is stepped as the empty string, which the world answers as an invalid action with feedback.
+A turn that hits ``max_new_tokens`` gets an end-of-turn token appended that was not sampled, so it
+is masked out of the loss like environment tokens. When the next turn would not fit in
+``max_context_tokens``, the episode ends as truncated (``context_length``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agents.actions import ActionParser
+from agents.backends import Generation, GenerationRequest, SamplingConfig, TokenBackend
+from agents.base import Agent, EndEpisode, stable_seed
+from agents.chat import ChatFormat
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent in a text-based world. Each turn you read what happened and reply with one command "
+    "for the world to execute. {format_instruction}"
+)
+
+
+@dataclass
+class LLMAgentConfig:
+    """How the LLM agent prompts, samples and parses.
+
+    ``system_prompt`` may contain ``{format_instruction}``, filled from the action format.
+    ``response_prefix`` is written after each generation prompt (e.g. ``"Action:"``): it steers a
+    small model into the format, and is part of the prompt side, not the loss.
+    """
+
+    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
+    action_format: str = "prefix"
+    action_prefix: str = "Action:"
+    action_tag: str = "action"
+    response_prefix: str = ""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 48
+    max_context_tokens: int = 4096
+    seed: int = 0
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
+
+    def parser(self) -> ActionParser:
+        return ActionParser(self.action_format, prefix=self.action_prefix, tag=self.action_tag)
+
+
+@dataclass
+class TokenRecord:
+    """One episode as exact token ids (see the module docstring)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)  # 1: sampled by the model (trained on); 0: environment
+    logprobs: list[float] = field(default_factory=list)  # sampling logprob; 0.0 where env_mask is 0
+    turn_index: list[int] = field(default_factory=list)  # the turn (from 0) each completion token belongs to
+    turn_ends: list[int] = field(default_factory=list)  # index of each turn's last sampled token
+    replies: list[str] = field(default_factory=list)  # decoded model text per turn
+    actions: list[str | None] = field(default_factory=list)  # parsed action per turn (None: none found)
+    forced_end_of_turn: list[bool] = field(default_factory=list)  # turn hit max_new_tokens
+    context_truncated: bool = False
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.replies)
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.completion_ids)
+
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+    def add_model_turn(self, generation: Generation, end_of_turn_id: int) -> None:
+        turn = self.num_turns
+        self.completion_ids += generation.ids
+        self.env_mask += [1] * len(generation.ids)
+        self.logprobs += generation.logprobs
+        self.turn_index += [turn] * len(generation.ids)
+        self.turn_ends.append(len(self.completion_ids) - 1)
+        forced = not generation.stopped
+        if forced:  # close the turn with a token the model did not sample: context, not loss
+            self._add_env(turn, [end_of_turn_id])
+        self.forced_end_of_turn.append(forced)
+
+    def add_env_turn(self, ids: list[int]) -> None:
+        self._add_env(self.num_turns - 1, ids)
+
+    def _add_env(self, turn: int, ids: list[int]) -> None:
+        self.completion_ids += ids
+        self.env_mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.turn_index += [turn] * len(ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Live:
+    record: TokenRecord
+    seed: int
+    pending_observation: str | None = None
+
+
+class LLMAgent(Agent):
+    """A causal LM acting through a :class:`~agents.backends.TokenBackend`.
+
+    ``end(episode)`` returns ``{"tokens": TokenRecord.to_dict()}``, kept with the trajectory.
+    """
+
+    batched = True
+
+    def __init__(self, backend: TokenBackend, tokenizer: Any, config: LLMAgentConfig | None = None, *,
+                 name: str = "llm") -> None:
+        self.backend = backend
+        self.config = config or LLMAgentConfig()
+        self.parser = self.config.parser()
+        system = self.config.system_prompt
+        if system is not None and "{format_instruction}" in system:
+            system = system.format(format_instruction=self.parser.instruction())
+        self.chat = ChatFormat(tokenizer, system_prompt=system, response_prefix=self.config.response_prefix)
+        self.name = name
+        self._live: dict[int, _Live] = {}
+
+    def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
+        task_id = (info.get("task") or {}).get("id")
+        record = TokenRecord(prompt_ids=self.chat.prompt_ids(observation))
+        self._live[episode] = _Live(record, stable_seed(self.config.seed, episode, task_id) % 2**62)
+
+    def act(self, episodes: Sequence[int]) -> list[str | EndEpisode]:
+        sampling = self.config.sampling
+        results: list[str | EndEpisode] = [EndEpisode("context_length")] * len(episodes)
+        asked: list[tuple[int, int]] = []  # (position in episodes, episode)
+        for position, episode in enumerate(episodes):
+            live = self._live[episode]
+            delta = self.chat.env_delta_ids(live.pending_observation) if live.pending_observation is not None else []
+            if len(live.record) + len(delta) + sampling.max_new_tokens > self.config.max_context_tokens:
+                live.record.context_truncated = True
+                continue
+            if live.pending_observation is not None:
+                live.record.add_env_turn(delta)
+                live.pending_observation = None
+            asked.append((position, episode))
+        requests = [GenerationRequest(e, self._live[e].record.all_ids(), self._live[e].seed) for _, e in asked]
+        generations = self.backend.generate(requests, sampling, self.chat.stop_ids()) if requests else []
+        for (position, episode), generation in zip(asked, generations, strict=True):
+            record = self._live[episode].record
+            record.add_model_turn(generation, self.chat.end_of_turn_id)
+            reply = self.chat.decode(generation.ids, skip_special_tokens=True)
+            action = self.parser.parse(self.config.response_prefix + reply)
+            record.replies.append(reply)
+            record.actions.append(action)
+            results[position] = action if action is not None else ""
+        return results
+
+    def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
+        # Appended lazily, at the next act(): the last observation of an episode is never needed.
+        self._live[episode].pending_observation = observation
+
+    def end(self, episode: int) -> dict[str, Any]:
+        live = self._live.pop(episode)
+        self.backend.release(episode)
+        return {"tokens": live.record.to_dict()}

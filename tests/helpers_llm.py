@@ -1,0 +1,85 @@
+"""A tiny policy for tests: a byte-level BPE tokenizer trained here, and a Llama built from a config.
+
+Nothing is downloaded. The chat templates are written out below: SmolLM2's (the default model's),
+a Qwen-style ChatML one, and one that strips earlier ``<think>`` blocks like Qwen3's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+QWEN_CHATML_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
+    "{%- for message in messages %}{%- if message.role != 'system' %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+# Like Qwen3: assistant messages before the last user message lose their <think> block.
+THINK_STRIPPING_TEMPLATE = (
+    "{%- set ns = namespace(last_user=0) %}{%- for m in messages %}{%- if m.role == 'user' %}"
+    "{%- set ns.last_user = loop.index0 %}{%- endif %}{%- endfor %}"
+    "{%- for message in messages %}{%- set content = message.content %}"
+    "{%- if message.role == 'assistant' and loop.index0 < ns.last_user and '</think>' in content %}"
+    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+_CORPUS = [
+    "You are in a kitchen. There is a fridge, a table and a closed door to the east.",
+    "go north", "go south", "go east", "go west", "take apple", "open fridge", "look", "inventory",
+    "take latchkey from shelf", "unlock safe with latchkey", "insert the key into the box",
+    "Action: go east", "<think>I should look around first.</think>", "<action>open door</action>",
+    "Invalid action: the action is empty. Reply with one short command.",
+    "Choose one action by its number:\n1. go east\n2. take apple",
+    "Your score has just gone up by one point. *** The End ***",
+    "def add(a, b):\n    return a + b\n", "0123456789 !?.,:;'\"()[]{}<>/\\|@#$%^&*-_=+~`",
+]
+
+
+def train_tokenizer(directory: Path, chat_template: str = SMOLLM2_TEMPLATE):
+    """A 600-token byte-level BPE trained on a small text-game corpus, saved to ``directory``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(_CORPUS * 20, trainer=trainer)
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                      bos_token="<|im_start|>", unk_token="<|endoftext|>")
+    wrapped.chat_template = chat_template
+    wrapped.save_pretrained(directory)
+    return wrapped
+
+
+def tiny_llama(vocab_size: int, seed: int = 0, **overrides):
+    """A 2-layer Llama with grouped-query attention, random weights (fp32, CPU)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         tie_word_embeddings=True, **overrides)
+    return LlamaForCausalLM(config).eval()
+
+
+def save_tiny_policy(directory: Path) -> Path:
+    """Tokenizer and model together in one folder, loadable with ``from_pretrained``."""
+    tokenizer = train_tokenizer(directory)
+    tiny_llama(len(tokenizer)).save_pretrained(directory)
+    return directory
