@@ -55,6 +55,7 @@ test-all: install model
 
 bench: install model
 	$(PY) bench/env_throughput.py
+	$(PY) bench/rollout_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

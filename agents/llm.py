@@ -37,7 +37,8 @@ class LLMAgentConfig:
 
     ``system_prompt`` may contain ``{format_instruction}``, filled from the action format.
     ``response_prefix`` is written after each generation prompt (e.g. ``"Action:"``): it steers a
-    small model into the format, and is part of the prompt side, not the loss.
+    small model into the format, and is part of the prompt side, not the loss. With the
+    ``prefix`` action format it is also the prefix the action is read after.
     """
 
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
@@ -57,7 +58,8 @@ class LLMAgentConfig:
         return SamplingConfig(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
 
     def parser(self) -> ActionParser:
-        return ActionParser(self.action_format, prefix=self.action_prefix, tag=self.action_tag)
+        prefix = self.response_prefix.strip() or self.action_prefix
+        return ActionParser(self.action_format, prefix=prefix, tag=self.action_tag)
 
 
 @dataclass

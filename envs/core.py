@@ -19,6 +19,7 @@ Everything else is shared and lives here, so every world behaves the same way:
 from __future__ import annotations
 
 import enum
+import re
 import string
 import unicodedata
 from collections.abc import Mapping
@@ -363,10 +364,11 @@ class TextEnv(gym.Env[str, str]):
 
     def _choose(self, text: str) -> tuple[str, str | None]:
         commands = (self._state.admissible_commands or []) if self._state else []
-        digits = text.strip("[]().: ")
-        if not digits.isdigit():
+        # "3", "[3]", "3." and "3. take apple" (models often echo the option) all choose 3
+        match = re.match(r"[\[(]?(\d{1,6})[\]).:]{0,2}(?:\s|$)", text)
+        if match is None:
             return "", f"expected the number of one of the {len(commands)} listed actions"
-        index = int(digits)
+        index = int(match.group(1))
         if not 1 <= index <= len(commands):
             return "", f"{index} is not between 1 and {len(commands)}"
         return commands[index - 1], None

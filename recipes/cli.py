@@ -5,6 +5,7 @@
     turngym eval --agent oracle --config w2-o3-q4 --split eval --episodes 100
     turngym eval --agent llm --model HuggingFaceTB/SmolLM2-135M-Instruct --episodes 20
     turngym play turngym/TextWorld-v0              play a world yourself
+    turngym check-template --model NAME            is the chat template append-only?
     turngym demo                                   the embedded default job
 """
 
@@ -131,6 +132,18 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_template(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
+    from agents.chat import check_chat_template
+    from agents.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
+    report = check_chat_template(tokenizer)
+    print(f"{args.model}\n{report.summary()}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Oracle and random agents on held-out TextWorld games (until the algorithm comparison lands)."""
     from agents import OracleAgent, RandomAgent, evaluate, markdown_table
@@ -208,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE")
     p.add_argument("--seed", type=int, default=None)
     p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("check-template", help="is a model's chat template append-only? (exact token bookkeeping)")
+    p.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="Hub name or local folder")
+    p.set_defaults(func=cmd_check_template)
 
     p = sub.add_parser("demo", help="run the embedded default job")
     p.add_argument("--config", default="w2-o3-q4")

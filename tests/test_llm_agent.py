@@ -469,3 +469,24 @@ def test_eval_cli_runs_an_llm_agent_from_a_local_folder(tmp_path, tokenizer, mod
     report = json.loads((out / f"{name}.json").read_text())
     assert report["action_protocol"] == "free_form" and report["overall"]["episodes"] == 2
     assert Path(folder).is_dir()
+
+
+def test_check_template_cli_reports_the_default_model(capsys):
+    from recipes.cli import main as cli
+
+    assert cli(["check-template"]) == 0
+    out = capsys.readouterr().out
+    assert "append-only: yes" in out and "'<|im_end|>'" in out
+
+
+def test_play_cli_lets_a_person_play_through_stdin():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "recipes.cli", "play", "turngym/TextWorld-v0", "--config", "w2-o3-q4",
+         "--split", "eval", "--seed", "0", "--max-turns", "2"],
+        input="look\n\\\\ odd \\x00 input\n", capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Episode over after 2 turns: truncated (max_turns)" in done.stdout
