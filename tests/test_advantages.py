@@ -1,0 +1,139 @@
+"""Every advantage estimator against numbers computed by hand (the derivations are in the comments)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from trainers.advantages import (
+    EPSILON,
+    episode_grpo,
+    episode_rloo,
+    returns_to_go,
+    spread_over_tokens,
+    token_gae,
+    token_rewards,
+    turn_grpo,
+    turn_rloo,
+)
+
+
+def test_episode_grpo_group_batch_and_no_scaling():
+    returns, groups = [1.0, 0.0, 0.0, 0.5, 0.5], ["a", "a", "a", "b", "b"]
+    # group a: mean 1/3; unbiased std sqrt(((2/3)^2 + 2 (1/3)^2) / 2) = sqrt(1/3) = 0.5773503
+    s = math.sqrt(1 / 3) + EPSILON
+    assert episode_grpo(returns, groups, "group") == pytest.approx([(2 / 3) / s, (-1 / 3) / s, (-1 / 3) / s, 0.0, 0.0])
+    # batch: mean 0.4, unbiased std sqrt((0.36 + 0.16 + 0.16 + 0.01 + 0.01) / 4) = sqrt(0.175)
+    b = math.sqrt(0.175) + EPSILON
+    assert episode_grpo(returns, groups, "batch") == pytest.approx([(2 / 3) / b, (-1 / 3) / b, (-1 / 3) / b, 0.0, 0.0])
+    assert episode_grpo(returns, groups, "none") == pytest.approx([2 / 3, -1 / 3, -1 / 3, 0.0, 0.0])
+    with pytest.raises(ValueError, match="scale"):
+        episode_grpo(returns, groups, "mean")
+
+
+def test_episode_rloo_leaves_each_episode_out_of_its_baseline():
+    # group a: 1 - (0+0)/2 = 1; 0 - (1+0)/2 = -0.5 (twice); group c has one member: 0
+    assert episode_rloo([1.0, 0.0, 0.0, 0.7], ["a", "a", "a", "c"]) == pytest.approx([1.0, -0.5, -0.5, 0.0])
+    # groups need not be contiguous
+    assert episode_rloo([2.0, 5.0, 4.0, 1.0], ["x", "y", "x", "y"]) == pytest.approx([-2.0, 4.0, 2.0, -4.0])
+
+
+def test_returns_to_go():
+    assert returns_to_go([0.0, 0.0, 1.0]) == [1.0, 1.0, 1.0]
+    assert returns_to_go([0.0, 0.0, 1.0], gamma=0.5) == [0.25, 0.5, 1.0]
+    assert returns_to_go([1.0, -1.0, 2.0], gamma=0.5) == pytest.approx([1 - 0.5 + 0.5, -1 + 1.0, 2.0])
+    assert returns_to_go([]) == []
+
+
+# Three episodes of one task (gamma = 1):
+#   e0 wins at its 3rd turn:  r = [0, 0, 1]          G = [1, 1, 1]
+#   e1 plays 4 turns:         r = [0, 0, 0, -0.25]   G = [-0.25, -0.25, -0.25, -0.25]
+#   e2 stops after 2 turns:   r = [0.5, 0]           G = [0.5, 0]
+GROUP_REWARDS = [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0, -0.25], [0.5, 0.0]]
+
+
+def test_turn_rloo_hand_computed():
+    advantages = turn_rloo(GROUP_REWARDS, ["g"] * 3)
+    assert advantages[0] == pytest.approx([
+        1 - (-0.25 + 0.5) / 2,  # turn 0: others e1, e2
+        1 - (-0.25 + 0.0) / 2,  # turn 1: others e1, e2
+        1 - (-0.25),  # turn 2: only e1 reached it
+    ])
+    assert advantages[1] == pytest.approx([-0.25 - (1 + 0.5) / 2, -0.25 - (1 + 0) / 2, -0.25 - 1, -0.25])
+    assert advantages[2] == pytest.approx([0.5 - (1 - 0.25) / 2, 0.0 - (1 - 0.25) / 2])
+
+
+def test_turn_rloo_when_no_other_episode_reached_the_turn():
+    # e1's turn 3 was reached by no other episode
+    assert turn_rloo(GROUP_REWARDS, ["g"] * 3, alone="return")[1][3] == pytest.approx(-0.25)  # b = 0: A = G
+    assert turn_rloo(GROUP_REWARDS, ["g"] * 3, alone="zero")[1][3] == 0.0
+    # an episode alone in its group
+    assert turn_rloo([[0.0, 1.0]], ["solo"]) == [[1.0, 1.0]]
+    with pytest.raises(ValueError, match="alone"):
+        turn_rloo(GROUP_REWARDS, ["g"] * 3, alone="mean")
+
+
+def test_turn_rloo_with_discount():
+    # gamma = 0.5: G_e0 = [0.25, 0.5, 1], G_e1 = [-0.03125, -0.0625, -0.125, -0.25], G_e2 = [0.5, 0]
+    advantages = turn_rloo(GROUP_REWARDS, ["g"] * 3, gamma=0.5)
+    assert advantages[0] == pytest.approx([0.25 - (-0.03125 + 0.5) / 2, 0.5 - (-0.0625 + 0) / 2, 1 + 0.125])
+
+
+def test_turn_rloo_baseline_never_depends_on_the_episode_itself():
+    rng = random.Random(0)
+    others = [[rng.choice([0.0, 0.0, 1.0, -0.1]) for _ in range(rng.randint(1, 8))] for _ in range(5)]
+    baselines_seen = []
+    for length in [*range(1, 9), *range(8, 0, -1)]:  # episode 0 earns other rewards, stops at another turn
+        own = [rng.uniform(-1, 1) for _ in range(length)]
+        advantages = turn_rloo([own, *others], ["g"] * 6)
+        own_to_go = returns_to_go(own)
+        baselines_seen.append([g - a for g, a in zip(own_to_go, advantages[0], strict=True)])
+    for t in range(8):
+        at_t = [b[t] for b in baselines_seen if len(b) > t]
+        assert len(at_t) >= 2 and max(at_t) - min(at_t) < 1e-9  # the same baseline, whatever episode 0 did
+
+
+def test_turn_grpo_hand_computed():
+    rewards = [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0]]  # G: [1,1,1], [0,0,0,0], [0.5,0]
+    advantages = turn_grpo(rewards, ["g"] * 3)
+    # turn 0: values 1, 0, 0.5: mean 0.5, unbiased std 0.5
+    s0 = 0.5 + EPSILON
+    # turn 1: values 1, 0, 0: mean 1/3, std sqrt(1/3); turn 2: values 1, 0: mean 0.5, std sqrt(0.5)
+    s1, s2 = math.sqrt(1 / 3) + EPSILON, math.sqrt(0.5) + EPSILON
+    assert advantages[0] == pytest.approx([0.5 / s0, (2 / 3) / s1, 0.5 / s2])
+    assert advantages[1] == pytest.approx([-0.5 / s0, (-1 / 3) / s1, -0.5 / s2, 0.0])  # turn 3: alone, 0
+    assert advantages[2] == pytest.approx([0.0, (-1 / 3) / s1])
+    unscaled = turn_grpo(rewards, ["g"] * 3, scale=False)
+    assert unscaled[0] == pytest.approx([0.5, 2 / 3, 0.5])
+
+
+def test_turn_advantages_spread_over_model_tokens_only():
+    #               turn 0 (model)  env  turn 1 (model)
+    turn_index = [0, 0, 0, 0, 1, 1]
+    env_mask = [1, 1, 0, 0, 1, 1]
+    assert spread_over_tokens([0.7, -0.2], turn_index, env_mask) == [0.7, 0.7, 0.0, 0.0, -0.2, -0.2]
+    assert token_rewards([0.0, 1.0], turn_ends=[1, 5], length=6) == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+
+
+def test_token_gae_skips_environment_tokens_and_bootstraps_truncation():
+    # model tokens at 0, 1, 4, 5; the second turn's reward 1 sits on token 5; env values are ignored
+    rewards = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    values = [0.1, 0.2, 9.0, 9.0, 0.3, 0.4]
+    mask = [1, 1, 0, 0, 1, 1]
+    advantages, returns = token_gae(rewards, values, mask, gamma=1.0, lam=0.5, last_value=0.0)
+    # k=5: delta = 1 + 0 - 0.4 = 0.6, A = 0.6
+    # k=4: delta = 0 + 0.4 - 0.3 = 0.1, A = 0.1 + 0.5 * 0.6 = 0.4
+    # k=1: delta = 0 + 0.3 - 0.2 = 0.1 (the chain jumps over the env tokens), A = 0.1 + 0.5 * 0.4 = 0.3
+    # k=0: delta = 0 + 0.2 - 0.1 = 0.1, A = 0.1 + 0.5 * 0.3 = 0.25
+    assert advantages == pytest.approx([0.25, 0.3, 0.0, 0.0, 0.4, 0.6])
+    assert returns == pytest.approx([0.35, 0.5, 0.0, 0.0, 0.7, 1.0])
+    # truncated: bootstrap from the critic's value of the state after the last turn (0.5)
+    truncated, _ = token_gae(rewards, values, mask, gamma=1.0, lam=0.5, last_value=0.5)
+    assert truncated == pytest.approx([0.3125, 0.425, 0.0, 0.0, 0.65, 1.1])
+    # gamma < 1 discounts per model token
+    discounted, _ = token_gae([0.0, 1.0], [0.0, 0.0], [1, 1], gamma=0.9, lam=1.0)
+    assert discounted == pytest.approx([0.9, 1.0])
+    with pytest.raises(ValueError, match="differ in length"):
+        token_gae([0.0], [0.0, 1.0], [1])

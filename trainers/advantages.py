@@ -1,0 +1,192 @@
+"""Advantage estimators for whole multi-turn episodes: pure functions, the math beside the code.
+
+Notation: a *group* is G episodes of the same task. Episode i has turn rewards r_{i,0..T_i-1},
+return R_i = sum_t r_{i,t}, and return-to-go
+
+    G_{i,t} = sum_{t' >= t} gamma^(t' - t) r_{i,t'}.
+
+Episode-level estimators give one number per episode, spread over all its model tokens;
+turn-level ones give one number per turn, spread over that turn's model tokens; GAE gives one
+number per model token. Environment tokens never get an advantage (they are masked from the loss).
+Every function takes plain Python lists and returns plain lists, so each can be checked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+
+EPSILON = 1e-4  # added to standard deviations, as TRL's GRPO does
+
+
+def _std(values: Sequence[float]) -> float:
+    """Unbiased sample standard deviation (divides by n - 1, like ``torch.std``); 0 for n < 2."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+def _members(groups: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for index, group in enumerate(groups):
+        members[group].append(index)
+    return members
+
+
+# ---------------------------------------------------------------------- episode level
+def episode_grpo(returns: Sequence[float], groups: Sequence[Hashable], scale: str = "group") -> list[float]:
+    """GRPO on episode returns:
+
+        A_i = (R_i - mean_{j in g(i)} R_j) / (s + eps)
+
+    with s = std over the group (``scale="group"``), std over the whole batch (``"batch"``), or
+    s + eps = 1 (``"none"``, Dr. GRPO). Standard deviations are unbiased (n - 1), eps = 1e-4.
+    """
+    if scale not in ("group", "batch", "none"):
+        raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
+    advantages = [0.0] * len(returns)
+    batch_std = _std(returns)
+    for members in _members(groups).values():
+        rewards = [returns[i] for i in members]
+        mean = sum(rewards) / len(rewards)
+        denominator = {"group": _std(rewards) + EPSILON, "batch": batch_std + EPSILON, "none": 1.0}[scale]
+        for i in members:
+            advantages[i] = (returns[i] - mean) / denominator
+    return advantages
+
+
+def episode_rloo(returns: Sequence[float], groups: Sequence[Hashable]) -> list[float]:
+    """REINFORCE leave-one-out on episode returns:
+
+        A_i = R_i - (1 / (G - 1)) sum_{j in g(i), j != i} R_j
+
+    An episode alone in its group has no baseline to compare with and gets A_i = 0.
+    """
+    advantages = [0.0] * len(returns)
+    for members in _members(groups).values():
+        if len(members) < 2:
+            continue
+        total = sum(returns[i] for i in members)
+        for i in members:
+            advantages[i] = returns[i] - (total - returns[i]) / (len(members) - 1)
+    return advantages
+
+
+# ---------------------------------------------------------------------- turn level
+def returns_to_go(turn_rewards: Sequence[float], gamma: float = 1.0) -> list[float]:
+    """G_t = sum_{t' >= t} gamma^(t' - t) r_{t'}, computed backwards: G_t = r_t + gamma G_{t+1}."""
+    out = [0.0] * len(turn_rewards)
+    running = 0.0
+    for t in range(len(turn_rewards) - 1, -1, -1):
+        running = turn_rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def turn_rloo(
+    turn_rewards: Sequence[Sequence[float]],
+    groups: Sequence[Hashable],
+    gamma: float = 1.0,
+    alone: str = "return",
+) -> list[list[float]]:
+    """Turn-level REINFORCE leave-one-out:
+
+        A_{i,t} = G_{i,t} - b_{i,t},   b_{i,t} = mean { G_{j,t} : j in g(i), j != i, T_j > t }
+
+    The baseline for turn t averages the return-to-go of the group's *other* episodes that reached
+    turn t. It never uses episode i's own rewards, actions or stopping turn, and it is not
+    normalised by turn index (which would tie it to the episode's own length).
+
+    When no other episode reached turn t: ``alone="return"`` uses b = 0, so A_{i,t} = G_{i,t}
+    (plain REINFORCE, still unbiased); ``alone="zero"`` sets A_{i,t} = 0 (no signal without a
+    comparison).
+    """
+    if alone not in ("return", "zero"):
+        raise ValueError(f"alone must be 'return' or 'zero', got {alone!r}")
+    to_go = [returns_to_go(r, gamma) for r in turn_rewards]
+    advantages = [[0.0] * len(r) for r in turn_rewards]
+    for members in _members(groups).values():
+        for i in members:
+            for t, g in enumerate(to_go[i]):
+                others = [to_go[j][t] for j in members if j != i and len(to_go[j]) > t]
+                if others:
+                    advantages[i][t] = g - sum(others) / len(others)
+                else:
+                    advantages[i][t] = g if alone == "return" else 0.0
+    return advantages
+
+
+def turn_grpo(turn_rewards: Sequence[Sequence[float]], groups: Sequence[Hashable], gamma: float = 1.0,
+              scale: bool = True) -> list[list[float]]:
+    """Turn-level GRPO: normalise the return-to-go among the group's episodes that reached turn t:
+
+        A_{i,t} = (G_{i,t} - mean_{j in S_t} G_{j,t}) / (std_{j in S_t} G_{j,t} + eps),
+        S_t = { j in g(i) : T_j > t }   (i itself included, as in GRPO)
+
+    ``scale=False`` drops the division. A turn reached by episode i alone gets A_{i,t} = 0.
+    """
+    to_go = [returns_to_go(r, gamma) for r in turn_rewards]
+    advantages = [[0.0] * len(r) for r in turn_rewards]
+    for members in _members(groups).values():
+        longest = max((len(to_go[i]) for i in members), default=0)
+        for t in range(longest):
+            reached = [i for i in members if len(to_go[i]) > t]
+            values = [to_go[i][t] for i in reached]
+            mean = sum(values) / len(values)
+            denominator = (_std(values) + EPSILON) if scale else 1.0
+            for i in reached:
+                advantages[i][t] = (to_go[i][t] - mean) / denominator if len(reached) > 1 else 0.0
+    return advantages
+
+
+# ---------------------------------------------------------------------- token level
+def spread_over_tokens(per_turn: Sequence[float], turn_index: Sequence[int], env_mask: Sequence[int]) -> list[float]:
+    """Give each model token its turn's advantage; environment tokens get 0."""
+    return [per_turn[t] if m else 0.0 for t, m in zip(turn_index, env_mask, strict=True)]
+
+
+def token_rewards(turn_rewards: Sequence[float], turn_ends: Sequence[int], length: int) -> list[float]:
+    """Per-token rewards: each turn's reward sits on that turn's last sampled token."""
+    out = [0.0] * length
+    for reward, end in zip(turn_rewards, turn_ends, strict=False):
+        out[end] += reward
+    return out
+
+
+def token_gae(
+    rewards: Sequence[float],
+    values: Sequence[float],
+    env_mask: Sequence[int],
+    gamma: float = 1.0,
+    lam: float = 0.95,
+    last_value: float = 0.0,
+) -> tuple[list[float], list[float]]:
+    """Generalised advantage estimation over the model tokens of one episode.
+
+    Let k = 0..K-1 index the model tokens (env_mask = 1) in order; environment tokens are skipped,
+    so the token after a turn's end-of-turn token in the chain is the next turn's first model token.
+    With V_K = ``last_value`` (0 for a terminated episode; the critic's value of the state after
+    the last turn for a truncated one, so running out of turns is not scored as failing):
+
+        delta_k = r_k + gamma V_{k+1} - V_k
+        A_k     = delta_k + gamma lam A_{k+1},   A_K = 0
+        return_k = A_k + V_k                      (the critic's regression target)
+
+    Returns (advantages, returns) aligned with the full sequence, 0 at environment tokens.
+    """
+    if not len(rewards) == len(values) == len(env_mask):
+        raise ValueError(f"rewards, values and env_mask differ in length: {len(rewards)}, {len(values)}, {len(env_mask)}")
+    advantages = [0.0] * len(rewards)
+    returns = [0.0] * len(rewards)
+    next_value, running = last_value, 0.0
+    for k in range(len(rewards) - 1, -1, -1):
+        if not env_mask[k]:
+            continue
+        delta = rewards[k] + gamma * next_value - values[k]
+        running = delta + gamma * lam * running
+        advantages[k], returns[k] = running, running + values[k]
+        next_value = values[k]
+    return advantages, returns
