@@ -1,0 +1,64 @@
+"""From LLM rollouts to Episode records: invariants, groups, and reward placement."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.backends import HFBackend
+from agents.llm import LLMAgent, LLMAgentConfig
+from agents.rollout import run_episodes
+from envs.textworld import materialise, textworld_tasks
+from envs.vector import LocalPool
+from tests.helpers_llm import tiny_llama, train_tokenizer
+from trainers.advantages import token_rewards
+from trainers.episodes import Episode, episodes_from
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory):
+    tokenizer = train_tokenizer(tmp_path_factory.mktemp("tok"))
+    tasks = materialise(textworld_tasks("w2-o3-q4", "eval", n=2), workers=2, progress=False)
+    group_tasks = [tasks[0], tasks[0], tasks[1], tasks[1]]  # two groups of two
+    agent = LLMAgent(HFBackend(tiny_llama(len(tokenizer))), tokenizer, LLMAgentConfig(max_new_tokens=6))
+    pool = LocalPool.from_id("turngym/TextWorld-v0", 2, env_kwargs={"tasks": tasks, "max_turns": 3, "reward_mode": "dense"})
+    try:
+        trajectories = run_episodes(agent, pool, group_tasks, seed=1)
+    finally:
+        pool.close()
+    return trajectories, episodes_from(trajectories)
+
+
+def test_episodes_carry_the_token_record_and_outcome(episodes):
+    trajectories, records = episodes
+    assert [e.group for e in records] == [t.task["id"] for t in trajectories]
+    assert records[0].group == records[1].group != records[2].group
+    for trajectory, episode in zip(trajectories, records, strict=True):
+        assert episode.num_turns == trajectory.num_turns == 3
+        assert episode.turn_rewards == trajectory.turn_rewards
+        assert episode.truncated and episode.truncation_reason == "max_turns" and not episode.terminated
+        assert episode.num_model_tokens == sum(episode.env_mask) > 0
+        assert all(episode.env_mask[end] == 1 for end in episode.turn_ends)
+
+
+def test_same_task_in_a_group_samples_different_episodes(episodes):
+    _, records = episodes
+    assert records[0].completion_ids != records[1].completion_ids  # per-episode seeds, not per-task
+
+
+def test_each_turn_reward_sits_on_its_last_sampled_token(episodes):
+    _, records = episodes
+    episode = records[0]
+    rewards = token_rewards(episode.turn_rewards, episode.turn_ends, len(episode.completion_ids))
+    assert sum(rewards) == pytest.approx(episode.episode_reward)
+    for turn, end in enumerate(episode.turn_ends):
+        assert rewards[end] == pytest.approx(episode.turn_rewards[turn])
+
+
+def test_validate_catches_a_broken_record(episodes):
+    _, records = episodes
+    good = records[0]
+    broken = Episode(**{**good.__dict__, "turn_ends": [good.turn_ends[0] + 1, *good.turn_ends[1:]]})
+    with pytest.raises(ValueError, match="not a sampled token"):
+        broken.validate()
+    with pytest.raises(ValueError, match="one entry per token"):
+        Episode(**{**good.__dict__, "env_mask": good.env_mask[:-1]}).validate()
