@@ -24,8 +24,8 @@ from envs.swe import (
     pass_ratio_reward,
     resolved_reward,
     shipped_instances,
-    swe_taskset,
     swe_tasks,
+    swe_taskset,
 )
 from envs.swe.grading import MISSING, patch_paths
 from envs.swe.instances import local_repo_dir
@@ -332,7 +332,7 @@ def test_oracle_resolves_with_reward_one(make_env):
 def test_observation_format_and_truncation(make_env):
     env = make_env(max_observation_chars=2000)
     env.reset(options={"task": TASK})
-    obs, reward, terminated, truncated, info = env.step("```bash\necho out; echo err >&2; exit 3\n```")
+    obs, reward, _, _, info = env.step("```bash\necho out; echo err >&2; exit 3\n```")
     assert obs == "<returncode>3</returncode>\n<output>\nout\nerr\n</output>"
     assert info["exit_code"] == 3 and not info["invalid_action"] and reward == 0.0
     obs, *_ = env.step("```bash\npython3 -c \"print('x' * 50000)\"\n```")
@@ -354,7 +354,7 @@ def test_a_fresh_shell_per_command_in_the_repository(make_env):
 def test_the_naive_fix_regresses_and_the_ratio_says_by_how_much(make_env):
     env = make_env()
     env.reset(options={"task": TASK})
-    *_, (obs, reward, terminated, truncated, info) = play(env, [NAIVE_FIX, "submit"])
+    *_, (_, reward, terminated, _, info) = play(env, [NAIVE_FIX, "submit"])
     # both FAIL_TO_PASS tests pass, but merge() stops merging touching intervals: 1 of 21 P2P regresses
     assert info["tests"]["tests/test_core.py::TestMerge::test_merges_touching"] == "FAILED"
     assert terminated and info["lost"] and not info["resolved"]
@@ -387,7 +387,7 @@ def test_printing_fake_results_earns_nothing(make_env):
     env.reset(options={"task": TASK})
     forge = ("```bash\ncat >> intervals/__init__.py <<'EOF'\nimport sys\nfor t in sys.argv[1:]:\n"
              "    print('PASSED ' + t)\nEOF\n```")
-    *_, (_, reward, _, _, info) = play(env, [forge, "submit"])
+    *_, (_, reward, *_) = play(env, [forge, "submit"])
     assert reward == 0.0
 
 

@@ -206,7 +206,7 @@ def test_attacks_come_back_as_observations(command, expected, tmp_path):
                  workspace_root=tmp_path)
     try:
         env.reset(seed=0)
-        obs, reward, terminated, truncated, info = env.step(f"```bash\n{command}\n```")
+        obs, _, terminated, truncated, info = env.step(f"```bash\n{command}\n```")
         assert not (terminated or truncated) and not info["invalid_action"]
         if expected is None:  # memory: OOM-killed (cgroup) or MemoryError (rlimit)
             assert "ran out of memory" in obs or "MemoryError" in obs
@@ -257,7 +257,7 @@ def test_fifty_episodes_leave_nothing_behind(backend, tmp_path):
             _, info = env.reset(options={"task": tasks[episode % len(tasks)]})
             actions = [messy] + (info["walkthrough"] if episode % 2 == 0 else ["submit"])
             for action in actions:
-                *_, terminated, truncated, info = env.step(action)
+                *_, terminated, _, info = env.step(action)
             assert terminated
             rewards.append(info["episode_reward"])
     finally:
@@ -302,7 +302,7 @@ def test_a_sigkilled_runner_is_reaped_after_the_sandbox_lifetime(repo, tmp_path)
     root = tmp_path / "sandboxes"
     cgroups_before = _cgroup_leaves()
     child = subprocess.run([sys.executable, "-c", CRASHING_RUNNER, str(repo), str(root)], capture_output=True, text=True,
-                           cwd=REPO_ROOT, timeout=60)
+                           cwd=REPO_ROOT, timeout=60, check=False)
     assert child.returncode == -9 and "READY" in child.stdout, child.stderr
     left = list(root.iterdir())
     assert len(left) == 1  # the workspace (and its tmpfs and cgroups, as root) was left behind

@@ -27,8 +27,8 @@ __all__ = [
     "pass_ratio_reward",
     "resolved_reward",
     "shipped_instances",
-    "swe_taskset",
     "swe_tasks",
+    "swe_taskset",
     "validate",
     "write_jsonl",
 ]

@@ -41,7 +41,7 @@ def _bad_characters(text: str) -> bool:
 
 def _is_submit(command: str) -> bool:
     first = " ".join(command.strip().splitlines()[0].split()).lower() if command.strip() else ""
-    return any(first == s or first.startswith(s + " ") or first.startswith(s + "&&") for s in SUBMIT_SENTINELS)
+    return any(first == s or first.startswith((s + " ", s + "&&")) for s in SUBMIT_SENTINELS)
 
 
 def parse_action(text: str, max_chars: int) -> ParsedAction:

@@ -154,7 +154,7 @@ def patch_paths(patch: str) -> list[str]:
     for line in patch.splitlines():
         match = _DIFF_GIT.match(line)
         found = match.groups() if match else None
-        if found is None and (line.startswith("--- ") or line.startswith("+++ ")):
+        if found is None and line.startswith(("--- ", "+++ ")):
             header = _FILE_HEADER.match(line)
             found = (header.group(1),) if header else None
         for path in found or ():

@@ -20,6 +20,7 @@ import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class Sandbox(ABC):
         return {}
 
     # ----------------------------------------------------------------- lifecycle
-    def start(self) -> Sandbox:
+    def start(self) -> Self:
         start = time.monotonic()
         try:
             self._create()
@@ -210,6 +211,11 @@ class Sandbox(ABC):
             raise SandboxError(f"{self.backend} sandbox {self.spec.name} failed to run a command: {error}") from error
 
     @property
+    def safe_name(self) -> str:
+        """The spec's name, restricted to characters safe in paths and container names."""
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in self.spec.name)[:50]
+
+    @property
     def closed(self) -> bool:
         return self._finalizer is not None and not self._finalizer.alive
 
@@ -220,7 +226,7 @@ class Sandbox(ABC):
         elif self.started_at is None:
             return
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self.start() if self.started_at is None else self
 
     def __exit__(self, *exc) -> None:
@@ -236,3 +242,14 @@ def _teardown_quietly(teardown, handles: dict) -> None:
 
 def running_as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process exists (owners of left-over sandboxes are checked before reaping)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True

@@ -47,6 +47,7 @@ from envs.swe.sandbox.base import (
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    pid_alive,
     running_as_root,
 )
 
@@ -104,8 +105,7 @@ class BwrapSandbox(Sandbox):
         deadline = time.monotonic() + self.timeouts.create
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
         reap_stale(self.root)
-        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.spec.name)[:60]
-        self.workspace = self.root / f"{safe_name}-{secrets.token_hex(4)}"
+        self.workspace = self.root / f"{self.safe_name}-{secrets.token_hex(4)}"
         self.workspace.mkdir(mode=0o711)
         if self.as_root and self.limits.disk_mb:
             self._mount_tmpfs()
@@ -128,7 +128,7 @@ class BwrapSandbox(Sandbox):
     def _mount_tmpfs(self) -> None:
         options = f"size={self.limits.disk_mb}m,mode=0711,nosuid,nodev"
         result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "turngym-sandbox", str(self.workspace)],
-                                capture_output=True, text=True, timeout=self.timeouts.create)
+                                capture_output=True, text=True, timeout=self.timeouts.create, check=False)
         if result.returncode == 0:
             self.mounted = True
         else:  # e.g. a container without CAP_SYS_ADMIN: the workspace stays on disk, RLIMIT_FSIZE still applies
@@ -346,9 +346,9 @@ def _teardown(workspace: Path | None, cgroups: list[Path], mounted: bool, timeou
     if workspace is None:
         return
     if mounted:
-        result = subprocess.run(["umount", str(workspace)], capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(["umount", str(workspace)], capture_output=True, text=True, timeout=timeout, check=False)
         if result.returncode != 0:  # busy: detach it, the kernel frees it when the last user goes
-            subprocess.run(["umount", "-l", str(workspace)], capture_output=True, timeout=timeout)
+            subprocess.run(["umount", "-l", str(workspace)], capture_output=True, timeout=timeout, check=False)
     shutil.rmtree(workspace, ignore_errors=True)
 
 
@@ -363,19 +363,10 @@ def reap_stale(root: Path) -> int:
             meta = json.loads((workspace / "meta.json").read_text())
         except (OSError, ValueError):
             continue
-        if meta["expires_at"] > now or _pid_alive(meta["owner_pid"]):
+        if meta["expires_at"] > now or pid_alive(meta["owner_pid"]):
             continue
         logger.warning("reaping sandbox %s left behind by process %s", workspace.name, meta["owner_pid"])
         _teardown(workspace, [Path(p) for p in meta["cgroups"]], meta["mounted"], timeout=30.0)
         reaped += 1
     return reaped
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -42,6 +42,7 @@ from envs.swe.sandbox.base import (
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    pid_alive,
 )
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def _client(timeout: float):
     except ImportError:
         raise SandboxUnavailable("the docker backend needs the Docker SDK: `pip install docker`. " + INSTALL_HINT) from None
     try:
-        client = docker.from_env(timeout=max(int(math.ceil(timeout)), 1))
+        client = docker.from_env(timeout=max(math.ceil(timeout), 1))
         client.ping()
     except docker.errors.DockerException as error:
         raise SandboxUnavailable(f"no Docker daemon answers ({error}). {INSTALL_HINT}") from None
@@ -137,11 +138,10 @@ class DockerSandbox(Sandbox):
         ulimits = [docker.types.Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
                    docker.types.Ulimit(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
                    docker.types.Ulimit(name="core", soft=0, hard=0)]
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.spec.name)[:50]
         self.container = self.client.containers.run(
             self.image,
             command=["sleep", str(int(self.spec.lifetime_s))],
-            name=f"turngym-{safe}-{secrets.token_hex(4)}",
+            name=f"turngym-{self.safe_name}-{secrets.token_hex(4)}",
             detach=True,
             auto_remove=True,
             init=True,
@@ -206,7 +206,7 @@ class DockerSandbox(Sandbox):
 
         api = self.client.api
         start = time.monotonic()
-        backstop = str(int(math.ceil(timeout)) + 5)  # in-container backstop to the runner's own clock
+        backstop = str(math.ceil(timeout) + 5)  # in-container backstop to the runner's own clock
         exec_id = api.exec_create(self.container.id, ["bash", "-c", ONE_SHOT, "turngym", backstop, command],
                                   stdin=stdin is not None, user=f"{SANDBOX_UID}:{SANDBOX_UID}", workdir=workdir,
                                   environment=PINNED_ENV)["Id"]
@@ -223,7 +223,7 @@ class DockerSandbox(Sandbox):
             try:
                 for _, data in frames_iter(stream, tty=False):
                     chunks.put(data)
-            except Exception:  # noqa: BLE001 - a closed socket ends the stream
+            except Exception:  # noqa: BLE001, S110 - a closed socket ends the stream
                 pass
             chunks.put(None)
 
@@ -274,7 +274,7 @@ class DockerSandbox(Sandbox):
 
     def _kill_sandbox_processes(self) -> None:
         """SIGKILL every process of the sandbox user in the container (``kill -9 -1`` as that user)."""
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # the container may be gone already
             self.container.exec_run(["bash", "-c", "kill -9 -1"], user=f"{SANDBOX_UID}:{SANDBOX_UID}")
 
     def _oom_killed(self) -> bool:
@@ -299,20 +299,10 @@ def _reap_stale(client) -> None:
             owner = int(labels.get("turngym.owner_pid", "0"))
         except ValueError:
             continue
-        if expired and not _pid_alive(owner):
+        if expired and not pid_alive(owner):
             logger.warning("reaping container %s left behind by process %s", container.name, owner)
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 # --------------------------------------------------------------------------- images
@@ -336,9 +326,9 @@ def build_image(tag: str = DEFAULT_IMAGE, *, repo_dir: Path | None = None, base:
         tar.add(DOCKER_DIR / dockerfile, arcname="Dockerfile")
         tar.add(TOOLS_DIR / "unittest_runner.py", arcname="unittest_runner.py")
         if repo_dir is not None:
-            repo = tarfile.open(fileobj=io.BytesIO(_tar_of(Path(repo_dir), owner=SANDBOX_UID, prefix="repo/")))
-            for member in repo.getmembers():
-                tar.addfile(member, repo.extractfile(member) if member.isfile() else None)
+            with tarfile.open(fileobj=io.BytesIO(_tar_of(Path(repo_dir), owner=SANDBOX_UID, prefix="repo/"))) as repo:
+                for member in repo.getmembers():
+                    tar.addfile(member, repo.extractfile(member) if member.isfile() else None)
     buffer.seek(0)
     image, _ = client.images.build(fileobj=buffer, custom_context=True, tag=tag, rm=True,
                                    buildargs={"BASE": base})

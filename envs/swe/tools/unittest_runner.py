@@ -42,7 +42,7 @@ def status_of(result):
 
 def main(test_ids):
     nonce = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.readline().strip()
-    sys.stdin = open(os.devnull)  # tests get an empty stdin, never the nonce
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - for the whole run; tests get an empty stdin, never the nonce
     report_fd = os.dup(1)
     prefix = (nonce + " ") if nonce else ""
     del nonce
