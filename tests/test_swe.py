@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
+import time
 from dataclasses import replace
 
 import pytest
@@ -473,3 +474,28 @@ def test_a_task_from_a_json_file_with_an_archived_repository(make_env, tmp_path,
     assert info["base_commit"] == instance.base_commit  # the same snapshot commit, from the archive
     *_, (_, reward, *_) = play(env, info["walkthrough"])
     assert reward == 1.0
+
+
+@needs_bwrap
+def test_thousands_of_test_ids_fit(make_env):
+    """SWE-bench instances list thousands of PASS_TO_PASS tests: more than one argument may hold."""
+    instance = dict((i.instance_id, i) for _, i in shipped_instances())[TASK]
+    many = tuple(f"tests/test_absent_{n:05d}.py::TestAbsent::test_absent_{n:05d}" for n in range(3000))
+    assert len(" ".join(many)) > 131_072  # Linux's MAX_ARG_STRLEN
+    big = replace(instance, instance_id="big__intervals-2", pass_to_pass=instance.pass_to_pass + many)
+    env = make_env(tasks=swe_taskset([big], name="big"))
+    _, info = env.reset(options={"task": "big__intervals-2"})
+    *_, (_, reward, _, _, info) = play(env, info["walkthrough"])
+    assert all(info["tests"][t] == "PASSED" for t in instance.test_ids)
+    assert {info["tests"][t] for t in many} == {"ERROR"}  # they ran (and do not exist), not MISSING
+    assert reward == pytest.approx(1 - 3000 / 3021)  # 3000 of 3021 PASS_TO_PASS tests "regressed"
+
+
+@needs_bwrap
+def test_the_sandbox_outlives_the_rollout_deadline_plus_grading(make_env):
+    env = make_env(wall_clock_limit=300, timeouts={"test": 200, "exec": 30, "teardown": 20})
+    env.reset(options={"task": TASK})
+    meta = json.loads((env._sandbox.workspace / "meta.json").read_text())
+    # the deadline, a dense grading after the last command, the final grading, and teardown
+    needed = 300 + 2 * (200 + 30) + 20
+    assert meta["expires_at"] - time.time() >= needed

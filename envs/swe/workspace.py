@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 UNITTEST_RUNNER = f"{TOOLS}/unittest_runner.py"
 GRADE_DIR = f"{SCRATCH}/.turngym-grade"
+TEST_SCRIPT = f"{SCRATCH}/.turngym-tests.sh"
 INDEX_FILE = f"{SCRATCH}/.turngym-index"  # a private git index: the agent's own index is left alone
 GIT = (
     "git -c init.defaultBranch=main -c commit.gpgSign=false -c core.hooksPath=/dev/null "
@@ -140,24 +141,24 @@ class Workspace:
         """Restore the test files, apply the test patch, run the tests; never raises on test failure."""
         start = time.monotonic()
         directory = WORKDIR if in_place else GRADE_DIR
+        command = self.test_command()
         try:
-            prepared = self._script(self._grading_script(directory, in_place), self.sandbox.timeouts.exec)
+            prepared = self._script(self._grading_script(directory, in_place, command), self.test_timeout)
             if not prepared.ok:
                 error = "the test patch did not apply" if "TURNGYM_TEST_PATCH" in prepared.output else "grading set-up failed"
                 logger.warning("%s: %s:\n%s", self.instance.instance_id, error, prepared.output[-2000:])
                 return self._report({}, prepared.output, error, start)
             nonce = secrets.token_hex(16)
-            command = self.test_command()
-            run = self.sandbox.exec(f"cd {directory} && {command}", timeout=self.test_timeout, stdin=f"{nonce}\n".encode())
+            run = self.sandbox.exec(f"bash {TEST_SCRIPT}", workdir=directory, timeout=self.test_timeout,
+                                    stdin=f"{nonce}\n".encode())
             prefix = nonce if UNITTEST_RUNNER in command else ""
             statuses = parse_test_log(run.output, self.instance.test_ids, prefix=prefix)
             error = run.describe_kill(self.test_timeout, self.sandbox.limits)
             return self._report(statuses, run.output, error, start)
         finally:
-            if not in_place:
-                self.sandbox.exec(f"rm -rf {GRADE_DIR}", timeout=self.sandbox.timeouts.teardown)
+            self.sandbox.exec(f"rm -rf {GRADE_DIR} {TEST_SCRIPT}", timeout=self.sandbox.timeouts.teardown)
 
-    def _grading_script(self, directory: str, in_place: bool) -> str:
+    def _grading_script(self, directory: str, in_place: bool, command: str) -> str:
         lines = ["set -o pipefail"]
         if not in_place:
             lines.append(f"rm -rf {GRADE_DIR} && cp -a {WORKDIR} {GRADE_DIR} || exit 90")
@@ -172,6 +173,9 @@ class Workspace:
             lines.append(f"{GIT} apply --whitespace=nowarn /tmp/turngym-test.patch "
                          "|| patch --batch --forward -p1 -i /tmp/turngym-test.patch "
                          "|| { echo TURNGYM_TEST_PATCH_FAILED; exit 91; }")
+        # The test command goes in a script file, as SWE-bench's eval.sh: thousands of test ids
+        # would exceed the kernel's limit on one command-line argument.
+        lines.append(f"printf '%s' {_b64(command)} | base64 -d > {TEST_SCRIPT}")
         return "\n".join(lines)
 
     def _report(self, statuses: dict[str, str], log: str, error: str | None, start: float) -> GradeReport:

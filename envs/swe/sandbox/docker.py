@@ -188,6 +188,7 @@ class DockerSandbox(Sandbox):
         client, container_id = handles.get("client"), handles.get("container_id")
         if client is None:
             return
+        client.api.timeout = handles.get("timeout", 60.0)  # the teardown phase's own limit per request
         if container_id is not None:
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 client.api.remove_container(container_id, force=True)
