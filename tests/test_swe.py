@@ -496,6 +496,8 @@ def test_the_sandbox_outlives_the_rollout_deadline_plus_grading(make_env):
     env = make_env(wall_clock_limit=300, timeouts={"test": 200, "exec": 30, "teardown": 20})
     env.reset(options={"task": TASK})
     meta = json.loads((env._sandbox.workspace / "meta.json").read_text())
-    # the deadline, a dense grading after the last command, the final grading, and teardown
-    needed = 300 + 2 * (200 + 30) + 20
+    # the deadline, a dense grading after the last command, the final grading (each: tree hash or
+    # diff, set-up, test run, clean-up), and teardown
+    needed = 300 + 2 * (30 + 200 + 200 + 20) + 20
     assert meta["expires_at"] - time.time() >= needed
+    assert env.max_step_seconds == 30 + 2 * (30 + 200 + 200 + 20) + 20

@@ -156,11 +156,23 @@ class SWEEnv(TextEnv):
     def default_max_turns(self, optimal_length: int | None) -> int:
         return DEFAULT_MAX_TURNS
 
+    def grading_seconds(self) -> float:
+        """The most one grading can take: the tree hash or diff, set-up and test run (each within
+        the test timeout), and the clean-up."""
+        t = self.timeouts
+        return t.exec + 2 * t.test + t.teardown
+
+    @property
+    def max_step_seconds(self) -> float:
+        """The most one ``step`` can take (a command, a dense grading, the final grading, teardown).
+        Give an :class:`~envs.vector.EnvPool` a ``step_timeout`` above it."""
+        return self.timeouts.exec + 2 * self.grading_seconds() + self.timeouts.teardown
+
     def sandbox_lifetime(self) -> float:
         """How long a sandbox must live: creation, the rollout deadline, a dense and a final grading,
         teardown and a margin. It never expires under a running episode."""
         t = self.timeouts
-        return t.create + self.wall_clock_limit + 2 * (t.test + 3 * t.exec) + t.teardown + 60.0
+        return t.create + self.wall_clock_limit + 2 * self.grading_seconds() + t.teardown + 60.0
 
     def _start(self, task: Task | None) -> WorldState:
         self._teardown()
