@@ -76,3 +76,15 @@ def test_a_per_task_image_with_the_repository_baked_in(docker_ready):
         client = docker.from_env()
         client.images.remove(tag, force=True)
         client.close()
+
+
+def test_a_missing_image_says_how_to_build_it(docker_ready):
+    _, instance = shipped_instances()[0]
+    record = {**instance.to_record(), "image": "turngym/not-built:latest"}
+    env = gymnasium.make("turngym/SWE-v0", tasks=swe_taskset([SWEInstance.from_record(record)], name="x"),
+                         sandbox="docker")
+    try:
+        with pytest.raises(RuntimeError, match="turngym/not-built:latest is not present.*make docker-image"):
+            env.reset(options={"task": instance.instance_id})
+    finally:
+        env.close()

@@ -179,8 +179,10 @@ class Sandbox(ABC):
         start = time.monotonic()
         try:
             self._create()
-        except BaseException:
+        except BaseException as error:
             self._teardown_resources(self._handles())
+            if isinstance(error, Exception) and not isinstance(error, SandboxError):
+                raise SandboxError(f"creating {self.backend} sandbox {self.spec.name} failed: {error}") from error
             raise
         self._finalizer = weakref.finalize(self, _teardown_quietly, type(self)._teardown_resources, self._handles())
         self.started_at = time.monotonic()
