@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +155,7 @@ class SWEEnv(TextEnv):
     def default_max_turns(self, optimal_length: int | None) -> int:
         return DEFAULT_MAX_TURNS
 
-    def grading_seconds(self) -> float:
+    def _grading_seconds(self) -> float:
         """The most one grading can take: the tree hash or diff, set-up and test run (each within
         the test timeout), and the clean-up."""
         t = self.timeouts
@@ -166,13 +165,14 @@ class SWEEnv(TextEnv):
     def max_step_seconds(self) -> float:
         """The most one ``step`` can take (a command, a dense grading, the final grading, teardown).
         Give an :class:`~envs.vector.EnvPool` a ``step_timeout`` above it."""
-        return self.timeouts.exec + 2 * self.grading_seconds() + self.timeouts.teardown
+        return self.timeouts.exec + 2 * self._grading_seconds() + self.timeouts.teardown
 
+    @property
     def sandbox_lifetime(self) -> float:
         """How long a sandbox must live: creation, the rollout deadline, a dense and a final grading,
         teardown and a margin. It never expires under a running episode."""
         t = self.timeouts
-        return t.create + self.wall_clock_limit + 2 * self.grading_seconds() + t.teardown + 60.0
+        return t.create + self.wall_clock_limit + 2 * self._grading_seconds() + t.teardown + 60.0
 
     def _start(self, task: Task | None) -> WorldState:
         self._teardown()
@@ -183,7 +183,7 @@ class SWEEnv(TextEnv):
         spec = SandboxSpec(
             repo_dir=local_repo_dir(instance.repo_path) if instance.repo_path else None,
             image=instance.image,
-            lifetime_s=self.sandbox_lifetime(),
+            lifetime_s=self.sandbox_lifetime,
             limits=self.limits,
             timeouts=self.timeouts,
             name=instance.instance_id,
@@ -310,13 +310,6 @@ class SWEEnv(TextEnv):
         if self._sandbox is not None:
             self._sandbox.close()
         self._sandbox, self._workspace = None, None
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The sandbox settings, for reports."""
-        return {"sandbox": self.sandbox_backend, "limits": asdict(self.limits), "timeouts": asdict(self.timeouts),
-                "wall_clock_limit": self.wall_clock_limit, "reward": self.reward_kind,
-                "regression_penalty": self.regression_penalty}
 
 
 def oracle_actions(instance: SWEInstance) -> list[str]:

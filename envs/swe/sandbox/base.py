@@ -224,9 +224,7 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Tear down (idempotent): kill processes, remove the copy, the container, cgroups, mounts."""
         if self._finalizer is not None:
-            self._finalizer()
-        elif self.started_at is None:
-            return
+            self._finalizer()  # runs the teardown once; later calls do nothing
 
     def __enter__(self) -> Self:
         return self.start() if self.started_at is None else self

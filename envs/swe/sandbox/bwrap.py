@@ -24,6 +24,7 @@ line is its API.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -76,6 +77,14 @@ def check_available() -> None:
         raise SandboxUnavailable(f"the bwrap sandbox needs {', '.join(missing)} on PATH. {INSTALL_HINT}")
     if not Path("/usr/bin/git").exists():
         raise SandboxUnavailable("the bwrap sandbox runs the host's /usr/bin/git inside: `apt-get install git`")
+    if "--perms" not in _bwrap_help():
+        raise SandboxUnavailable("bubblewrap is too old (--perms is needed: 0.5 or newer). " + INSTALL_HINT)
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_help() -> str:
+    result = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10, check=False)
+    return result.stdout + result.stderr
 
 
 def cgroups_usable() -> bool:
@@ -190,7 +199,7 @@ class BwrapSandbox(Sandbox):
         for name in ("passwd", "group", "hosts"):
             line += ["--ro-bind", str(ws / "etc" / name), f"/etc/{name}"]
         line += ["--ro-bind", str(TOOLS_DIR), TOOLS, "--proc", "/proc", "--dev", "/dev",
-                 "--perms", "1777", "--size", str(self.limits.disk_mb << 20), "--tmpfs", "/tmp",
+                 "--perms", "1777", *self._tmp_size(), "--tmpfs", "/tmp",
                  "--bind", str(ws / "repo"), WORKDIR, "--bind", str(ws / "scratch"), SCRATCH, "--chdir", workdir,
                  "--clearenv"]
         for key, value in PINNED_ENV.items():
@@ -205,6 +214,10 @@ class BwrapSandbox(Sandbox):
             line += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         return [*line, "/bin/bash", "-c", command]
+
+    def _tmp_size(self) -> list[str]:
+        """Cap the private /tmp at ``disk_mb`` where bwrap can (0.8 and newer); memory caps it anyway."""
+        return ["--size", str(self.limits.disk_mb << 20)] if "--size" in _bwrap_help() else []
 
     def _run(self, command: str, *, timeout: float, stdin: bytes | None, workdir: str) -> ExecResult:
         line = self._command_line(command, workdir)
