@@ -24,6 +24,9 @@ def parse_test_log(log: str, test_ids: Iterable[str], prefix: str = "") -> dict[
     The turngym unittest runner prints the first. With ``prefix``, only lines starting with it
     count (the runner's nonce: printed output of the code under test cannot forge a result).
     The last report of a test wins.
+
+    Hand-written: SWE-bench's log parsers come with its whole harness (the ``swebench`` package and
+    its Docker tooling); these two line formats are all turngym's grading reads.
     """
     ids = list(dict.fromkeys(test_ids))
     known = set(ids)
