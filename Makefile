@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 export TZ := UTC
 
-.PHONY: install model demo test test-slow test-docker test-gpu test-all bench clean
+.PHONY: install model demo test test-slow test-docker test-gpu test-all bench clean docker-image
 
 install: $(STAMP)
 
@@ -44,7 +44,7 @@ test: install model
 test-slow: install model
 	$(PYTEST) -n $(JOBS) -m slow
 
-test-docker: install model
+test-docker: install model docker-image
 	$(PYTEST) -m docker
 
 test-gpu: install model
@@ -56,6 +56,23 @@ test-all: install model
 bench: install model
 	$(PY) bench/env_throughput.py
 	$(PY) bench/rollout_throughput.py
+	$(PY) bench/swe_sandbox.py
+
+# The SWE sandbox's Docker image, built from a local root filesystem (debootstrap + docker import:
+# no registry is needed). As root it installs docker.io and debootstrap and starts dockerd if needed;
+# without a daemon it only warns, and the docker tests skip.
+docker-image: install
+	@if [ "$$(id -u)" = 0 ] && ! { command -v dockerd >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; }; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null) \
+		|| echo "warning: could not install docker.io and debootstrap"; \
+	fi
+	@if ! docker info >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v dockerd >/dev/null 2>&1; then \
+		(nohup dockerd >/tmp/turngym-dockerd.log 2>&1 &); \
+		for i in $$(seq 30); do docker info >/dev/null 2>&1 && break; sleep 1; done; \
+	fi
+	@if docker info >/dev/null 2>&1; then \
+		docker/swe/build_rootfs.sh && $(PY) -m envs.swe.sandbox.docker; \
+	else echo "warning: no Docker daemon answers; the docker tests will skip"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

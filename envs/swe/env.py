@@ -1,0 +1,319 @@
+"""``turngym/SWE-v0``: fix a bug in a real repository with shell commands, judged by its tests.
+
+Each turn the agent runs one shell command, written in a fenced block (mini-swe-agent style; see
+:mod:`envs.swe.actions`), or submits. The observation is the command's exit code and output,
+truncated with a visible marker past ``max_observation_chars``. A reply without a command is an
+invalid action with a one-line hint. The episode ends on submit (*terminated*: ``won`` when the
+instance is resolved, ``lost`` otherwise), at the turn limit or at the wall-clock limit
+(*truncated*, ``truncation_reason`` ``"max_turns"`` or ``"wall_clock"``). Every episode is graded
+when it ends, however it ends, as SWE-agent auto-submits.
+
+Rewards (:mod:`envs.swe.grading` holds the estimators):
+
+* ``reward="ratio"`` (default): the test pass ratio, r = clip(F2P passing / |F2P| - λ · P2P
+  regressed / |P2P|, 0, 1) with λ = ``regression_penalty``;
+* ``reward="resolved"``: 1 if every FAIL_TO_PASS and PASS_TO_PASS test passes, else 0;
+* ``reward_mode="sparse"``: the reward on the last turn, 0 before;
+* ``reward_mode="dense"``: after every turn whose command changed the source files (a git tree
+  hash of the working tree, test files excluded, tells), the tests run in a throwaway copy and the
+  turn reward is the change of the reward, φ_t - φ_{t-1} with φ_0 = 0. The rewards telescope to the
+  final reward. Cost: one test run per modifying turn (on the shipped tasks about 0.1-0.2 s with
+  bwrap; on a SWE-Gym repository, its test time, often tens of seconds).
+
+``info["resolved"]``, ``info["pass_ratio"]``, ``info["tests"]`` (status per test) and
+``info["patch"]`` (the agent's diff, SWE-bench's model_patch) come with the last step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envs.core import RewardMode, TextEnv, WorldState, truncate_text
+from envs.swe.actions import FORMAT_HINT, SUBMIT, parse_action
+from envs.swe.grading import GradeReport
+from envs.swe.instances import SWEInstance, local_repo_dir
+from envs.swe.sandbox import (
+    PhaseTimeouts,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    SandboxSpec,
+    make_sandbox,
+    resolve_backend,
+)
+from envs.swe.sandbox.base import WORKDIR, ExecResult
+from envs.swe.workspace import Workspace
+from envs.tasks import Task, TaskSet
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TURNS = 40  # the reference study: raising SWE-Gym tool calls from 10 to 40 lifted success 3 % -> 22 %
+MAX_PATCH_CHARS = 100_000
+WALL_CLOCK = "\x00wall_clock"  # internal: the deadline passed before the action (never a real command)
+
+PROMPT = """You are fixing an issue in the repository {repo}, checked out at {workdir}.
+
+<issue>
+{problem}
+</issue>
+
+How to work:
+- Reply with exactly one shell command per turn, in a fenced block, for example:
+```bash
+grep -rn "def main" {workdir}
+```
+- Each command runs in a fresh bash shell in {workdir}: `cd` and variables do not carry over, and
+  processes do not outlive the command. There is no network. A command may run {exec_limit:g} s.
+- You have {max_turns} turns and {wall_limit:g} s in all. Python is `python3`.
+- Edit files with shell tools (sed -i, cat <<'EOF' > file, python3 -c ...). The tests that judge
+  your fix are hidden; the repository's test files are restored before grading.
+- When the issue is fixed, reply with:
+```bash
+submit
+```"""
+
+
+def _dataclass_from(kind, value):
+    if value is None:
+        return kind()
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, Mapping):
+        return kind(**value)
+    raise TypeError(f"expected {kind.__name__} or a dict of its fields, got {type(value).__name__}")
+
+
+class SWEEnv(TextEnv):
+    """SWE tasks in a sandbox.
+
+    Args:
+        split: ``"train"`` or ``"eval"`` of the shipped task set (used when ``tasks`` is not given).
+        num_tasks: keep the first ``num_tasks`` tasks of the split.
+        tasks: an explicit task set of the ``swe`` world (see :func:`envs.swe.swe_taskset`).
+        sandbox: ``"auto"`` (docker when a daemon answers and the image is built, else bwrap),
+            ``"bwrap"`` or ``"docker"``.
+        limits: :class:`SandboxLimits` (or a dict of its fields).
+        timeouts: :class:`PhaseTimeouts` (or a dict): create, exec, test and teardown.
+        wall_clock_limit: seconds from reset after which the episode is truncated.
+        reward: ``"ratio"`` (test pass ratio) or ``"resolved"`` (binary).
+        regression_penalty: λ, the weight of PASS_TO_PASS regressions in the pass ratio.
+        workspace_root: where bwrap workspaces live (default ``$TURNGYM_SANDBOX_ROOT`` or /tmp).
+        **kwargs: :class:`~envs.core.TextEnv` options (reward_mode, max_turns,
+            max_observation_chars, max_action_chars, invalid_action_penalty...).
+    """
+
+    world_name = "swe"
+    action_hint = FORMAT_HINT
+
+    def __init__(
+        self,
+        split: str = "train",
+        num_tasks: int | None = None,
+        tasks: TaskSet | None = None,
+        sandbox: str = "auto",
+        limits: SandboxLimits | Mapping[str, Any] | None = None,
+        timeouts: PhaseTimeouts | Mapping[str, Any] | None = None,
+        wall_clock_limit: float = 900.0,
+        reward: str = "ratio",
+        regression_penalty: float = 1.0,
+        workspace_root: str | Path | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if reward not in ("ratio", "resolved"):
+            raise ValueError(f"reward must be 'ratio' or 'resolved', got {reward!r}")
+        if regression_penalty < 0:
+            raise ValueError(f"regression_penalty must be >= 0, got {regression_penalty}")
+        if kwargs.get("action_protocol", "free_form") not in ("free_form",):
+            raise ValueError("the SWE world has no admissible commands: use action_protocol='free_form'")
+        kwargs.setdefault("max_action_chars", 32_768)
+        kwargs.setdefault("max_observation_chars", 10_000)
+        if tasks is None:
+            from envs.swe.taskset import swe_tasks
+
+            tasks = swe_tasks(split, n=num_tasks)
+        super().__init__(tasks=tasks, **kwargs)
+        self.limits = _dataclass_from(SandboxLimits, limits)
+        self.timeouts = _dataclass_from(PhaseTimeouts, timeouts)
+        self.wall_clock_limit = float(wall_clock_limit)
+        self.reward_kind = reward
+        self.regression_penalty = float(regression_penalty)
+        self.workspace_root = Path(workspace_root) if workspace_root is not None else None
+        self.sandbox_backend = resolve_backend(sandbox)
+        self._sandbox: Sandbox | None = None
+        self._workspace: Workspace | None = None
+        self._instance: SWEInstance | None = None
+        self._deadline = 0.0
+        self._phi = 0.0
+        self._final: GradeReport | None = None
+        self._patch = ""
+
+    # ----------------------------------------------------------------- world hooks
+    def default_max_turns(self, optimal_length: int | None) -> int:
+        return DEFAULT_MAX_TURNS
+
+    def _grading_seconds(self) -> float:
+        """The most one grading can take: the tree hash or diff, set-up and test run (each within
+        the test timeout), and the clean-up."""
+        t = self.timeouts
+        return t.exec + 2 * t.test + t.teardown
+
+    @property
+    def max_step_seconds(self) -> float:
+        """The most one ``step`` can take (a command, a dense grading, the final grading, teardown).
+        Give an :class:`~envs.vector.EnvPool` a ``step_timeout`` above it."""
+        return self.timeouts.exec + 2 * self._grading_seconds() + self.timeouts.teardown
+
+    @property
+    def sandbox_lifetime(self) -> float:
+        """How long a sandbox must live: creation, the rollout deadline, a dense and a final grading,
+        teardown and a margin. It never expires under a running episode."""
+        t = self.timeouts
+        return t.create + self.wall_clock_limit + 2 * self._grading_seconds() + t.teardown + 60.0
+
+    def _start(self, task: Task | None) -> WorldState:
+        self._teardown()
+        if task is None:
+            raise ValueError("SWEEnv needs a task; pass tasks=... or options={'task': ...}")
+        instance = SWEInstance.from_task(task)
+        self._instance, self._phi, self._final, self._patch = instance, 0.0, None, ""
+        spec = SandboxSpec(
+            repo_dir=local_repo_dir(instance.repo_path) if instance.repo_path else None,
+            image=instance.image,
+            lifetime_s=self.sandbox_lifetime,
+            limits=self.limits,
+            timeouts=self.timeouts,
+            name=instance.instance_id,
+        )
+        try:
+            self._sandbox = make_sandbox(self.sandbox_backend, spec, workspace_root=self.workspace_root).start()
+            self._workspace = Workspace(self._sandbox, instance, test_timeout=self.timeouts.test)
+            base_commit = self._workspace.prepare(timeout=self.timeouts.create)
+        except SandboxError as error:
+            self._teardown()
+            return WorldState(text="", failure=f"sandbox_error: {error}")
+        self._deadline = time.monotonic() + self.wall_clock_limit
+        max_turns = self.max_turns_option or self.default_max_turns(None)
+        text = PROMPT.format(repo=instance.repo, workdir=WORKDIR, problem=instance.problem_statement.strip(),
+                             exec_limit=self.timeouts.exec, max_turns=max_turns, wall_limit=self.wall_clock_limit)
+        return WorldState(
+            text=text,
+            progress=0.0,
+            extra={
+                "instance_id": instance.instance_id,
+                "repo": instance.repo,
+                "base_commit": base_commit,
+                "sandbox": self.sandbox_backend,
+                "wall_clock_limit": self.wall_clock_limit,
+                "walkthrough": oracle_actions(instance),
+            },
+        )
+
+    def _interpret(self, action: str) -> tuple[str, str | None]:
+        if not isinstance(action, str):
+            raise TypeError(f"actions are str, got {type(action).__name__}: decode model output before stepping")
+        if time.monotonic() >= self._deadline:
+            return WALL_CLOCK, None
+        parsed = parse_action(action, self.max_action_chars)
+        if parsed.error is not None:
+            return "", parsed.error
+        return (SUBMIT, None) if parsed.submit else (parsed.command, None)
+
+    def _execute(self, command: str) -> WorldState:
+        remaining = self._deadline - time.monotonic()
+        if command == WALL_CLOCK or remaining <= 0:
+            return self._wall_clock("The wall-clock limit was reached before this action.")
+        try:
+            if command == SUBMIT:
+                report = self._grade_final()
+                won = report.resolved
+                return WorldState(text=f"Submitted. {report.summary()}.", won=won, lost=not won,
+                                  progress=report.reward(self.reward_kind, self.regression_penalty))
+            timeout = min(self.timeouts.exec, remaining)
+            result = self._sandbox.exec(command, timeout=timeout)
+            if result.timed_out and timeout < self.timeouts.exec:
+                return self._wall_clock(self._format(result, timeout))
+            state = WorldState(text=self._format(result, timeout),
+                               extra={"exit_code": result.exit_code, "command_seconds": round(result.duration_s, 3)})
+            if self.reward_mode is RewardMode.DENSE and self._workspace.sources_changed():
+                report = self._workspace.grade(in_place=False)
+                self._phi = state.progress = report.reward(self.reward_kind, self.regression_penalty)
+                state.components = report.components(self.regression_penalty)
+            return state
+        except SandboxError as error:
+            logger.warning("sandbox failure on %s: %s", self._instance.instance_id, error)
+            return WorldState(text=f"[turngym] The sandbox failed ({error}); the episode was truncated.",
+                              failure="sandbox_error")
+
+    def _close_world(self) -> None:
+        self._teardown()
+
+    # ----------------------------------------------------------------- the end of an episode
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The base step, then, on the last turn: grade (if not yet), and set the turn reward.
+
+        The base class knows sparse 0/1 outcomes and potential differences; the pass ratio is
+        neither on a truncated or lost episode, so the last turn's reward is set here:
+        sparse: r_T = R(final); dense: r_T = R(final) - φ_{T-1} (so rewards sum to R(final)).
+        """
+        phi_before = self._phi
+        observation, reward, terminated, truncated, info = super().step(action)
+        if not (terminated or truncated):
+            return observation, reward, terminated, truncated, info
+        try:
+            report = self._final or self._grade_final()
+        except SandboxError as error:  # the sandbox died: the episode ends with nothing to grade
+            logger.warning("could not grade %s: %s", self._instance.instance_id, error)
+            report = None
+        finally:
+            self._teardown()
+        final = report.reward(self.reward_kind, self.regression_penalty) if report is not None else phi_before
+        penalty = info["reward_components"].get("invalid_penalty", 0.0)
+        turn_reward = (final if self.reward_mode is RewardMode.SPARSE else final - phi_before) + penalty
+        self._return += turn_reward - reward
+        self._phi = final
+        info["turn_reward"] = turn_reward
+        info["episode_reward"] = self._return
+        info["reward_components"].update(outcome=final, progress=final - phi_before)
+        if report is not None:
+            info["reward_components"].update(report.components(self.regression_penalty))
+            info.update(resolved=report.resolved, pass_ratio=report.pass_ratio(self.regression_penalty),
+                        tests=dict(report.statuses), grading_error=report.error, patch=self._patch)
+            if truncated:
+                observation += f"\n[turngym] Episode over ({info['truncation_reason']}); graded: {report.summary()}."
+        return observation, turn_reward, terminated, truncated, info
+
+    def _grade_final(self) -> GradeReport:
+        self._patch = truncate_text(self._workspace.diff(), MAX_PATCH_CHARS)
+        self._final = self._workspace.grade(in_place=True)
+        return self._final
+
+    # ----------------------------------------------------------------- helpers
+    def _wall_clock(self, text: str) -> WorldState:
+        return WorldState(text=f"{text}\n[turngym] The episode's wall-clock limit ({self.wall_clock_limit:g} s) "
+                               "was reached; the episode was truncated.", failure="wall_clock")
+
+    def _format(self, result: ExecResult, timeout: float) -> str:
+        """``<returncode>`` and ``<output>`` (mini-swe-agent's layout), the output cut to fit."""
+        killed = result.describe_kill(timeout, self.limits)
+        code = "killed" if result.exit_code is None else str(result.exit_code)
+        note = f"[turngym] {killed}.\n" if killed else ""
+        output = truncate_text(result.output, max(self.max_observation_chars - len(note) - 64, 200))
+        if output and not output.endswith("\n"):
+            output += "\n"
+        return f"{note}<returncode>{code}</returncode>\n<output>\n{output}</output>"
+
+    def _teardown(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+        self._sandbox, self._workspace = None, None
+
+
+def oracle_actions(instance: SWEInstance) -> list[str]:
+    """The gold solution as actions: apply the gold patch, then submit (used by the oracle agent)."""
+    patch = instance.patch if instance.patch.endswith("\n") else instance.patch + "\n"
+    return [f"```bash\ngit apply <<'TURNGYM_GOLD_PATCH'\n{patch}TURNGYM_GOLD_PATCH\n```", f"```bash\n{SUBMIT}\n```"]
+

@@ -1,0 +1,503 @@
+"""turngym/SWE-v0: action parsing, the reward estimators, the task format, and episodes in bwrap.
+
+Unit tests need nothing; episode tests need bubblewrap (``make install`` installs it as root) and
+skip with the reason otherwise. Sandbox security and the shipped tasks' validation live in
+``test_swe_sandbox.py`` and ``test_swe_tasks.py``; the Docker backend in ``test_swe_docker.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+import time
+from dataclasses import replace
+
+import pytest
+
+from envs.swe import (
+    GradeReport,
+    SWEEnv,
+    SWEInstance,
+    load_instances,
+    parse_action,
+    parse_test_log,
+    pass_ratio_reward,
+    resolved_reward,
+    shipped_instances,
+    swe_tasks,
+    swe_taskset,
+)
+from envs.swe.grading import MISSING, patch_paths
+from envs.swe.instances import local_repo_dir
+from envs.swe.sandbox import SandboxUnavailable, backend_available, resolve_backend
+from envs.tasks import assert_disjoint
+
+BWRAP_PROBLEM = backend_available("bwrap")
+needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
+
+
+# --------------------------------------------------------------------------- actions
+@pytest.mark.parametrize(
+    ("reply", "command"),
+    [
+        ("```bash\nls -la\n```", "ls -la"),
+        ("Let me look.\n```bash\ngrep -n def src/x.py\n```\nThen I will fix it.", "grep -n def src/x.py"),
+        ("```\ncat README.md\n```", "cat README.md"),
+        ("```sh\nfor f in *.py; do\n  wc -l $f\ndone\n```", "for f in *.py; do\n  wc -l $f\ndone"),
+        ("```bash\r\necho windows\r\n```", "echo windows"),
+        ("notes\n```python\nprint(1)\n```\n```bash\npython3 -c 'print(1)'\n```", "python3 -c 'print(1)'"),
+    ],
+)
+def test_one_fenced_block_is_the_command(reply, command):
+    parsed = parse_action(reply, max_chars=10_000)
+    assert parsed.error is None and not parsed.submit
+    assert parsed.command == command
+
+
+@pytest.mark.parametrize(
+    "reply", ["submit", "  Submit ", "```bash\nsubmit\n```", "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"]
+)
+def test_submit(reply):
+    assert parse_action(reply, max_chars=10_000).submit
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        ("", "the reply is empty"),
+        ("   \n ", "the reply is empty"),
+        ("ls -la", "no command found"),
+        ("I think the bug is in parse(). Let me submit the fix now.", "no command found"),
+        ("```python\nprint(1)\n```", "no command found"),
+        ("```bash\nls\n```\n```bash\npwd\n```", "found 2 command blocks; run exactly one command per turn"),
+        ("```bash\n\n```", "the command block is empty"),
+        ("```bash\necho \x00\x01\x02\n```", "the command contains control characters or undecodable bytes"),
+        ("```bash\necho \udcff\udcfe\n```", "the command contains control characters or undecodable bytes"),
+        ("```bash\necho " + "x" * 200 + "\n```", "the reply is 217 characters long; the limit is 100"),
+    ],
+)
+def test_bad_replies_are_invalid_with_a_reason(reply, error):
+    parsed = parse_action(reply, max_chars=100)
+    assert parsed.command is None and not parsed.submit
+    assert parsed.error == error
+
+
+# --------------------------------------------------------------------------- the reward estimators
+@pytest.mark.parametrize(
+    ("f2p_passed", "f2p_total", "p2p_failed", "p2p_total", "penalty", "expected"),
+    [
+        (0, 4, 0, 10, 1.0, 0.0),
+        (2, 4, 0, 10, 1.0, 0.5),
+        (2, 4, 1, 10, 1.0, 0.4),  # the docstring's example: 2/4 - 1 * 1/10
+        (3, 4, 1, 4, 0.5, 0.625),  # 3/4 - 0.5 * 1/4
+        (4, 4, 0, 10, 1.0, 1.0),
+        (4, 4, 0, 0, 1.0, 1.0),  # no PASS_TO_PASS tests: no regression term
+        (1, 4, 5, 10, 1.0, 0.0),  # 0.25 - 0.5 is clipped to 0
+        (1, 3, 2, 3, 0.0, 1 / 3),  # lambda = 0 ignores regressions
+        (4, 4, 10, 10, 1.0, 0.0),
+    ],
+)
+def test_pass_ratio_reward_matches_hand_computed_values(f2p_passed, f2p_total, p2p_failed, p2p_total, penalty, expected):
+    assert pass_ratio_reward(f2p_passed, f2p_total, p2p_failed, p2p_total, penalty) == pytest.approx(expected, abs=1e-12)
+
+
+def test_pass_ratio_reward_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="FAIL_TO_PASS"):
+        pass_ratio_reward(0, 0, 0, 1)
+    with pytest.raises(ValueError, match="regression_penalty"):
+        pass_ratio_reward(1, 1, 0, 1, regression_penalty=-1)
+
+
+def test_grade_report_counts_like_swe_bench():
+    f2p = ("t/a.py::A::f1", "t/a.py::A::f2", "t/a.py::A::f3")
+    p2p = ("t/a.py::A::p1", "t/a.py::A::p2", "t/a.py::A::p3", "t/a.py::A::p4")
+    statuses = {
+        "t/a.py::A::f1": "PASSED",
+        "t/a.py::A::f2": "XFAIL",  # counts as passing, as in SWE-bench
+        "t/a.py::A::f3": "SKIPPED",  # does not
+        "t/a.py::A::p1": "PASSED",
+        "t/a.py::A::p2": "FAILED",
+        "t/a.py::A::p3": MISSING,  # crashed or timed out: not passing
+        "t/a.py::A::p4": "PASSED",
+    }
+    report = GradeReport(statuses=statuses, fail_to_pass=f2p, pass_to_pass=p2p)
+    assert (report.f2p_passed, report.p2p_failed) == (2, 2)
+    assert not report.resolved
+    assert report.pass_ratio() == pytest.approx(2 / 3 - 2 / 4)
+    assert report.pass_ratio(regression_penalty=0.5) == pytest.approx(2 / 3 - 0.5 * 2 / 4)
+    assert report.reward("resolved") == resolved_reward(False) == 0.0
+    resolved = GradeReport(statuses=dict.fromkeys(f2p + p2p, "PASSED"), fail_to_pass=f2p, pass_to_pass=p2p)
+    assert resolved.resolved and resolved.reward("ratio") == resolved.reward("resolved") == 1.0
+
+
+def test_parse_test_log_reads_pytest_summaries_and_verbose_lines():
+    ids = ["tests/test_a.py::test_x", "tests/test_a.py::test_y[a - b]", "tests/test_b.py::TestB::test_z", "tests/test_c.py::test_w"]
+    log = "\n".join(
+        [
+            "tests/test_b.py::TestB::test_z PASSED                          [ 50%]",
+            "tests/test_c.py::test_w FAILED                                 [100%]",
+            "=========================== short test summary info ============================",
+            "PASSED tests/test_a.py::test_x",
+            "FAILED tests/test_a.py::test_y[a - b] - AssertionError: assert 1 == 2",
+            "PASSED tests/test_unrelated.py::test_q",
+        ]
+    )
+    assert parse_test_log(log, ids) == {
+        "tests/test_a.py::test_x": "PASSED",
+        "tests/test_a.py::test_y[a - b]": "FAILED",
+        "tests/test_b.py::TestB::test_z": "PASSED",
+        "tests/test_c.py::test_w": "FAILED",
+    }
+    assert parse_test_log("", ids) == dict.fromkeys(ids, MISSING)
+
+
+def test_parse_test_log_with_a_nonce_ignores_forged_lines():
+    ids = ["tests/t.py::T::a", "tests/t.py::T::b"]
+    log = "PASSED tests/t.py::T::a\nN0NCE FAILED tests/t.py::T::a\nprint('N0NCE PASSED') PASSED tests/t.py::T::b\n"
+    assert parse_test_log(log, ids, prefix="N0NCE") == {"tests/t.py::T::a": "FAILED", "tests/t.py::T::b": MISSING}
+
+
+def test_patch_paths():
+    patch = (
+        "diff --git a/src/x.py b/src/x.py\n--- a/src/x.py\n+++ b/src/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+        "diff --git a/tests/new.py b/tests/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/new.py\n"
+    )
+    assert patch_paths(patch) == ["src/x.py", "tests/new.py"]
+    assert patch_paths("--- a/old.py\t2024-01-01\n+++ b/old.py\t2024-01-02\n") == ["old.py"]
+
+
+# --------------------------------------------------------------------------- the task format
+# The fields (and their types) of a SWE-Gym record, as the dataset on the Hub has them.
+SWE_GYM_RECORD = {
+    "instance_id": "getmoto__moto-5752",
+    "hints_text": "Thanks for raising this @example - marking it as an enhancement.",
+    "patch": "diff --git a/moto/ssm/models.py b/moto/ssm/models.py\n--- a/moto/ssm/models.py\n+++ b/moto/ssm/models.py\n@@ -1 +1 @@\n-a\n+b\n",
+    "test_patch": "diff --git a/tests/test_ssm/test_ssm_boto3.py b/tests/test_ssm/test_ssm_boto3.py\n--- a/tests/test_ssm/test_ssm_boto3.py\n+++ b/tests/test_ssm/test_ssm_boto3.py\n@@ -1 +1 @@\n-a\n+b\n",
+    "created_at": "2022-12-10 20:23:01",
+    "problem_statement": "Describe parameters with a filter on the Name key fails",
+    "repo": "getmoto/moto",
+    "base_commit": "b2300f1eae1323e3e8bc45f97e530ce129dff12e",
+    "version": "4.0",
+    "PASS_TO_PASS": ["tests/test_ssm/test_ssm_boto3.py::test_get_parameter"],
+    "FAIL_TO_PASS": ["tests/test_ssm/test_ssm_boto3.py::test_describe_parameters__multiple_tags"],
+}
+
+
+def test_a_swe_gym_record_loads_unchanged_and_round_trips():
+    instance = SWEInstance.from_record(SWE_GYM_RECORD)
+    assert instance.fail_to_pass == ("tests/test_ssm/test_ssm_boto3.py::test_describe_parameters__multiple_tags",)
+    assert instance.difficulty == "getmoto/moto" and instance.image is None and instance.repo_path is None
+    assert instance.extra == {"created_at": "2022-12-10 20:23:01", "version": "4.0"}
+    record = instance.to_record()
+    assert {k: record[k] for k in SWE_GYM_RECORD} == SWE_GYM_RECORD
+
+
+def test_swe_bench_json_string_test_lists_and_image_name():
+    record = {**SWE_GYM_RECORD, "FAIL_TO_PASS": '["tests/a.py::test_1", "tests/a.py::test_2"]', "PASS_TO_PASS": "[]",
+              "environment_setup_commit": "abc", "image_name": "swebench/sweb.eval.x86_64.getmoto_1776_moto-5752"}
+    instance = SWEInstance.from_record(record)
+    assert instance.fail_to_pass == ("tests/a.py::test_1", "tests/a.py::test_2") and instance.pass_to_pass == ()
+    assert instance.image == "swebench/sweb.eval.x86_64.getmoto_1776_moto-5752"
+    assert instance.extra["environment_setup_commit"] == "abc"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"FAIL_TO_PASS": []}, "FAIL_TO_PASS is empty"),
+        ({"FAIL_TO_PASS": "not json"}, "not a JSON list"),
+        ({"PASS_TO_PASS": [1, 2]}, "must be a list of test ids"),
+    ],
+)
+def test_bad_records_say_what_is_wrong(change, message):
+    with pytest.raises(ValueError, match=message):
+        SWEInstance.from_record({**SWE_GYM_RECORD, **change})
+    with pytest.raises(ValueError, match="lacks"):
+        SWEInstance.from_record({k: v for k, v in SWE_GYM_RECORD.items() if k != "test_patch"})
+
+
+def test_load_from_json_jsonl_and_datasets(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    second = {**SWE_GYM_RECORD, "instance_id": "getmoto__moto-5753"}
+    (tmp_path / "one.json").write_text(json.dumps(SWE_GYM_RECORD))
+    (tmp_path / "many.json").write_text(json.dumps([SWE_GYM_RECORD, second]))
+    (tmp_path / "many.jsonl").write_text(json.dumps(SWE_GYM_RECORD) + "\n\n" + json.dumps(second) + "\n")
+    expected = [SWEInstance.from_record(SWE_GYM_RECORD), SWEInstance.from_record(second)]
+    assert load_instances(tmp_path / "one.json") == expected[:1]
+    assert load_instances(tmp_path / "many.json") == expected
+    assert load_instances(str(tmp_path / "many.jsonl")) == expected
+    dataset = datasets.Dataset.from_list([SWE_GYM_RECORD, second])
+    assert load_instances(dataset) == expected
+    assert load_instances(datasets.DatasetDict({"train": dataset}), split="train") == expected
+    # a real `datasets` split, loaded from a local file (offline), with SWE-Gym's list features
+    split = datasets.load_dataset("json", data_files=str(tmp_path / "many.jsonl"), split="train")
+    without_extras = [replace(i, extra={}) for i in expected]  # the json loader parses created_at as a date
+    assert [replace(i, extra={}) for i in load_instances(split)] == without_extras
+    with pytest.raises(ValueError, match="pass split"):
+        load_instances(datasets.DatasetDict({"train": dataset}))
+
+
+def test_local_repository_from_an_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNGYM_CACHE", str(tmp_path / "cache"))
+    source = local_repo_dir(shipped_instances()[0][1].repo_path)
+    archive = tmp_path / "repo.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname="project")
+    extracted = local_repo_dir(str(archive))
+    assert extracted.name == "project"
+    assert sorted(p.relative_to(extracted) for p in extracted.rglob("*.py")) == sorted(
+        p.relative_to(source) for p in source.rglob("*.py")
+    )
+    assert local_repo_dir(str(archive)) == extracted  # extracted once, then cached
+    with pytest.raises(FileNotFoundError):
+        local_repo_dir(str(tmp_path / "missing"))
+
+
+def test_shipped_task_set():
+    train, eval_ = swe_tasks("train"), swe_tasks("eval")
+    assert len(train) + len(eval_) >= 20 and len(eval_) >= 5
+    assert_disjoint(train, eval_)
+    instances = [instance for _, instance in shipped_instances()]
+    assert len({i.repo for i in instances}) >= 5
+    assert {i.difficulty for i in instances} >= {"logic", "off-by-one", "edge-case", "api-misuse", "regression"}
+    # graphkit is held out: its tasks are only in eval
+    assert {t.payload["repo"] for t in eval_} - {t.payload["repo"] for t in train} == {"turngym/graphkit"}
+    assert swe_tasks(None).fingerprint == swe_tasks(None).fingerprint
+    assert len(swe_tasks("eval", n=3)) == 3
+    with pytest.raises(KeyError):
+        swe_tasks("test")
+
+
+def test_a_missing_backend_says_how_to_install_it(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    problem = backend_available("bwrap")
+    assert "bwrap" in problem and "apt-get install bubblewrap" in problem
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(SandboxUnavailable, match="apt-get install docker.io"):
+        resolve_backend("docker")
+    with pytest.raises(SandboxUnavailable, match="no sandbox backend is available"):
+        resolve_backend("auto")
+    with pytest.raises(SandboxUnavailable, match="unknown sandbox backend"):
+        resolve_backend("chroot")
+
+
+# --------------------------------------------------------------------------- episodes (bwrap)
+TASK = "turngym__intervals-2"  # the regression task: the naive fix breaks merge()
+NAIVE_FIX = "```bash\nsed -i 's/self.start <= other.end and other.start <= self.end/self.start < other.end and other.start < self.end/' intervals/core.py\n```"
+MERGE_FIX = "```bash\nsed -i 's/if merged and merged\\[-1\\].overlaps(interval):/if merged and interval.start <= merged[-1].end:/' intervals/core.py\n```"
+
+
+@pytest.fixture
+def make_env(tmp_path):
+    made = []
+
+    def factory(**kwargs):
+        kwargs.setdefault("sandbox", "bwrap")
+        kwargs.setdefault("tasks", swe_tasks(None))
+        env = SWEEnv(workspace_root=tmp_path / "sandboxes", **kwargs)
+        made.append(env)
+        return env
+
+    yield factory
+    for env in made:
+        env.close()
+
+
+def play(env, actions):
+    results = []
+    for action in actions:
+        results.append(env.step(action))
+        if results[-1][2] or results[-1][3]:
+            break
+    return results
+
+
+@needs_bwrap
+def test_oracle_resolves_with_reward_one(make_env):
+    env = make_env()
+    obs, info = env.reset(options={"task": TASK})
+    assert "Touching intervals are reported as overlapping" in obs and "```bash" in obs
+    assert info["instance_id"] == TASK and info["sandbox"] == "bwrap"
+    assert info["base_commit"] == env.tasks.by_id(TASK).payload["base_commit"]
+    results = play(env, info["walkthrough"])
+    obs, reward, terminated, truncated, info = results[-1]
+    assert terminated and not truncated
+    assert info["won"] and info["resolved"] and info["pass_ratio"] == 1.0
+    assert reward == info["episode_reward"] == 1.0
+    assert set(info["tests"].values()) == {"PASSED"}
+    assert "intervals/core.py" in info["patch"] and "tests/" not in info["patch"]
+
+
+@needs_bwrap
+def test_observation_format_and_truncation(make_env):
+    env = make_env(max_observation_chars=2000)
+    env.reset(options={"task": TASK})
+    obs, reward, _, _, info = env.step("```bash\necho out; echo err >&2; exit 3\n```")
+    assert obs == "<returncode>3</returncode>\n<output>\nout\nerr\n</output>"
+    assert info["exit_code"] == 3 and not info["invalid_action"] and reward == 0.0
+    obs, *_ = env.step("```bash\npython3 -c \"print('x' * 50000)\"\n```")
+    assert len(obs) <= 2000 and "characters cut ...]" in obs and obs.endswith("</output>")
+    obs, _, _, _, info = env.step("no command here")
+    assert info["invalid_action"] and obs.count("\n") == 0 and "```bash" in obs
+
+
+@needs_bwrap
+def test_a_fresh_shell_per_command_in_the_repository(make_env):
+    env = make_env()
+    env.reset(options={"task": TASK})
+    env.step("```bash\ncd /tmp && export FOO=1 && echo hi > /tmp/note && pwd\n```")
+    obs, *_ = env.step("```bash\npwd; echo \"FOO=$FOO\"; ls /tmp; echo $TZ $PYTHONHASHSEED; id -u\n```")
+    assert obs == "<returncode>0</returncode>\n<output>\n/testbed\nFOO=\nUTC 0\n65534\n</output>"
+
+
+@needs_bwrap
+def test_the_naive_fix_regresses_and_the_ratio_says_by_how_much(make_env):
+    env = make_env()
+    env.reset(options={"task": TASK})
+    *_, (_, reward, terminated, _, info) = play(env, [NAIVE_FIX, "submit"])
+    # both FAIL_TO_PASS tests pass, but merge() stops merging touching intervals: 1 of 21 P2P regresses
+    assert info["tests"]["tests/test_core.py::TestMerge::test_merges_touching"] == "FAILED"
+    assert terminated and info["lost"] and not info["resolved"]
+    assert reward == pytest.approx(2 / 2 - 1 / 21)
+    *_, (_, reward, _, _, info) = play(env, [env.reset(options={"task": TASK})[1]["walkthrough"][0], "submit"])
+    assert reward == 1.0
+
+
+@needs_bwrap
+def test_binary_reward_mode(make_env):
+    env = make_env(reward="resolved")
+    env.reset(options={"task": TASK})
+    *_, (_, reward, _, _, info) = play(env, [NAIVE_FIX, "submit"])
+    assert reward == 0.0 and info["pass_ratio"] == pytest.approx(1 - 1 / 21) and info["resolved"] is False
+
+
+@needs_bwrap
+def test_editing_the_tests_earns_nothing(make_env):
+    env = make_env()
+    env.reset(options={"task": TASK})
+    cheat = "```bash\nprintf 'import unittest\\nclass TestInterval(unittest.TestCase):\\n    pass\\n' > tests/test_core.py\n```"
+    *_, (_, reward, _, _, info) = play(env, [cheat, "submit"])
+    assert reward == 0.0 and not info["resolved"]
+    assert info["tests"]["tests/test_core.py::TestMerge::test_merges_touching"] == "PASSED"  # restored, not deleted
+
+
+@needs_bwrap
+def test_printing_fake_results_earns_nothing(make_env):
+    env = make_env()
+    env.reset(options={"task": TASK})
+    forge = ("```bash\ncat >> intervals/__init__.py <<'EOF'\nimport sys\nfor t in sys.argv[1:]:\n"
+             "    print('PASSED ' + t)\nEOF\n```")
+    *_, (_, reward, *_) = play(env, [forge, "submit"])
+    assert reward == 0.0
+
+
+@needs_bwrap
+def test_dense_rewards_follow_the_ratio_and_sum_to_the_final_reward(make_env):
+    env = make_env(reward_mode="dense")
+    env.reset(options={"task": TASK})
+    results = play(env, ["```bash\nls\n```", NAIVE_FIX, "```bash\ngit status --short\n```", MERGE_FIX, "submit"])
+    rewards = [r for _, r, *_ in results]
+    # no change, naive fix (ratio 1 - 1/21), no change, full fix (ratio 1), submit (no change)
+    assert rewards == pytest.approx([0.0, 1 - 1 / 21, 0.0, 1 / 21, 0.0])
+    assert sum(rewards) == pytest.approx(results[-1][4]["episode_reward"]) == pytest.approx(1.0)
+    assert results[1][4]["reward_components"]["pass_ratio"] == pytest.approx(1 - 1 / 21)
+
+
+@needs_bwrap
+def test_hidden_tests_never_appear_in_the_working_tree(make_env):
+    env = make_env(reward_mode="dense")
+    env.reset(options={"task": TASK})
+    env.step(NAIVE_FIX)  # triggers a grading in a copy
+    obs, *_ = env.step("```bash\ngrep -rc test_touching_intervals_do_not_overlap /testbed /scratch /tmp; ls -a /scratch\n```")
+    assert "test_core.py:0" in obs and ".turngym-grade" not in obs
+
+
+@needs_bwrap
+def test_turn_limit_truncates_and_still_grades(make_env):
+    env = make_env(max_turns=2)
+    _, info = env.reset(options={"task": TASK})
+    *_, (obs, reward, terminated, truncated, info) = play(env, [info["walkthrough"][0], "```bash\nls\n```"])
+    assert truncated and not terminated and info["truncation_reason"] == "max_turns"
+    assert not info["won"] and info["resolved"] and reward == info["episode_reward"] == 1.0
+    assert "graded" in obs
+
+
+@needs_bwrap
+def test_wall_clock_limit_truncates(make_env):
+    env = make_env(wall_clock_limit=1.5, reward_mode="dense")
+    env.reset(options={"task": TASK})
+    obs, reward, terminated, truncated, info = env.step("```bash\nsleep 30\n```")
+    assert truncated and not terminated and info["truncation_reason"] == "wall_clock"
+    assert "wall-clock limit" in obs and reward == 0.0 and info["episode_reward"] == 0.0
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("```bash\nls\n```")
+
+
+@needs_bwrap
+def test_commands_past_their_own_timeout_are_killed_but_the_episode_goes_on(make_env):
+    env = make_env(timeouts={"exec": 1.0})
+    env.reset(options={"task": TASK})
+    obs, _, terminated, truncated, info = env.step("```bash\necho started; sleep 30\n```")
+    assert obs.startswith("[turngym] the command did not finish within 1 s and was killed.")
+    assert "<returncode>killed</returncode>" in obs and "started" in obs
+    assert not (terminated or truncated) and info["exit_code"] is None
+    obs, *_ = env.step("```bash\necho alive\n```")
+    assert "alive" in obs
+
+
+@needs_bwrap
+def test_invalid_action_penalty_and_hostile_input_never_crash(make_env):
+    env = make_env(invalid_action_penalty=0.1, max_turns=6)
+    env.reset(options={"task": TASK})
+    replies = ["", "\x00\x01binary\xff", "```bash\n" + "A" * 40_000 + "\n```", "<script>alert(1)</script>",
+               "```bash\nrm -rf --no-preserve-root / 2>/dev/null; echo done\n```", "submit"]
+    results = play(env, replies)
+    assert [r[4]["invalid_action"] for r in results] == [True, True, True, True, False, False]
+    assert [r for _, r, *_ in results[:4]] == [-0.1] * 4
+    assert "done" in results[4][0]  # deleting everything it can reach only hurts the agent's own copy
+    assert results[-1][2] and results[-1][4]["episode_reward"] == pytest.approx(-0.4)
+
+
+@needs_bwrap
+def test_a_task_from_a_json_file_with_an_archived_repository(make_env, tmp_path, monkeypatch):
+    """The path a user's own tasks take: SWE-Gym records in JSONL, the repository as an archive."""
+    monkeypatch.setenv("TURNGYM_CACHE", str(tmp_path / "cache"))
+    instance = shipped_instances()[0][1]
+    record = instance.to_record()
+    shutil.make_archive(str(tmp_path / "repo"), "gztar", root_dir=instance.repo_path)
+    record.update(repo_path="repo.tar.gz", base_commit="", instance_id="mine__configlite-1")
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
+    tasks = swe_taskset(load_instances(tmp_path / "tasks.jsonl"), name="mine")
+    env = make_env(tasks=tasks)
+    _, info = env.reset(options={"task": "mine__configlite-1"})
+    assert info["base_commit"] == instance.base_commit  # the same snapshot commit, from the archive
+    *_, (_, reward, *_) = play(env, info["walkthrough"])
+    assert reward == 1.0
+
+
+@needs_bwrap
+def test_thousands_of_test_ids_fit(make_env):
+    """SWE-bench instances list thousands of PASS_TO_PASS tests: more than one argument may hold."""
+    instance = dict((i.instance_id, i) for _, i in shipped_instances())[TASK]
+    many = tuple(f"tests/test_absent_{n:05d}.py::TestAbsent::test_absent_{n:05d}" for n in range(3000))
+    assert len(" ".join(many)) > 131_072  # Linux's MAX_ARG_STRLEN
+    big = replace(instance, instance_id="big__intervals-2", pass_to_pass=instance.pass_to_pass + many)
+    env = make_env(tasks=swe_taskset([big], name="big"))
+    _, info = env.reset(options={"task": "big__intervals-2"})
+    *_, (_, reward, _, _, info) = play(env, info["walkthrough"])
+    assert all(info["tests"][t] == "PASSED" for t in instance.test_ids)
+    assert {info["tests"][t] for t in many} == {"ERROR"}  # they ran (and do not exist), not MISSING
+    assert reward == pytest.approx(1 - 3000 / 3021)  # 3000 of 3021 PASS_TO_PASS tests "regressed"
+
+
+@needs_bwrap
+def test_the_sandbox_outlives_the_rollout_deadline_plus_grading(make_env):
+    env = make_env(wall_clock_limit=300, timeouts={"test": 200, "exec": 30, "teardown": 20})
+    env.reset(options={"task": TASK})
+    meta = json.loads((env._sandbox.workspace / "meta.json").read_text())
+    # the deadline, a dense grading after the last command, the final grading (each: tree hash or
+    # diff, set-up, test run, clean-up), and teardown
+    needed = 300 + 2 * (30 + 200 + 200 + 20) + 20
+    assert meta["expires_at"] - time.time() >= needed
+    assert env.max_step_seconds == 30 + 2 * (30 + 200 + 200 + 20) + 20
