@@ -4,7 +4,9 @@ Three formats, chosen by :class:`ActionFormat`:
 
 * ``last_line``: the last non-empty line of the reply;
 * ``prefix``: the text after the last ``Action:`` (configurable) on its line;
-* ``tags``: the content of the last ``<action>...</action>`` pair (configurable tag).
+* ``tags``: the content of the last ``<action>...</action>`` pair (configurable tag);
+* ``raw``: the whole reply, for worlds that parse it themselves (the SWE world reads a fenced
+  shell block from it).
 
 ``<think>...</think>`` blocks are dropped first, so reasoning never becomes the action. A reply
 with no action becomes the empty string when stepped, which every turngym world answers as an
@@ -24,6 +26,7 @@ class ActionFormat(str, enum.Enum):
     LAST_LINE = "last_line"
     PREFIX = "prefix"
     TAGS = "tags"
+    RAW = "raw"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class ActionParser:
     def parse(self, reply: str) -> str | None:
         """The action in ``reply``, stripped, or ``None`` if it has none."""
         text = _THINK.sub("", reply.replace("\r\n", "\n"))
+        if self.format is ActionFormat.RAW:
+            return text.strip() or None  # the world validates it (length, format) and gives feedback
         if self.format is ActionFormat.LAST_LINE:
             lines = [line.strip() for line in text.split("\n") if line.strip()]
             action = lines[-1] if lines else None
@@ -68,4 +73,6 @@ class ActionParser:
             return "Reply with your command alone on the last line."
         if self.format is ActionFormat.PREFIX:
             return f"End your reply with one line of the form '{self.prefix} <command>'."
+        if self.format is ActionFormat.RAW:
+            return "Follow the format the world asks for."
         return f"Put your command between <{self.tag}> and </{self.tag}>."

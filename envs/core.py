@@ -168,6 +168,9 @@ class TextEnv(gym.Env[str, str]):
     world_name: ClassVar[str] = "text"
     # One line telling a confused agent what an action looks like in this world.
     action_hint: ClassVar[str] = "Reply with one short command."
+    # The most one step() can take, where a world knows it (a sandboxed command, say); EnvPool's
+    # step deadline follows it. None: a quick world, the pool's default deadline applies.
+    max_step_seconds: float | None = None
 
     def __init__(
         self,

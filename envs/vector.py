@@ -75,12 +75,17 @@ class _BatchCalls:
         return {reply.index: reply.value for reply in self.receive()}
 
 
+DEFAULT_STEP_TIMEOUT = 60.0
+
+
 class EnvPool(_BatchCalls, AsyncVectorEnv):
     """AsyncVectorEnv with per-env task resets, partial steps, step timeouts and worker respawn.
 
     Args:
         env_fns: one callable per worker that builds its environment.
         step_timeout: seconds a worker may take to answer a step (a reset gets ``reset_timeout``).
+            ``None``: 60 s, or the workers' ``max_step_seconds`` plus a margin when a world
+            declares a longer one (the SWE world's sandboxed commands and gradings).
         reset_timeout: seconds a reset may take (it may generate a game first).
         context: multiprocessing start method for workers.
     """
@@ -89,7 +94,7 @@ class EnvPool(_BatchCalls, AsyncVectorEnv):
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
         *,
-        step_timeout: float = 60.0,
+        step_timeout: float | None = None,
         reset_timeout: float = 300.0,
         context: str = "forkserver",
     ) -> None:
@@ -102,10 +107,15 @@ class EnvPool(_BatchCalls, AsyncVectorEnv):
             daemon=False,
             autoreset_mode=AutoresetMode.DISABLED,
         )
-        self.step_timeout = float(step_timeout)
+        self.step_timeout = float(step_timeout) if step_timeout is not None else self._declared_step_timeout()
         self.reset_timeout = float(reset_timeout)
         self.respawns = 0
         self._in_flight: dict[int, tuple[str, float]] = {}  # worker -> (call kind, deadline)
+
+    def _declared_step_timeout(self) -> float:
+        """60 s, or the longest ``max_step_seconds`` a worker's world declares, plus 30 s."""
+        declared = [h for h in self.get_attr("max_step_seconds") if h]
+        return max([DEFAULT_STEP_TIMEOUT, *(float(h) + 30.0 for h in declared)])
 
     @classmethod
     def from_id(cls, env_id: str, num_workers: int, *, env_kwargs: Mapping[str, Any] | None = None, **pool_kwargs: Any) -> EnvPool:

@@ -34,11 +34,16 @@ def _env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _task_set(args: argparse.Namespace):
-    if args.env != "turngym/TextWorld-v0":
-        raise SystemExit(f"turngym eval: only turngym/TextWorld-v0 has a task panel so far, got {args.env}")
-    from envs.textworld import materialise, textworld_tasks
+    """The evaluation panel of a world: its first ``--episodes`` tasks of ``--split``."""
+    if args.env == "turngym/TextWorld-v0":
+        from envs.textworld import materialise, textworld_tasks
 
-    return materialise(textworld_tasks(args.config, args.split, n=args.episodes), workers=args.workers)
+        return materialise(textworld_tasks(args.config, args.split, n=args.episodes), workers=args.workers)
+    if args.env == "turngym/SWE-v0":
+        from envs.swe.taskset import swe_tasks
+
+        return swe_tasks(args.split, n=args.episodes)
+    raise SystemExit(f"turngym eval: no task panel is known for {args.env}; evaluate it from Python with agents.evaluate")
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -205,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--top-p", type=float, default=1.0)
     llm.add_argument("--max-new-tokens", type=int, default=48, help="cap per turn")
     llm.add_argument("--max-context", type=int, default=4096, help="tokens; past it the episode ends as truncated")
-    llm.add_argument("--action-format", default="prefix", choices=["prefix", "last_line", "tags"])
+    llm.add_argument("--action-format", default="prefix", choices=["prefix", "last_line", "tags", "raw"],
+                     help="raw: the whole reply (the SWE world reads its fenced command itself)")
     llm.add_argument("--response-prefix", default="", help="text each reply starts with, e.g. 'Action:'")
     llm.add_argument("--base-url", help="OpenAI-compatible endpoint for --agent openai, e.g. http://host:8000/v1")
     llm.add_argument("--vllm-server", help="TRL vllm-serve URL for --backend vllm (default: vLLM in-process)")

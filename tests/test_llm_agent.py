@@ -142,6 +142,8 @@ def test_template_without_chat_template_or_end_token_is_a_clear_error(tokenizer)
         ("tags", "x <action>open fridge</action> y <action> eat apple </action>", "eat apple"),
         ("tags", "<action>unclosed", None),
         ("prefix", "Action: " + "x" * 600, None),
+        ("raw", "<think>plan</think>\nI will look.\n```bash\nls -la\n```\n", "I will look.\n```bash\nls -la\n```"),
+        ("raw", "<think>only thinking</think>  ", None),
     ],
 )
 def test_action_parser(fmt, reply, action):

@@ -501,3 +501,17 @@ def test_the_sandbox_outlives_the_rollout_deadline_plus_grading(make_env):
     needed = 300 + 2 * (30 + 200 + 200 + 20) + 20
     assert meta["expires_at"] - time.time() >= needed
     assert env.max_step_seconds == 30 + 2 * (30 + 200 + 200 + 20) + 20
+
+
+def test_env_pool_deadline_follows_the_worlds_declared_step_time():
+    from envs.vector import DEFAULT_STEP_TIMEOUT, EnvPool
+
+    pool = EnvPool.from_id("turngym/SWE-v0", 1, env_kwargs={"split": "eval", "timeouts": {"test": 200, "exec": 30, "teardown": 20}})
+    try:
+        assert pool.step_timeout == 30 + 2 * (30 + 200 + 200 + 20) + 20 + 30  # max_step_seconds + 30 s margin
+    finally:
+        pool.close()
+    explicit = EnvPool.from_id("turngym/SWE-v0", 1, env_kwargs={"split": "eval"}, step_timeout=5)
+    assert explicit.step_timeout == 5
+    explicit.close()
+    assert DEFAULT_STEP_TIMEOUT == 60.0
