@@ -492,3 +492,17 @@ def test_play_cli_lets_a_person_play_through_stdin():
     )
     assert done.returncode == 0, done.stderr
     assert "Episode over after 2 turns: truncated (max_turns)" in done.stdout
+
+
+def test_same_seed_same_episodes_and_greedy_does_not_depend_on_batching(model, tokenizer, games):
+    def play(live, temperature, seed=5):
+        agent = LLMAgent(HFBackend(model), tokenizer, LLMAgentConfig(max_new_tokens=6, temperature=temperature, seed=seed))
+        env_pool = LocalPool.from_id(ENV, live, env_kwargs={"tasks": games, "max_turns": 3})
+        try:
+            return [t.agent_data["tokens"]["completion_ids"] for t in run_episodes(agent, env_pool, list(games)[:4])]
+        finally:
+            env_pool.close()
+
+    assert play(2, 1.0) == play(2, 1.0)  # sampling: same seed, same episodes
+    assert play(2, 1.0) != play(2, 1.0, seed=6)
+    assert play(1, 0.0) == play(4, 0.0)  # greedy: one at a time or four in a batch
