@@ -18,6 +18,7 @@ from envs.registry import NAMESPACE, make, register, text_world_ids
 from envs.tasks import SplitOverlapError, Task, TaskSet, assert_disjoint
 
 register(f"{NAMESPACE}/TextWorld-v0", entry_point="envs.textworld.env:TextWorldEnv")
+register(f"{NAMESPACE}/Signals-v0", entry_point="envs.signals:SignalsEnv")
 register(f"{NAMESPACE}/SWE-v0", entry_point="envs.swe.env:SWEEnv")
 
 __all__ = [
