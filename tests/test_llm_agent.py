@@ -506,3 +506,32 @@ def test_same_seed_same_episodes_and_greedy_does_not_depend_on_batching(model, t
     assert play(2, 1.0) == play(2, 1.0)  # sampling: same seed, same episodes
     assert play(2, 1.0) != play(2, 1.0, seed=6)
     assert play(1, 0.0) == play(4, 0.0)  # greedy: one at a time or four in a batch
+
+
+def test_vllm_backend_colocated_path_reads_token_ids_and_logprobs(monkeypatch):
+    import sys
+    import types
+
+    class SamplingParams:  # stands in for vllm.SamplingParams: vLLM needs a GPU
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
+    logprob = types.SimpleNamespace
+
+    class FakeLLM:
+        def generate(self, prompts, params, use_tqdm):
+            self.prompts, self.params = prompts, params
+            finish = ["stop", "length"]
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(
+                token_ids=[7, 2] if i == 0 else [7, 8], finish_reason=finish[i],
+                logprobs=[{7: logprob(logprob=-0.5)}, {2: logprob(logprob=-0.1), 8: logprob(logprob=-0.2)}])])
+                for i in range(len(prompts))]
+
+    llm = FakeLLM()
+    out = VLLMBackend(llm=llm).generate([GenerationRequest(0, [1, 2], seed=3), GenerationRequest(1, [4], seed=4)],
+                                        SamplingConfig(temperature=0.5, max_new_tokens=2), stop_ids=[2])
+    assert out == [Generation([7, 2], [-0.5, -0.1], True), Generation([7, 8], [-0.5, -0.2], False)]
+    assert llm.prompts == [{"prompt_token_ids": [1, 2]}, {"prompt_token_ids": [4]}]
+    assert llm.params[1].kwargs == {"temperature": 0.5, "top_p": 1.0, "top_k": -1, "max_tokens": 2, "logprobs": 0,
+                                    "stop_token_ids": [2], "seed": 4}
