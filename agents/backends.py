@@ -101,6 +101,7 @@ class HFBackend:
         self.reuse_cache = reuse_cache
         self.max_batch_size = max_batch_size
         self._caches: dict[Hashable, _EpisodeCache] = {}
+        self._prefixes: list[_EpisodeCache] = []  # shared prefixes, see cache_prefix()
         self.forward_passes = 0  # counted for benchmarks and tests
 
     @property
@@ -109,6 +110,19 @@ class HFBackend:
 
     def release(self, key: Hashable) -> None:
         self._caches.pop(key, None)
+
+    def cache_prefix(self, ids: Sequence[int]) -> None:
+        """Encode a prefix many episodes share (the system prompt) once; an episode's first turn
+        then starts from its keys and values instead of encoding it again."""
+        import torch
+
+        ids = list(ids)
+        if len(ids) < 2 or any(p.ids == ids for p in self._prefixes):
+            return
+        with torch.inference_mode():
+            batch = _PackedBatch.build(self.model, [None], [ids], 0, self.pad_id, self.device)
+            self._forward(batch, batch.prefill_inputs())
+            self._prefixes.append(batch.unpack_row(0, ids))
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
                  stop_ids: Sequence[int]) -> list[Generation]:
@@ -151,15 +165,17 @@ class HFBackend:
             return [Generation(s, lp, st) for s, lp, st in zip(sampled, logprobs, stopped, strict=True)]
 
     def _usable_cache(self, request: GenerationRequest) -> _EpisodeCache | None:
-        cache = self._caches.get(request.key) if self.reuse_cache else None
-        if cache is None:
+        """The episode's own cache, else the longest shared prefix of its ids, else None."""
+        if not self.reuse_cache:
             return None
-        n = len(cache.ids)
-        if n < len(request.ids) and request.ids[:n] == cache.ids:
-            return cache
-        logger.debug("episode %r: cached tokens are not a prefix of the request; re-encoding", request.key)
-        self._caches.pop(request.key, None)
-        return None
+        cache = self._caches.get(request.key)
+        if cache is not None:
+            if _extends(request.ids, cache.ids):
+                return cache
+            logger.debug("episode %r: cached tokens are not a prefix of the request; re-encoding", request.key)
+            self._caches.pop(request.key, None)
+        shared = [p for p in self._prefixes if _extends(request.ids, p.ids)]
+        return max(shared, key=lambda p: len(p.ids)) if shared else None
 
     def _forward(self, batch: _PackedBatch, inputs: dict[str, Any]) -> Any:
         self.forward_passes += 1
@@ -243,6 +259,11 @@ class _PackedBatch:
         return _EpisodeCache(ids, layers)
 
 
+def _extends(ids: list[int], prefix: list[int]) -> bool:
+    """``prefix`` is a strict prefix of ``ids`` (at least one new token is left to encode)."""
+    return len(prefix) < len(ids) and ids[: len(prefix)] == prefix
+
+
 def _row_generator(seed: int, position: int, device: Any) -> Any:
     """A generator per row, seeded by the episode's seed and its length: sampling does not depend
     on which other episodes share the batch."""
@@ -264,11 +285,10 @@ def _sample(logits: Any, sampling: SamplingConfig, generators: list[Any], active
         tokens = scaled.argmax(dim=-1)
     else:
         filtered = _top_k_top_p(scaled, sampling.top_k, sampling.top_p)
-        probs = torch.softmax(filtered, dim=-1)
-        tokens = torch.zeros(len(active), dtype=torch.long, device=logits.device)
-        for row, live in enumerate(active):
-            if live:
-                tokens[row] = torch.multinomial(probs[row], 1, generator=generators[row])[0]
+        cdf = torch.softmax(filtered, dim=-1).cumsum(dim=-1)
+        # one uniform draw per row from the row's own generator, then the inverse CDF for the batch
+        draws = torch.cat([torch.rand(1, generator=g, device=logits.device) for g in generators]).unsqueeze(-1)
+        tokens = torch.searchsorted(cdf, draws * cdf[:, -1:]).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
     chosen = logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return tokens.tolist(), chosen.tolist()
 

@@ -103,6 +103,15 @@ class ChatFormat:
         text = self._render(self.messages(first_user_message), add_generation_prompt=True)
         return self.encode(text) + self._prefix_ids
 
+    def shared_prefix_ids(self) -> list[int]:
+        """The first ids every episode's prompt starts with (the system prompt and the template's
+        framing), found as the common part of two renderings with different user messages, less
+        one token so that no token straddles the boundary."""
+        a = self.encode(self._render(self.messages("A"), add_generation_prompt=True))
+        b = self.encode(self._render(self.messages("Z"), add_generation_prompt=True))
+        common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        return a[: max(common - 1, 0)]
+
     def env_delta_ids(self, message: str) -> list[int]:
         """The ids the template adds for one user message after an assistant turn's end-of-turn
         token, through the next generation prompt (and response prefix)."""

@@ -138,6 +138,8 @@ class LLMAgent(Agent):
         self.chat = ChatFormat(tokenizer, system_prompt=system, response_prefix=self.config.response_prefix)
         self.name = name
         self._live: dict[int, _Live] = {}
+        if hasattr(backend, "cache_prefix"):  # encode the shared system prompt once, not per episode
+            backend.cache_prefix(self.chat.shared_prefix_ids())
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
         task_id = (info.get("task") or {}).get("id")

@@ -535,3 +535,18 @@ def test_vllm_backend_colocated_path_reads_token_ids_and_logprobs(monkeypatch):
     assert llm.prompts == [{"prompt_token_ids": [1, 2]}, {"prompt_token_ids": [4]}]
     assert llm.params[1].kwargs == {"temperature": 0.5, "top_p": 1.0, "top_k": -1, "max_tokens": 2, "logprobs": 0,
                                     "stop_token_ids": [2], "seed": 4}
+
+
+def test_the_shared_system_prompt_is_encoded_once_and_reused_exactly(model, tokenizer):
+    backend = HFBackend(model)
+    agent = LLMAgent(backend, tokenizer, LLMAgentConfig(max_new_tokens=5))
+    [prefix] = backend._prefixes
+    prompts = [agent.chat.prompt_ids(text) for text in ("You are in a hall.", "Zero rooms here.")]
+    assert all(p[: len(prefix.ids)] == prefix.ids for p in prompts) and len(prefix.ids) > 10
+    assert backend._usable_cache(GenerationRequest("new", prompts[0])) is prefix  # a first turn starts from it
+    generations = backend.generate([GenerationRequest(i, p) for i, p in enumerate(prompts)],
+                                   SamplingConfig(max_new_tokens=5), agent.chat.stop_ids())
+    for prompt, generation in zip(prompts, generations, strict=True):
+        assert generation.logprobs == pytest.approx(_reference_logprobs(model, prompt, generation.ids), abs=1e-4)
+    LLMAgent(backend, tokenizer, LLMAgentConfig())
+    assert len(backend._prefixes) == 1  # the same prefix is cached once
