@@ -18,6 +18,7 @@ from envs.registry import NAMESPACE, make, register, text_world_ids
 from envs.tasks import SplitOverlapError, Task, TaskSet, assert_disjoint
 
 register(f"{NAMESPACE}/TextWorld-v0", entry_point="envs.textworld.env:TextWorldEnv")
+register(f"{NAMESPACE}/ALFWorld-v0", entry_point="envs.alfworld.env:ALFWorldEnv")
 
 __all__ = [
     "INFO_KEYS",
