@@ -48,6 +48,7 @@ test-all: install
 
 bench: install
 	$(PY) bench/env_throughput.py
+	$(PY) bench/alfworld_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -14,8 +14,10 @@ Rewards (shared definitions in :mod:`envs.core`):
 ``expert_plan`` (ALFWorld's handcoded expert's winning run, which explores as an agent must: SFT
 data that does not assume knowing where things are; empty where the expert fails), ``objective``,
 ``task_type`` and ``scene``; ``info["task"]["difficulty"]`` is the task type, so evaluations break
-down by type. The turn limit defaults to twice the plan's length, turngym's budget for every world
-(the reference study's); ALFWorld's papers allow 50 steps (``max_turns=50``).
+down by type. The turn limit defaults to twice the handcoded expert's run, capped at the 50 steps
+ALFWorld's papers allow (50 where the expert failed): turngym's budget is twice the expert's
+length in every world, and here the expert that explores, not the planner that knows where
+everything is, measures what an agent needs.
 
 Commands are matched to the admissible ones ignoring case and spacing ("Go to  Fridge 1" plays
 "go to fridge 1"); anything else is an invalid action, answered by the engine ("Nothing happens.")
@@ -40,6 +42,7 @@ from envs.tasks import Task, TaskSet
 logger = logging.getLogger(__name__)
 
 MAX_COMMAND_CHARS = 200  # ALFWorld's longest commands are about 50 characters
+ALFWORLD_STEP_LIMIT = 50  # ALFWorld's max_nb_steps_per_episode
 SOURCES = ("generated", "official")
 
 
@@ -101,6 +104,7 @@ class ALFWorldEnv(TextEnv):
         self._engine: Any = None
         self._files: GameFiles | None = None
         self._canonical: dict[str, str] = {}
+        self._expert_length = 0
         self._last_progress = 0.0
 
     # ----------------------------------------------------------------- world hooks
@@ -119,6 +123,7 @@ class ALFWorldEnv(TextEnv):
             return WorldState(text="", failure=f"the planner found no solution for {task.id}")
         if not files.walkthrough and is_official(task):
             save_plan(files, walkthrough)
+        self._expert_length = len(files.expert_plan)
         self._last_progress = 0.0
         state = self._world_state(report)
         state.progress = 0.0
@@ -156,6 +161,11 @@ class ALFWorldEnv(TextEnv):
         if self._engine is not None:
             self._engine.close()
             self._engine = None
+
+    def default_max_turns(self, optimal_length: int | None) -> int:
+        """min(50, 2x the handcoded expert's run), 50 without one; never below 2x the plan."""
+        budget = min(ALFWORLD_STEP_LIMIT, 2 * self._expert_length) if self._expert_length else ALFWORLD_STEP_LIMIT
+        return max(budget, super().default_max_turns(optimal_length) if optimal_length else 0)
 
     # ----------------------------------------------------------------- helpers
     @property

@@ -46,7 +46,7 @@ from envs.textworld.generation import cache_root
 
 logger = logging.getLogger(__name__)
 
-GENERATOR_VERSION = "1"  # bump when this module changes what a spec produces
+GENERATOR_VERSION = "2"  # bump when this module changes what a spec produces
 # ALFWorld's task types, in its own order (alfworld.agents.environment.alfred_tw_env.TASK_TYPES).
 TASK_TYPES = (
     "pick_and_place_simple",
@@ -467,8 +467,7 @@ def solve(game_file: Path, goal: Goal) -> tuple[list[str], list[str]]:
     if not plan:
         raise Unsolvable("the planner found no plan")
 
-    infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
-    env = AlfredExpert(AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False)), expert_type="handcoded")
+    env = AlfredDemangler(PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True)), shuffle=False)
     env.load(str(game_file))
     state = env.reset()
     for command in plan:
@@ -479,15 +478,19 @@ def solve(game_file: Path, goal: Goal) -> tuple[list[str], list[str]]:
         raise Unsolvable("the planner's plan does not win")
 
     random.seed(0)  # the expert breaks loops with random.choice
-    state = env.reset()
+    infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
+    expert = AlfredExpert(AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False)), expert_type="handcoded")
     trajectory: list[str] = []
     try:
+        expert.load(str(game_file))
+        state = expert.reset()
         while not state["won"] and len(trajectory) < EXPERT_MAX_STEPS:
             command = state["extra.expert_plan"][0]
             trajectory.append(command)
-            state, _, _ = env.step(command)
-    except Exception as error:  # noqa: BLE001 - the expert signals failure with assorted exceptions
+            state, _, _ = expert.step(command)
+    except Exception as error:  # noqa: BLE001 - the expert fails with assorted exceptions
         logger.info("ALFWorld's handcoded expert failed on %s: %s", game_file, error)
+        return plan, []
     return plan, trajectory if state["won"] else []
 
 

@@ -1,0 +1,127 @@
+"""ALFWorld throughput: raw alfworld vs turngym's env, game generation, and the pool with 1 and 2 workers.
+
+Every play measurement runs the *same* games with the *same* command script, in one run: per game,
+``--noise`` cheap commands (look / inventory) then the planner's walkthrough (a win), each episode
+loading its game and resetting it, as training does. The raw baseline is the engine stack
+``AlfredTWEnv`` plays through (textworld's ``PddlEnv`` + alfworld's ``AlfredDemangler`` and
+``AlfredInfos``, requesting what AlfredTWEnv requests), so the ratio measures turngym's wrapper.
+
+    python bench/alfworld_throughput.py                 # 12 eval_seen games (2 per task type)
+    python bench/alfworld_throughput.py --games 6 --repeats 1
+
+Prints steps/s, the ratios against the raw baseline and against 1 worker, and the time to
+generate one game (in a fresh cache folder, so nothing is served from the cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from env_throughput import ScriptedAgent, script, timed_episodes
+
+from agents.rollout import run_episodes
+from envs.alfworld import ALFWorldEnv, alfworld_tasks, generate_games, materialise
+from envs.alfworld.generation import GameSpec, split_specs, task_files
+from envs.vector import EnvPool
+
+
+def raw_alfworld(games: list[tuple[str, list[str]]], rounds: int) -> float:
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    from textworld.envs import PddlEnv
+
+    # What AlfredTWEnv.init_env requests and wraps (without textworld.gym's batching layer).
+    infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+    env = AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False))
+
+    def start_episode(game_file: str) -> None:
+        env.load(game_file)
+        env.reset()
+
+    rate = timed_episodes(start_episode, env.step, games, rounds)
+    env.close()
+    return rate
+
+
+def turngym_env(tasks, scripts, rounds: int, isolation: str, speedups: bool) -> float:
+    env = ALFWorldEnv(tasks=tasks, engine_isolation=isolation, speedups=speedups, max_turns=10_000)
+    env.reset(options={"task": tasks[-1]})  # start the engine outside the timed region
+    episodes = list(zip(tasks, scripts, strict=True))
+    rate = timed_episodes(lambda task: env.reset(options={"task": task}), env.step, episodes, rounds)
+    env.close()
+    return rate
+
+
+def pool(tasks, rounds: int, workers: int, noise: int, isolation: str) -> float:
+    env_kwargs: dict[str, Any] = {"tasks": tasks, "engine_isolation": isolation, "max_turns": 10_000}
+    env_pool = EnvPool.from_id("turngym/ALFWorld-v0", workers, env_kwargs=env_kwargs)
+    run_episodes(ScriptedAgent(noise), env_pool, list(tasks)[:workers])  # warm up workers and engines
+    episodes = list(tasks) * rounds
+    start = time.perf_counter()
+    trajectories = run_episodes(ScriptedAgent(noise), env_pool, episodes)
+    elapsed = time.perf_counter() - start
+    env_pool.close()
+    assert all(t.won for t in trajectories), "the scripted agent must win every game"
+    return sum(t.num_turns for t in trajectories) / elapsed
+
+
+def generation_seconds(count: int, workers: int) -> float:
+    """Wall seconds per game to generate ``count`` fresh train games into an empty cache folder."""
+    specs = [GameSpec.from_payload(s.payload) for s in split_specs("train", count)]
+    with tempfile.TemporaryDirectory() as root:
+        start = time.perf_counter()
+        generate_games(specs, workers=workers, root=Path(root), progress=False)
+        return (time.perf_counter() - start) / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--games", type=int, default=12)
+    parser.add_argument("--noise", type=int, default=10, help="look/inventory commands before each walkthrough")
+    parser.add_argument("--rounds", type=int, default=1, help="passes over the games per measurement")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per setting; the median is reported")
+    parser.add_argument("--generate", type=int, default=6, help="fresh games generated to time generation")
+    args = parser.parse_args()
+
+    tasks = materialise(alfworld_tasks("eval_seen", n=args.games), workers=2, progress=False)
+    files = [task_files(t) for t in tasks]
+    scripts = [script(list(f.walkthrough), args.noise) for f in files]
+    games = [(str(f.game_file), s) for f, s in zip(files, scripts, strict=True)]
+
+    def median(fn, *fn_args) -> float:
+        return statistics.median(fn(*fn_args) for _ in range(args.repeats))
+
+    # Each setting runs alone on the machine, one after the other.
+    raw = median(raw_alfworld, games, args.rounds)
+    plain_inproc = median(turngym_env, tasks, scripts, args.rounds, "none", False)
+    plain_isolated = median(turngym_env, tasks, scripts, args.rounds, "process", False)
+    default = median(turngym_env, tasks, scripts, args.rounds, "process", True)
+    pool_1 = median(pool, tasks, args.rounds, 1, args.noise, "none")
+    pool_2 = median(pool, tasks, args.rounds, 2, args.noise, "none")
+    pool_2_iso = median(pool, tasks, args.rounds, 2, args.noise, "process")
+    generation_1 = generation_seconds(args.generate, 1)
+    generation_2 = generation_seconds(args.generate, 2)
+
+    steps_per_game = statistics.mean(len(s) for s in scripts)
+    print(f"{args.games} eval_seen games, {steps_per_game:.1f} steps per episode (a load and reset each), "
+          f"median of {args.repeats}")
+    print("| setting | steps/s | ratio |")
+    print("|---|---:|---:|")
+    print(f"| raw alfworld (AlfredTWEnv's engine stack) | {raw:.1f} | 1.00 (baseline) |")
+    print(f"| ALFWorldEnv, engine in-process, no speed-ups | {plain_inproc:.1f} | {plain_inproc / raw:.2f} vs raw |")
+    print(f"| ALFWorldEnv, engine isolated, no speed-ups | {plain_isolated:.1f} | {plain_isolated / raw:.2f} vs raw |")
+    print(f"| ALFWorldEnv, default (isolated, speed-ups) | {default:.1f} | {default / raw:.2f} vs raw |")
+    print(f"| EnvPool, 1 worker (engine in the worker) | {pool_1:.1f} | 1.00 (baseline) |")
+    print(f"| EnvPool, 2 workers (engine in the worker) | {pool_2:.1f} | {pool_2 / pool_1:.2f} vs 1 worker |")
+    print(f"| EnvPool, 2 workers, engines isolated | {pool_2_iso:.1f} | {pool_2_iso / pool_1:.2f} vs 1 worker |")
+    print(f"generation: {generation_1:.2f} s per game on 1 worker, {generation_2:.2f} s per game on 2 workers "
+          f"({args.generate} fresh train games: goal, layout, PDDL, planner check, replay, handcoded expert)")
+
+
+if __name__ == "__main__":
+    main()
