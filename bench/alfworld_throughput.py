@@ -20,14 +20,13 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from env_throughput import ScriptedAgent, script, timed_episodes
+from env_throughput import pool, script, timed_episodes
 
-from agents.rollout import run_episodes
 from envs.alfworld import ALFWorldEnv, alfworld_tasks, generate_games, materialise
 from envs.alfworld.generation import GameSpec, split_specs, task_files
-from envs.vector import EnvPool
+
+ENV_ID = "turngym/ALFWorld-v0"
 
 
 def raw_alfworld(games: list[tuple[str, list[str]]], rounds: int) -> float:
@@ -55,19 +54,6 @@ def turngym_env(tasks, scripts, rounds: int, isolation: str, speedups: bool) -> 
     rate = timed_episodes(lambda task: env.reset(options={"task": task}), env.step, episodes, rounds)
     env.close()
     return rate
-
-
-def pool(tasks, rounds: int, workers: int, noise: int, isolation: str) -> float:
-    env_kwargs: dict[str, Any] = {"tasks": tasks, "engine_isolation": isolation, "max_turns": 10_000}
-    env_pool = EnvPool.from_id("turngym/ALFWorld-v0", workers, env_kwargs=env_kwargs)
-    run_episodes(ScriptedAgent(noise), env_pool, list(tasks)[:workers])  # warm up workers and engines
-    episodes = list(tasks) * rounds
-    start = time.perf_counter()
-    trajectories = run_episodes(ScriptedAgent(noise), env_pool, episodes)
-    elapsed = time.perf_counter() - start
-    env_pool.close()
-    assert all(t.won for t in trajectories), "the scripted agent must win every game"
-    return sum(t.num_turns for t in trajectories) / elapsed
 
 
 def generation_seconds(count: int, workers: int) -> float:
@@ -101,9 +87,10 @@ def main() -> None:
     plain_inproc = median(turngym_env, tasks, scripts, args.rounds, "none", False)
     plain_isolated = median(turngym_env, tasks, scripts, args.rounds, "process", False)
     default = median(turngym_env, tasks, scripts, args.rounds, "process", True)
-    pool_1 = median(pool, tasks, args.rounds, 1, args.noise, "none")
-    pool_2 = median(pool, tasks, args.rounds, 2, args.noise, "none")
-    pool_2_iso = median(pool, tasks, args.rounds, 2, args.noise, "process")
+    pool_rounds = args.rounds * 2
+    pool_1 = median(pool, tasks, pool_rounds, 1, args.noise, "none", ENV_ID)
+    pool_2 = median(pool, tasks, pool_rounds, 2, args.noise, "none", ENV_ID)
+    pool_2_iso = median(pool, tasks, pool_rounds, 2, args.noise, "process", ENV_ID)
     generation_1 = generation_seconds(args.generate, 1)
     generation_2 = generation_seconds(args.generate, 2)
 

@@ -13,7 +13,7 @@ import copy
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from envs.alfworld.progress import goal_progress
@@ -58,38 +58,64 @@ def install_speedups() -> None:
     _installed = True
 
 
-_OBJECT_TYPE_FACT = re.compile(r"\(objectType\s+(\S+)\s+(\S+)\)", re.IGNORECASE)
+_TYPE_FACT = re.compile(r"\((objectType|receptacleType)\s+(\S+)\s+(\S+)\)", re.IGNORECASE)
+_IN_RECEPTACLE_FACT = re.compile(r"\(inReceptacle\s+(\S+)\s+(\S+)\)", re.IGNORECASE)
+_DECLARATION = re.compile(r"^\s*(\S+)\s+-\s+(object|receptacle)\s*$", re.MULTILINE)
 _NAME = re.compile(r"[^\s()]+")
+# The receptacle a state-change task needs (as ALFWorld's domain requires it).
+APPLIANCES = {
+    "pick_clean_then_place_in_recep": "SinkBasin",
+    "pick_heat_then_place_in_recep": "Microwave",
+    "pick_cool_then_place_in_recep": "Fridge",
+}
 
 
-def planning_problem(problem: str, object_types: Iterable[str]) -> str:
-    """The PDDL problem without the objects of other types than ``object_types`` (ALFRED names).
+def planning_problem(problem: str, targets: Mapping[str, str]) -> str:
+    """The PDDL problem cut down to the task: its objects, their receptacles, the goal's and the appliance.
 
-    ALFRED's own planner states only hold the task's objects. With every object of a kitchen,
-    fast-downward can run for minutes and gigabytes on a pick-two task; without them it takes
-    about 0.2 s. Nothing limits capacity in ALFWorld's domain, so other objects cannot block a
-    plan, and alfworld numbers objects within their type, so the plan's commands are the same in
-    the full game. ALFWorld problems declare one object or fact per line: a line that names a
-    dropped object goes.
+    ALFRED's own planner states only hold the task's objects. With a whole kitchen, fast-downward
+    (as textworld's ``replan`` configures it) can search for minutes and gigabytes: every closed
+    cabinet doubles its state space. Cut down, it takes a fraction of a second. Nothing limits
+    capacity in ALFWorld's domain, so the dropped objects and receptacles cannot be needed by a
+    plan. ALFWorld problems declare one object or fact per line: a line that names a dropped
+    object or receptacle goes. ``targets`` holds the task type and ALFRED's ``pddl_params``.
     """
-    keep = {f"{t.lower()}type" for t in object_types if t}
-    dropped = {name for name, kind in _OBJECT_TYPE_FACT.findall(problem) if kind.lower() not in keep}
-    lines = (line for line in problem.split("\n") if dropped.isdisjoint(_NAME.findall(line)))
-    return "\n".join(lines)
+    object_types = {f"{targets.get(k, '').lower()}type" for k in ("object_target", "toggle_target") if targets.get(k)}
+    receptacle_types = {targets.get("parent_target", ""), APPLIANCES.get(targets.get("task_type", ""), "")}
+    receptacle_types = {f"{t.lower()}type" for t in receptacle_types if t}
+    kinds = {(fact.lower(), name): kind.lower() for fact, name, kind in _TYPE_FACT.findall(problem)}
+    kept_objects = {name for (fact, name), kind in kinds.items() if fact == "objecttype" and kind in object_types}
+    hosts = {receptacle for obj, receptacle in _IN_RECEPTACLE_FACT.findall(problem) if obj in kept_objects}
+    dropped = {
+        name
+        for (fact, name), kind in kinds.items()
+        if (fact == "objecttype" and name not in kept_objects)
+        or (fact == "receptacletype" and kind not in receptacle_types and name not in hosts)
+    }
+    return "\n".join(line for line in problem.split("\n") if dropped.isdisjoint(_NAME.findall(line)))
 
 
-def planner_plan(game: Mapping[str, Any], object_types: Iterable[str]) -> list[str]:
+def planner_plan(game: Mapping[str, Any], targets: Mapping[str, str]) -> list[str]:
     """fast-downward's plan (textworld's ``replan``) for a game.tw-pddl document, in alfworld names.
 
-    It runs on :func:`planning_problem`; loading another problem replaces the planner library's
-    state in this process, so reset any other PDDL environment afterwards.
+    It searches :func:`planning_problem`, with every object named as alfworld's ``Demangler``
+    names it in the *full* game ("cabinet 7" stays cabinet 7 although cabinets 1-6 were cut), so
+    the plan plays unchanged there. Loading a problem replaces the planner library's state in this
+    process: reset any other PDDL environment afterwards.
     """
+    from types import SimpleNamespace
+
     import textworld
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+    from alfworld.agents.utils.misc import Demangler
     from textworld.envs import PddlEnv
 
-    planner = AlfredDemangler(PddlEnv(textworld.EnvInfos(extras=["walkthrough"])), shuffle=False)
-    planner.load({**game, "pddl_problem": planning_problem(game["pddl_problem"], object_types), "walkthrough": None})
+    every_id = [name.lower() for name, _ in _DECLARATION.findall(game["pddl_problem"])]
+    demangler = Demangler(game_infos={i: SimpleNamespace(id=i) for i in every_id})
+    planner = PddlEnv(textworld.EnvInfos(extras=["walkthrough"]))
+    planner.load({**game, "pddl_problem": planning_problem(game["pddl_problem"], targets), "walkthrough": None})
+    for info in planner._entity_infos.values():  # what AlfredDemangler.load does, with the full game's ids
+        if info.id in demangler.obj_names:
+            info.name = demangler.demangle_alfred_name(info.id)
     return list(planner.reset()["extra.walkthrough"] or [])
 
 
@@ -126,9 +152,7 @@ class ALFWorldSession:
     def reset(self, plan: bool = False) -> dict[str, Any]:
         """Start the loaded game; with ``plan``, the report carries the planner's ``plan`` (~0.5 s)."""
         if plan:  # before the reset: planning replaces the planner library's state
-            game = json.loads(open(self._game_file).read())
-            targets = (self._targets.get("object_target"), self._targets.get("toggle_target"))
-            steps = planner_plan(game, targets)
+            steps = planner_plan(json.loads(open(self._game_file).read()), self._targets)
         self._state = self._env.reset()
         report = self._report()
         if plan:

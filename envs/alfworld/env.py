@@ -27,7 +27,6 @@ and never raised. As for TextWorld, the engine runs in a child process with per-
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,9 @@ from envs.alfworld.engine import ALFWorldSession, plain_session
 from envs.alfworld.generation import GameFiles, alfworld_tasks, task_files
 from envs.alfworld.official import is_official, official_tasks, save_plan
 from envs.core import TextEnv, WorldState, normalise_command
-from envs.isolation import EngineCrashed, EngineError, EngineTimeout, IsolatedEngine
+from envs.engine_client import EngineClient, check_isolation, failure_state
+from envs.isolation import EngineError
 from envs.tasks import Task, TaskSet
-
-logger = logging.getLogger(__name__)
 
 MAX_COMMAND_CHARS = 200  # ALFWorld's longest commands are about 50 characters
 ALFWORLD_STEP_LIMIT = 50  # ALFWorld's max_nb_steps_per_episode
@@ -87,8 +85,7 @@ class ALFWorldEnv(TextEnv):
     ) -> None:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-        if engine_isolation not in ("process", "none"):
-            raise ValueError(f"engine_isolation must be 'process' or 'none', got {engine_isolation!r}")
+        check_isolation(engine_isolation)
         if tasks is None:
             if source == "official":
                 tasks = official_tasks(split, data_dir, n=num_tasks, task_types=task_types)
@@ -142,12 +139,8 @@ class ALFWorldEnv(TextEnv):
         command = self._canonical.get(normalise_command(command), command)
         try:
             report = self._call("step", command, timeout=self.step_timeout)
-        except EngineTimeout as error:
-            return self._failure("engine_timeout", "The game engine stopped responding", error)
-        except EngineCrashed as error:
-            return self._failure("engine_crash", "The game engine crashed", error)
         except EngineError as error:
-            return self._failure("engine_error", "The game engine raised an error", error)
+            return failure_state(error, progress=self._last_progress, task_id=self._task_info()["id"])
         state = self._world_state(report)
         self._last_progress = state.progress
         return state
@@ -175,13 +168,8 @@ class ALFWorldEnv(TextEnv):
 
     def _call(self, method: str, *args: Any, timeout: float) -> dict[str, Any]:
         if self._engine is None:
-            if self.engine_isolation == "process":
-                self._engine = IsolatedEngine(self._session_factory, name="turngym-alfworld", private_cwd=True)
-            else:
-                self._engine = self._session_factory()
-        if self.engine_isolation == "process":
-            return self._engine.call(method, *args, timeout=timeout)
-        return getattr(self._engine, method)(*args)
+            self._engine = EngineClient(self._session_factory, isolation=self.engine_isolation, name="turngym-alfworld")
+        return self._engine.call(method, *args, timeout=timeout)
 
     def _world_state(self, report: dict[str, Any]) -> WorldState:
         self._canonical = {normalise_command(c): c for c in report["admissible_commands"]}
@@ -191,13 +179,4 @@ class ALFWorldEnv(TextEnv):
             won=report["won"],
             admissible_commands=report["admissible_commands"],
             components={"goal_conditions": report["progress"]},
-        )
-
-    def _failure(self, reason: str, message: str, error: Exception) -> WorldState:
-        logger.warning("%s on %s: %s", message, self._task_info()["id"], error)
-        return WorldState(
-            text=f"[turngym] {message}; the episode was truncated.",
-            progress=self._last_progress,
-            failure=reason,
-            extra={"engine_failure": str(error).splitlines()[0]},
         )

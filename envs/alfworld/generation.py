@@ -46,7 +46,7 @@ from envs.textworld.generation import cache_root
 
 logger = logging.getLogger(__name__)
 
-GENERATOR_VERSION = "2"  # bump when this module changes what a spec produces
+GENERATOR_VERSION = "3"  # bump when this module changes what a spec produces
 # ALFWorld's task types, in its own order (alfworld.agents.environment.alfred_tw_env.TASK_TYPES).
 TASK_TYPES = (
     "pick_and_place_simple",
@@ -463,7 +463,7 @@ def solve(game_file: Path, goal: Goal) -> tuple[list[str], list[str]]:
     from envs.alfworld.engine import install_speedups, planner_plan
 
     install_speedups()
-    plan = planner_plan(json.loads(game_file.read_text()), (goal.object_target, goal.toggle_target))
+    plan = planner_plan(json.loads(game_file.read_text()), {"task_type": goal.task_type, **goal.pddl_params})
     if not plan:
         raise Unsolvable("the planner found no plan")
 
