@@ -11,6 +11,7 @@ import json
 import shutil
 import warnings
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 import gymnasium
@@ -30,6 +31,7 @@ from envs.alfworld.generation import (
 from envs.alfworld.progress import goal_progress
 from envs.alfworld.scenes import load_scene, scene_numbers
 from envs.core import normalise_command
+from tests.test_textworld import play
 
 ENV = "turngym/ALFWorld-v0"
 
@@ -42,31 +44,14 @@ def panel():
 
 @pytest.fixture(scope="module")
 def make_env(panel):
-    made = []
-
-    def factory(**kwargs):
-        kwargs.setdefault("tasks", panel)
-        env = ALFWorldEnv(**kwargs)
-        made.append(env)
-        return env
-
-    yield factory
-    for env in made:
-        env.close()
+    """Build ALFWorld envs on the panel (unless told otherwise); all closed at the end."""
+    with ExitStack() as envs_made:
+        yield lambda **kwargs: envs_made.enter_context(ALFWorldEnv(**{"tasks": panel, **kwargs}))
 
 
 @pytest.fixture(scope="module")
 def sparse_env(make_env):
     return make_env()
-
-
-def play(env, actions):
-    results = []
-    for action in actions:
-        results.append(env.step(action))
-        if results[-1][2] or results[-1][3]:
-            break
-    return results
 
 
 def task_of_type(panel, task_type):
