@@ -186,7 +186,8 @@ def test_generated_files_are_what_alfworld_loads(panel, tmp_path):
     }
     alfred = AlfredTWEnv(config, train_eval="eval_in_distribution")
     assert alfred.num_games == len(panel)
-    game = json.loads((data / f"{panel[0].difficulty}-{panel[0].payload['seed']}" / "trial_T0" / "game.tw-pddl").read_text())
+    trial = data / f"{panel[0].difficulty}-{panel[0].payload['seed']}" / "trial_T0"
+    game = json.loads((trial / "game.tw-pddl").read_text())
     assert game["solvable"] is True and game["walkthrough"]
     assert set(game) == {"pddl_domain", "grammar", "pddl_problem", "solvable", "walkthrough"}
     assert "_bar_" in game["pddl_problem"] and "|" not in game["pddl_problem"]  # ALFRED ids, PDDL-mangled
@@ -276,7 +277,9 @@ BAD_ACTIONS = [
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(("action", "reason", "reaches_engine"), BAD_ACTIONS)
-def test_bad_actions_are_invalid_with_feedback_and_leave_the_game_intact(sparse_env, panel, action, reason, reaches_engine):
+def test_bad_actions_are_invalid_with_feedback_and_leave_the_game_intact(
+    sparse_env, panel, action, reason, reaches_engine
+):
     _, info = sparse_env.reset(options={"task": task_of_type(panel, "pick_clean_then_place_in_recep")})
     obs, reward, terminated, truncated, step_info = sparse_env.step(action)
     assert obs.strip()
@@ -308,7 +311,7 @@ def test_choose_index_plays_the_walkthrough_by_numbers(make_env, panel):
     rewards = []
     for expected in info["walkthrough"]:
         commands = [normalise_command(c) for c in info["admissible_commands"]]
-        obs, reward, terminated, truncated, info = env.step(str(commands.index(normalise_command(expected)) + 1))
+        obs, reward, terminated, _, info = env.step(str(commands.index(normalise_command(expected)) + 1))
         assert info["invalid_action"] is False
         rewards.append(reward)
     assert terminated and info["won"] and sum(rewards) == pytest.approx(1.0)
@@ -361,7 +364,8 @@ def _official_layout(panel, root: Path) -> dict[str, Path]:
         source = game_directory(GameSpec.from_payload(task.payload))
         traj = json.loads((source / "traj_data.json").read_text())
         params = traj["pddl_params"]
-        folder = f"{task.difficulty}-{params['object_target']}-None-{params['parent_target'] or 'None'}-{traj['scene']['scene_num']}"
+        parent, scene = params["parent_target"] or "None", traj["scene"]["scene_num"]
+        folder = f"{task.difficulty}-{params['object_target']}-None-{parent}-{scene}"
         split = "valid_seen" if index < 4 else "valid_unseen"
         trial = root / "json_2.1.1" / split / folder / f"trial_T2019090{index}_000000_000000"
         trial.mkdir(parents=True)
@@ -373,7 +377,8 @@ def _official_layout(panel, root: Path) -> dict[str, Path]:
     game = json.loads((first / "game.tw-pddl").read_text())
     (first / "game.tw-pddl").write_text(json.dumps({**game, "walkthrough": None}))
     # What AlfredTWEnv skips: movable-receptacle and sliced trials, unsolvable games, no game file.
-    for name, solvable in (("pick_and_place_with_movable_recep-Apple-Bowl-Fridge-1", True), ("x-Sliced-1", True), ("unsolvable", False)):
+    skipped_trials = (("pick_and_place_with_movable_recep-Apple-Bowl-1", True), ("x-Sliced-1", True), ("bad", False))
+    for name, solvable in skipped_trials:
         skipped = root / "json_2.1.1" / "valid_seen" / name / "trial_T0"
         skipped.mkdir(parents=True)
         shutil.copy(first / "traj_data.json", skipped)

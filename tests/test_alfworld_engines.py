@@ -52,7 +52,9 @@ def panel():
         pytest.param(RaisingSession, "raise now", "engine_error", id="error"),
     ],
 )
-def test_engine_failure_truncates_the_episode_and_the_engine_restarts(engine_pythonpath, panel, session, command, reason):
+def test_engine_failure_truncates_the_episode_and_the_engine_restarts(
+    engine_pythonpath, panel, session, command, reason
+):
     env = ALFWorldEnv(tasks=panel, session_factory=session, step_timeout=3.0, reward_mode="dense")
     try:
         _, info = env.reset(options={"task": panel[0]})

@@ -14,6 +14,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from envs.alfworld.progress import goal_progress
@@ -152,7 +153,7 @@ class ALFWorldSession:
     def reset(self, plan: bool = False) -> dict[str, Any]:
         """Start the loaded game; with ``plan``, the report carries the planner's ``plan`` (~0.5 s)."""
         if plan:  # before the reset: planning replaces the planner library's state
-            steps = planner_plan(json.loads(open(self._game_file).read()), self._targets)
+            steps = planner_plan(json.loads(Path(self._game_file).read_text()), self._targets)
         self._state = self._env.reset()
         report = self._report()
         if plan:

@@ -97,7 +97,8 @@ class ALFWorldEnv(TextEnv):
         self.step_timeout = float(step_timeout)
         self.start_timeout = float(start_timeout)
         self.speedups = speedups
-        self._session_factory = plain_session if not speedups and session_factory is ALFWorldSession else session_factory
+        plain = not speedups and session_factory is ALFWorldSession
+        self._session_factory = plain_session if plain else session_factory
         self._engine: Any = None
         self._files: GameFiles | None = None
         self._canonical: dict[str, str] = {}
@@ -109,7 +110,8 @@ class ALFWorldEnv(TextEnv):
         if task is None:
             raise ValueError("ALFWorldEnv needs a task; pass tasks=... or options={'task': ...}")
         self._files = files = task_files(task, self.data_dir)
-        targets = {"task_type": files.task_type, **{k: files.pddl_params.get(k) or "" for k in ("object_target", "parent_target", "toggle_target")}}
+        targets = {k: files.pddl_params.get(k) or "" for k in ("object_target", "parent_target", "toggle_target")}
+        targets["task_type"] = files.task_type
         try:
             self._call("load", str(files.game_file.resolve()), targets, timeout=self.start_timeout)
             report = self._call("reset", not files.walkthrough, timeout=self.start_timeout)

@@ -117,7 +117,8 @@ class GameSpec:
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> GameSpec:
-        return cls(payload["task_type"], payload["scenes"], int(payload["seed"]), bool(payload.get("novel_goals", False)))
+        novel = bool(payload.get("novel_goals", False))
+        return cls(payload["task_type"], payload["scenes"], int(payload["seed"]), novel)
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,10 @@ class Goal:
 
         templates = goal_library.gdict[self.task_type]["templates"]
         return templates[self.template % len(templates)].format(
-            obj=self.object_target.lower(), recep=self.parent_target.lower(), toggle=self.toggle_target.lower(), mrecep=""
+            obj=self.object_target.lower(),
+            recep=self.parent_target.lower(),
+            toggle=self.toggle_target.lower(),
+            mrecep="",
         )
 
     def goal_pddl(self) -> str:
@@ -328,7 +332,9 @@ def pddl_problem(goal: Goal, layout: Layout, name: str) -> str:
     locations = {r.id: r.location for r in scene.receptacles}
     rtypes = sorted(c.RECEPTACLES - c.MOVABLE_RECEPTACLES_SET)
     otypes = sorted((set(c.OBJECTS) | c.MOVABLE_RECEPTACLES_SET) - set(rtypes))
-    affordances = (("cleanable", "Cleanable"), ("heatable", "Heatable"), ("coolable", "Coolable"), ("sliceable", "Sliceable"))
+    affordances = (
+        ("cleanable", "Cleanable"), ("heatable", "Heatable"), ("coolable", "Coolable"), ("sliceable", "Sliceable")
+    )
     lamps = set(scene.lamp_types)
     facts = [f"(receptacleType {r.id} {r.type}Type)" for r in scene.receptacles]
     facts += [f"(objectType {o.id} {o.type}Type)" for o in layout.objects]
@@ -431,7 +437,8 @@ def game_content_hash(game: dict) -> str:
 def game_directory(spec: GameSpec, root: Path | None = None) -> Path:
     root = root or cache_root()
     goals = "novel" if spec.novel_goals else "any"
-    return root / f"alfworld-{alfworld_version()}-g{GENERATOR_VERSION}" / f"{spec.scenes}-{goals}" / spec.task_type / str(spec.seed)
+    version = f"alfworld-{alfworld_version()}-g{GENERATOR_VERSION}"
+    return root / version / f"{spec.scenes}-{goals}" / spec.task_type / str(spec.seed)
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -556,6 +563,9 @@ def _generate_unlocked(spec: GameSpec, directory: Path) -> GameFiles:
 
 def _serve_batch(root: Path | None) -> None:
     """Generator process: one spec per stdin line in, one result per stdout line out."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (GENERATOR_MEMORY, GENERATOR_MEMORY))
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -568,20 +578,13 @@ def _serve_batch(root: Path | None) -> None:
         print(json.dumps(result), flush=True)  # noqa: T201 - the protocol with the parent process
 
 
-def _limit_memory() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (GENERATOR_MEMORY, GENERATOR_MEMORY))
-
-
 def _run_batch(specs: Sequence[GameSpec], root: Path | None, on_result) -> None:
     import threading
 
     environment = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     command = [sys.executable, "-m", "envs.alfworld.generation", str(root or "")]
     with tempfile.TemporaryFile("w+") as stderr, subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, env=environment,
-        preexec_fn=_limit_memory,
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, env=environment
     ) as process:
         watchdog = threading.Timer(GAME_TIMEOUT * len(specs), process.kill)
         watchdog.start()

@@ -86,7 +86,8 @@ def official_tasks(
             found += 1
             if n is not None and found >= n:
                 break
-    return TaskSet(name=f"alfworld/official/{split}", version=f"alfworld-{alfworld_version()}/official", tasks=tuple(tasks))
+    version = f"alfworld-{alfworld_version()}/official"
+    return TaskSet(name=f"alfworld/official/{split}", version=version, tasks=tuple(tasks))
 
 
 def _trial_dir(task: Task, data_dir: str | Path | None) -> Path:

@@ -25,7 +25,9 @@ from pathlib import Path
 
 GRID = 0.25  # metres per grid step of ALFWorld's location names
 SCENE_POOLS = ("seen", "unseen")
-ROOM_TYPES = {"Kitchen": range(1, 31), "LivingRoom": range(201, 231), "Bedroom": range(301, 331), "Bathroom": range(401, 431)}
+ROOM_TYPES = {
+    "Kitchen": range(1, 31), "LivingRoom": range(201, 231), "Bedroom": range(301, 331), "Bathroom": range(401, 431)
+}
 # Receptacles a desk lamp stands on (ALFRED places desk lamps on these); `use desklamp` needs one.
 LAMP_HOSTS = ("Desk", "Dresser", "Shelf", "SideTable")
 
