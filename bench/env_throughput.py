@@ -77,9 +77,9 @@ class ScriptedAgent(PerEpisodeAgent):
         return script(view.info["walkthrough"], self.noise)[len(view.actions)]
 
 
-def pool(tasks, rounds: int, workers: int, noise: int, isolation: str) -> float:
+def pool(tasks, rounds: int, workers: int, noise: int, isolation: str, env_id: str = "turngym/TextWorld-v0") -> float:
     env_kwargs: dict[str, Any] = {"tasks": tasks, "engine_isolation": isolation, "max_turns": 10_000}
-    env_pool = EnvPool.from_id("turngym/TextWorld-v0", workers, env_kwargs=env_kwargs)
+    env_pool = EnvPool.from_id(env_id, workers, env_kwargs=env_kwargs)
     run_episodes(ScriptedAgent(noise), env_pool, list(tasks)[:workers])  # warm up workers and engines
     episodes = list(tasks) * rounds
     start = time.perf_counter()

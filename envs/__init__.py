@@ -20,6 +20,7 @@ from envs.tasks import SplitOverlapError, Task, TaskSet, assert_disjoint
 register(f"{NAMESPACE}/TextWorld-v0", entry_point="envs.textworld.env:TextWorldEnv")
 register(f"{NAMESPACE}/Signals-v0", entry_point="envs.signals:SignalsEnv")
 register(f"{NAMESPACE}/SWE-v0", entry_point="envs.swe.env:SWEEnv")
+register(f"{NAMESPACE}/ALFWorld-v0", entry_point="envs.alfworld.env:ALFWorldEnv")
 
 __all__ = [
     "INFO_KEYS",

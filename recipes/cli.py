@@ -55,9 +55,14 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from envs.textworld import materialise, textworld_tasks
+    if args.world == "alfworld":
+        from envs.alfworld import alfworld_tasks, materialise
 
-    tasks = materialise(textworld_tasks(args.config, args.split, n=args.n), workers=args.workers)
+        tasks = materialise(alfworld_tasks(args.split, n=args.n), workers=args.workers)
+    else:
+        from envs.textworld import materialise, textworld_tasks
+
+        tasks = materialise(textworld_tasks(args.config, args.split, n=args.n), workers=args.workers)
     print(f"{len(tasks)} games ready for {tasks.name} (fingerprint {tasks.fingerprint})")
     if args.manifest:
         Path(args.manifest).write_text(tasks.to_jsonl())
@@ -187,9 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("envs", help="list registered worlds")
     p.set_defaults(func=cmd_envs)
 
-    p = sub.add_parser("generate", help="generate and cache TextWorld games")
+    p = sub.add_parser("generate", help="generate and cache TextWorld or ALFWorld games")
+    p.add_argument("--world", default="textworld", choices=["textworld", "alfworld"])
     p.add_argument("--config", default="w2-o3-q4")
-    p.add_argument("--split", default="eval", choices=["train", "eval", "all"])
+    p.add_argument("--split", default="eval", choices=["train", "eval", "all", "eval_seen", "eval_unseen"],
+                   help="ALFWorld: train, eval_seen (= eval), eval_unseen or all")
     p.add_argument("-n", type=int, default=None, help="first n seeds of each split")
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--manifest", help="write the task set (ids and content hashes) as JSONL")

@@ -26,18 +26,16 @@ is the isolation boundary.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from typing import Any
 
 from envs.core import TextEnv, WorldState
-from envs.isolation import EngineCrashed, EngineError, EngineTimeout, IsolatedEngine
+from envs.engine_client import EngineClient, check_isolation, failure_state
+from envs.isolation import EngineError
 from envs.tasks import Task, TaskSet
 from envs.textworld.engine import TextWorldSession
 from envs.textworld.generation import GameFiles, task_files, textworld_tasks
-
-logger = logging.getLogger(__name__)
 
 # Letters, digits and plain punctuation. Anything else (backslashes, non-ASCII, markup) is
 # rejected before it reaches frotz, which is known to freeze or crash on odd input.
@@ -86,8 +84,7 @@ class TextWorldEnv(TextEnv):
     ) -> None:
         if dense_source not in ("progress", "score"):
             raise ValueError(f"dense_source must be 'progress' or 'score', got {dense_source!r}")
-        if engine_isolation not in ("process", "none"):
-            raise ValueError(f"engine_isolation must be 'process' or 'none', got {engine_isolation!r}")
+        check_isolation(engine_isolation)
         super().__init__(tasks=tasks if tasks is not None else textworld_tasks(config, split, n=num_tasks), **kwargs)
         self.dense_source = dense_source
         self.engine_isolation = engine_isolation
@@ -122,12 +119,8 @@ class TextWorldEnv(TextEnv):
     def _execute(self, command: str) -> WorldState:
         try:
             report = self._call("step", command, timeout=self.step_timeout)
-        except EngineTimeout as error:
-            return self._failure("engine_timeout", "The game engine stopped responding", error)
-        except EngineCrashed as error:
-            return self._failure("engine_crash", "The game engine crashed", error)
         except EngineError as error:
-            return self._failure("engine_error", "The game engine raised an error", error)
+            return failure_state(error, progress=self._last_progress, task_id=self._task_info()["id"])
         state = self._world_state(report, previous_score=self._last_report["score"])
         self._last_report = report
         self._last_progress = state.progress
@@ -155,14 +148,8 @@ class TextWorldEnv(TextEnv):
 
     def _call(self, method: str, *args: Any, timeout: float) -> dict[str, Any]:
         if self._engine is None:
-            if self.engine_isolation == "process":
-                # A private working directory: nothing the interpreter writes lands in the caller's.
-                self._engine = IsolatedEngine(self._session_factory, name="turngym-textworld", private_cwd=True)
-            else:
-                self._engine = self._session_factory()
-        if self.engine_isolation == "process":
-            return self._engine.call(method, *args, timeout=timeout)
-        return getattr(self._engine, method)(*args)
+            self._engine = EngineClient(self._session_factory, isolation=self.engine_isolation, name="turngym-textworld")
+        return self._engine.call(method, *args, timeout=timeout)
 
     def _world_state(self, report: dict[str, Any], previous_score: float) -> WorldState:
         return WorldState(
@@ -183,12 +170,3 @@ class TextWorldEnv(TextEnv):
         if self.dense_source == "score":
             return report["score"] / report["max_score"] if report["max_score"] else 0.0
         return 1.0 - len(report["policy_commands"]) / self._initial_policy_length
-
-    def _failure(self, reason: str, message: str, error: Exception) -> WorldState:
-        logger.warning("%s on %s: %s", message, self._task_info()["id"], error)
-        return WorldState(
-            text=f"[turngym] {message}; the episode was truncated.",
-            progress=self._last_progress,
-            failure=reason,
-            extra={"engine_failure": str(error).splitlines()[0]},
-        )
