@@ -39,6 +39,10 @@ def _task_set(args: argparse.Namespace):
         from envs.textworld import materialise, textworld_tasks
 
         return materialise(textworld_tasks(args.config, args.split, n=args.episodes), workers=args.workers)
+    if args.env == "turngym/ALFWorld-v0":
+        from envs.alfworld import alfworld_tasks, materialise
+
+        return materialise(alfworld_tasks(args.split, n=args.episodes), workers=args.workers)
     if args.env == "turngym/SWE-v0":
         from envs.swe.taskset import swe_tasks
 
@@ -182,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     def env_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--env", default="turngym/TextWorld-v0", help="gymnasium id of the world")
         p.add_argument("--config", default="w2-o3-q4", help="TextWorld config, e.g. w2-o3-q4, simple-dense")
-        p.add_argument("--split", default="eval", help="train or eval")
+        p.add_argument("--split", default="eval", help="train or eval (ALFWorld: train, eval_seen, eval_unseen)")
         p.add_argument("--reward-mode", default="sparse", choices=["sparse", "dense"])
         p.add_argument("--protocol", default="free_form", choices=["free_form", "admissible_in_prompt", "choose_index"])
         p.add_argument("--max-turns", type=int, default=None, help="default: 2x the optimal length")
