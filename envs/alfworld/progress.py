@@ -18,7 +18,8 @@ pick_two_obj_and_place           hold a target; one in the receptacle; hold a   
 
 The last stage is the win itself (phi = 1, set by the env). Undoing a stage (putting the object
 down elsewhere) lowers phi, so it costs what it earned. Why not the planner's distance, as for
-TextWorld: one fast-downward call takes ~1.5 s on an ALFWorld kitchen, versus ~0.1 ms here.
+TextWorld: a fast-downward search every step takes 0.1-0.3 s even on the task's objects alone
+(ten times a step), versus ~0.1 ms here.
 """
 
 from __future__ import annotations
