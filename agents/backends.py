@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,9 @@ class TokenBackend(Protocol):
 
     def release(self, key: Hashable) -> None:
         """Forget any state kept for the episode ``key`` (its KV cache)."""
+
+    def cache_prefix(self, ids: Sequence[int]) -> None:
+        """Prepare a prefix many episodes share (a no-op where the backend caches on its own)."""
 
 
 # ---------------------------------------------------------------------- transformers
@@ -198,7 +201,6 @@ class _PackedBatch:
     next_position: list[int]
     cached_width: int
     new_width: int
-    layers_per_row: list[int] = field(default_factory=list)
 
     @classmethod
     def build(cls, model: Any, cached: list[_EpisodeCache | None], new: list[list[int]], max_new: int,
@@ -324,6 +326,9 @@ class VLLMBackend:
     def release(self, key: Hashable) -> None:
         """vLLM manages its own cache."""
 
+    def cache_prefix(self, ids: Sequence[int]) -> None:
+        """vLLM's prefix caching covers shared prompts."""
+
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
                  stop_ids: Sequence[int]) -> list[Generation]:
         if not requests:
@@ -373,6 +378,9 @@ class ScriptedBackend:
         self.calls: list[int] = []  # batch size of each call
 
     def release(self, key: Hashable) -> None:
+        """Nothing is cached."""
+
+    def cache_prefix(self, ids: Sequence[int]) -> None:
         """Nothing is cached."""
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,

@@ -57,6 +57,12 @@ class LLMAgentConfig:
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
 
+    def system_message(self, parser: ActionParser) -> str | None:
+        """The system prompt with ``{format_instruction}`` filled from the action parser."""
+        if self.system_prompt is None or "{format_instruction}" not in self.system_prompt:
+            return self.system_prompt
+        return self.system_prompt.format(format_instruction=parser.instruction())
+
     def parser(self) -> ActionParser:
         prefix = self.response_prefix.strip() or self.action_prefix
         return ActionParser(self.action_format, prefix=prefix, tag=self.action_tag)
@@ -132,14 +138,10 @@ class LLMAgent(Agent):
         self.backend = backend
         self.config = config or LLMAgentConfig()
         self.parser = self.config.parser()
-        system = self.config.system_prompt
-        if system is not None and "{format_instruction}" in system:
-            system = system.format(format_instruction=self.parser.instruction())
-        self.chat = ChatFormat(tokenizer, system_prompt=system, response_prefix=self.config.response_prefix)
+        self.chat = ChatFormat(tokenizer, system_prompt=self.config.system_message(self.parser), response_prefix=self.config.response_prefix)
         self.name = name
         self._live: dict[int, _Live] = {}
-        if hasattr(backend, "cache_prefix"):  # encode the shared system prompt once, not per episode
-            backend.cache_prefix(self.chat.shared_prefix_ids())
+        backend.cache_prefix(self.chat.shared_prefix_ids())  # the shared system prompt, encoded once
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
         task_id = (info.get("task") or {}).get("id")

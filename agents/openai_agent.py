@@ -57,8 +57,7 @@ class ChatAPIAgent(Agent):
                                        api_key=api_key or os.environ.get("OPENAI_API_KEY", "EMPTY"),
                                        timeout=timeout, max_retries=2)
         self.max_concurrency = max_concurrency
-        system = self.config.system_prompt
-        self.system_prompt = system.format(format_instruction=self.parser.instruction()) if system and "{format_instruction}" in system else system
+        self.system_prompt = self.config.system_message(self.parser)
         self._live: dict[int, _Conversation] = {}
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:

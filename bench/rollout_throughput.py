@@ -55,6 +55,9 @@ class TimedBackend:
     def release(self, key):
         self.inner.release(key)
 
+    def cache_prefix(self, ids):
+        self.inner.cache_prefix(ids)
+
 
 def _synchronise(device: Any) -> None:
     import torch

@@ -21,6 +21,7 @@ from envs.core import TextEnv, WorldState
 from envs.tasks import Task, TaskSet
 
 RULE = {"red": "stop", "green": "go", "yellow": "wait", "blue": "turn"}
+COMMANDS = sorted(set(RULE.values()))  # always all four: chance is 1/4 per turn
 
 
 def signal_tasks(split: str = "train", n: int = 64, turns: int = 3, colours: int = 2) -> TaskSet:
@@ -49,7 +50,7 @@ class SignalsEnv(TextEnv):
     """See the module docstring. ``tasks`` defaults to :func:`signal_tasks` for ``split``."""
 
     world_name = "signals"
-    action_hint = "Reply with one command: " + ", ".join(sorted(set(RULE.values()))) + "."
+    action_hint = "Reply with one command: " + ", ".join(COMMANDS) + "."
 
     def __init__(self, *, split: str = "train", num_tasks: int = 64, turns: int = 3, colours: int = 2,
                  strict: bool = False, **kwargs) -> None:
@@ -58,13 +59,11 @@ class SignalsEnv(TextEnv):
         self.strict = strict
         self._signals: list[str] = []
         self._position = 0
-        self._commands: list[str] = []
 
     def _start(self, task: Task | None) -> WorldState:
         if task is None:
             raise ValueError("SignalsEnv needs a task")
         self._signals = list(task.payload["signals"])
-        self._commands = sorted(set(RULE.values()))
         self._position = 0
         return self._world_state(f"Obey the traffic lights. {self._prompt()}", progress=0.0)
 
@@ -84,5 +83,5 @@ class SignalsEnv(TextEnv):
         return f"The light is {self._signals[self._position]}."
 
     def _world_state(self, text: str, progress: float | None = None, won: bool = False, lost: bool = False) -> WorldState:
-        return WorldState(text=text, progress=progress, won=won, lost=lost, admissible_commands=list(self._commands),
+        return WorldState(text=text, progress=progress, won=won, lost=lost, admissible_commands=list(COMMANDS),
                           optimal_length=len(self._signals), extra={"walkthrough": [RULE[s] for s in self._signals]})

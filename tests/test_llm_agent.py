@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 import torch
@@ -62,6 +61,9 @@ class RecordingBackend:
 
     def release(self, key):
         self.inner.release(key)
+
+    def cache_prefix(self, ids):
+        self.inner.cache_prefix(ids)
 
 
 # ---------------------------------------------------------------------- chat templates
@@ -293,7 +295,8 @@ def test_oracle_scores_100_percent_through_the_llm_agent(tokenizer, games, proto
     assert report.overall.success_rate == 1.0
     assert report.overall.invalid_action_rate == 0.0
     assert report.action_protocol == protocol
-    assert agent.backend.calls and max(agent.backend.calls) >= 1
+    # every turn of every episode went through the generator: one request per turn
+    assert sum(agent.backend.calls) == round(report.overall.mean_turns * report.overall.episodes)
 
 
 # ---------------------------------------------------------------------- hostile model output
@@ -470,7 +473,6 @@ def test_eval_cli_runs_an_llm_agent_from_a_local_folder(tmp_path, tokenizer, mod
     assert len(tokens["completion_ids"]) == len(tokens["env_mask"]) == len(tokens["logprobs"])
     report = json.loads((out / f"{name}.json").read_text())
     assert report["action_protocol"] == "free_form" and report["overall"]["episodes"] == 2
-    assert Path(folder).is_dir()
 
 
 def test_check_template_cli_reports_the_default_model(capsys):
