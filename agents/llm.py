@@ -11,7 +11,8 @@ Per episode the agent keeps a :class:`TokenRecord`, the one sequence the model s
 action is stepped as the empty string, which the world answers as an invalid action with feedback.
 A turn that hits ``max_new_tokens`` gets an end-of-turn token appended that was not sampled, so it
 is masked out of the loss like environment tokens. When the next turn would not fit in
-``max_context_tokens``, the episode ends as truncated (``context_length``).
+``max_context_tokens`` (or its completion past ``max_completion_tokens``), the episode ends as
+truncated (``context_length``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class LLMAgentConfig:
     top_k: int = 0
     max_new_tokens: int = 48
     max_context_tokens: int = 4096
+    max_completion_tokens: int | None = None  # cap on tokens after the prompt (training's max_completion_length)
     seed: int = 0
 
     @property
@@ -155,7 +157,7 @@ class LLMAgent(Agent):
         for position, episode in enumerate(episodes):
             live = self._live[episode]
             delta = self.chat.env_delta_ids(live.pending_observation) if live.pending_observation is not None else []
-            if len(live.record) + len(delta) + sampling.max_new_tokens > self.config.max_context_tokens:
+            if self._would_overflow(live.record, len(delta), sampling.max_new_tokens):
                 live.record.context_truncated = True
                 continue
             if live.pending_observation is not None:
@@ -173,6 +175,13 @@ class LLMAgent(Agent):
             record.actions.append(action)
             results[position] = action if action is not None else ""
         return results
+
+    def _would_overflow(self, record: TokenRecord, delta: int, max_new: int) -> bool:
+        """Would the next turn pass the context or the completion cap? (+1: a forced end-of-turn.)"""
+        if len(record) + delta + max_new > self.config.max_context_tokens:
+            return True
+        cap = self.config.max_completion_tokens
+        return cap is not None and len(record.completion_ids) + delta + max_new + 1 > cap
 
     def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
         # Appended lazily, at the next act(): the last observation of an episode is never needed.

@@ -75,6 +75,7 @@ def run_episodes(
     seed: int = 0,
     lockstep: bool | None = None,
     progress: bool | str = False,
+    first_episode: int = 0,
 ) -> list[Trajectory]:
     """Play one episode per task and return the trajectories in task order.
 
@@ -84,12 +85,13 @@ def run_episodes(
     finished workers always overlap with the other episodes' steps.
 
     Reset seeds derive from ``seed`` and the task id, so the result does not depend on the
-    number of workers or on scheduling.
+    number of workers or on scheduling. Episodes are numbered from ``first_episode`` (the agent
+    seeds its sampling by episode number, so a trainer's processes number theirs globally).
     """
     from tqdm.auto import tqdm
 
     lockstep = getattr(agent, "batched", True) if lockstep is None else lockstep
-    pending = deque(enumerate(tasks))
+    pending = deque(enumerate(tasks, start=first_episode))
     free = deque(range(pool.num_envs))
     live: dict[int, tuple[int, Trajectory]] = {}  # worker -> (episode number, trajectory)
     actions: dict[int, str] = {}  # worker -> the action in flight
@@ -139,7 +141,7 @@ def run_episodes(
                     pool.send(worker, "step", action)
     finally:
         bar.close()
-    return [done[i] for i in range(len(tasks))]
+    return [done[first_episode + i] for i in range(len(tasks))]
 
 
 def _begin(trajectory: Trajectory, observation: str, info: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@
     turngym eval --agent llm --model HuggingFaceTB/SmolLM2-135M-Instruct --episodes 20
     turngym play turngym/TextWorld-v0              play a world yourself
     turngym check-template --model NAME            is the chat template append-only?
+    turngym train --config recipes/configs/textworld-ppo.yaml [--field value ...]   RL on whole episodes
     turngym demo                                   the embedded default job
 """
 
@@ -243,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="Hub name or local folder")
     p.set_defaults(func=cmd_check_template)
 
+    sub.add_parser("train", add_help=False, help="RL on whole episodes: turngym train --config FILE.yaml (--help for every field)")
+
     p = sub.add_parser("demo", help="run the embedded default job")
     p.add_argument("--config", default="w2-o3-q4")
     p.add_argument("--episodes", type=int, default=50)
@@ -252,7 +255,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_train(argv: list[str]) -> int:
+    """RL on whole episodes. Every field of TurnGymConfig (and TRL's GRPOConfig) is an option;
+    ``--config FILE.yaml`` sets them from YAML, and options given after it override the file."""
+    from trl import TrlParser
+
+    from trainers.config import TurnGymConfig
+
+    (config,) = TrlParser([TurnGymConfig], prog="turngym train").parse_args_and_config(argv)
+    from trainers.trainer import TurnGymTrainer
+
+    trainer = TurnGymTrainer(args=config)
+    resume = config.resume_from_checkpoint
+    resume = True if str(resume).lower() in ("true", "last") else resume  # True: the newest checkpoint
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(config.output_dir)
+    print(f"turngym train: policy saved to {config.output_dir}" + (" (critic in critic/)" if trainer.critic is not None else ""))
+    return 0
+
+
+# Subcommands whose options are a TRL config dataclass: their arguments go to TrlParser as they are.
+CONFIG_COMMANDS = {"train": cmd_train}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in CONFIG_COMMANDS:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        try:
+            return CONFIG_COMMANDS[argv[0]](argv[1:])
+        except (ValueError, KeyError, FileNotFoundError) as error:
+            print(f"turngym {argv[0]}: error: {error}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if getattr(args, "agent", "unset") is None:

@@ -83,3 +83,37 @@ def save_tiny_policy(directory: Path) -> Path:
     tokenizer = train_tokenizer(directory)
     tiny_llama(len(tokenizer)).save_pretrained(directory)
     return directory
+
+
+def signals_vocabulary() -> list[str]:
+    """Every word the Signals world, the agent's default system prompt and its feedback use."""
+    from agents.llm import DEFAULT_SYSTEM_PROMPT
+    from envs.signals import COMMANDS, RULE
+
+    text = " ".join([
+        DEFAULT_SYSTEM_PROMPT, "Reply with one command after Action:", "Obey the traffic lights. The light is",
+        "Right. Wrong. Game over. You made it through.", "Invalid action:", "system user assistant",
+        *RULE, *COMMANDS,
+    ])
+    words = {w for w in text.replace(".", " . ").replace(":", " : ").replace(",", " , ").split() if w}
+    return sorted(words - {"{format_instruction}"})
+
+
+def word_tokenizer(directory: Path, words: list[str] | None = None, chat_template: str = SMOLLM2_TEMPLATE):
+    """A word-level tokenizer over a small vocabulary (default: the Signals world's), saved to ``directory``.
+
+    A tiny vocabulary gives a tiny model a fair start: the four Signals commands are 4 of ~60
+    tokens, so RL has signal to learn from within seconds.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate([*SPECIAL_TOKENS, "<unk>", *(words or signals_vocabulary())])}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                      bos_token="<|im_start|>", unk_token="<unk>")
+    wrapped.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
+    wrapped.chat_template = chat_template
+    wrapped.save_pretrained(directory)
+    return wrapped

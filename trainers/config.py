@@ -86,11 +86,17 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
         default="return", metadata={"help": "turn-level baselines when no other episode reached turn t: "
                                             "'return' (the group's mean return-to-go at t, own included) or 'zero'"})
     kl_penalty: str = field(default="loss", metadata={"help": "where beta's KL to the reference goes: 'loss' or 'reward' (PPO)"})
+    bootstrap_truncated: bool = field(
+        default=True, metadata={"help": "PPO: a truncated episode (turn or time limit) ends with the critic's value of its "
+                                        "last state instead of 0. With gamma=1 the critic can drift when nearly every "
+                                        "episode is truncated and it cannot tell how far along an episode is; turn it off "
+                                        "when the limit is part of the task (nothing follows it)"})
     whiten_advantages: bool = field(default=True, metadata={"help": "PPO: normalise token advantages over the batch"})
     critic_model_name_or_path: str | None = field(default=None, metadata={"help": "PPO critic backbone (default: the policy's)"})
     critic_learning_rate: float = field(default=1e-5, metadata={"help": "PPO critic learning rate"})
     value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping range (None: off)"})
     critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
+    eval_temperature: float = field(default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
     rollout_backend: str = field(default="hf", metadata={"help": "hf (the training model) or vllm (use_vllm)"})
 
     def __post_init__(self) -> None:

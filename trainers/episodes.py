@@ -73,6 +73,15 @@ class Episode:
             invalid_actions=list(trajectory.invalid_actions),
         )
 
+    def append_environment_tokens(self, ids: list[int]) -> None:
+        """Append context the model did not sample (e.g. the final observation, for a critic to
+        bootstrap from): masked out of the loss, counted in the last turn."""
+        turn = self.turn_index[-1] if self.turn_index else 0
+        self.completion_ids += ids
+        self.env_mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.turn_index += [turn] * len(ids)
+
     def validate(self) -> None:
         """Check the record's invariants; a broken one would train on the wrong tokens."""
         n = len(self.completion_ids)

@@ -1,0 +1,61 @@
+"""One training step on scripted episodes, for the single- vs two-process comparison in test_distributed.
+
+    accelerate launch --config_file recipes/configs/accelerate/cpu-2proc.yaml tests/distributed_step.py OUT
+    python tests/distributed_step.py OUT
+
+Writes OUT (torch.save, main process): every episode's token advantages in global order, the
+policy's parameter change after one SGD step, and the logged loss.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from accelerate.utils import gather_object  # noqa: E402
+
+from test_trainer import SIGNALS, make_args, scripted  # noqa: E402
+from envs.signals import signal_tasks  # noqa: E402
+from helpers_llm import tiny_llama, word_tokenizer  # noqa: E402
+from trainers.trainer import TurnGymTrainer  # noqa: E402
+
+GLOBAL_BATCH = 12  # 3 groups of 4: with 2 processes, the middle group is split across them
+
+
+def main(out: str, algorithm: str = "turn_rloo") -> None:
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    work = Path(out).parent
+    tokenizer = word_tokenizer(work / f"tokenizer-{os.environ.get('RANK', '0')}")
+    model = tiny_llama(len(tokenizer)).train()
+    start = [p.detach().clone() for p in model.parameters()]
+    args = make_args(work, algorithm=algorithm, per_device_train_batch_size=GLOBAL_BATCH // world, optim="sgd",
+                     learning_rate=1.0, lr_scheduler_type="constant", max_grad_norm=0.0, shuffle_dataset=False)
+    trainer = TurnGymTrainer(model, args, tasks=signal_tasks("train", 6, **SIGNALS), processing_class=tokenizer,
+                             backend=scripted(tokenizer))
+    captured = {}
+    score = trainer._generate_and_score_completions
+
+    def capture(inputs):
+        output = score(inputs)
+        mask = output["completion_mask"] * output["tool_mask"]
+        captured["advantages"] = gather_object([
+            [round(a, 6) for a, m in zip(row.tolist(), keep.tolist(), strict=True) if m]
+            for row, keep in zip(output["advantages"], mask, strict=True)])
+        return output
+
+    trainer._generate_and_score_completions = capture
+    trainer.train()
+    if trainer.accelerator.is_main_process:
+        delta = torch.cat([(p.detach() - s).flatten() for p, s in zip(trainer.accelerator.unwrap_model(trainer.model).parameters(), start, strict=True)])
+        losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+        torch.save({"advantages": captured["advantages"], "delta": delta, "loss": losses[0], "world": world}, out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,43 @@
+"""Two CPU processes (gloo, under ``accelerate launch``) take the same first step as one process.
+
+The global batch is 3 groups of 4 episodes; with 2 processes of 6 the middle group is split
+across them, so its baseline is only right if every process's episodes are gathered first.
+SGD with learning rate 1 makes the parameter change the averaged gradient itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "distributed_step.py"
+ACCELERATE_CONFIG = ROOT / "recipes" / "configs" / "accelerate" / "cpu-2proc.yaml"
+
+
+def run(command: list[str], cwd: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+@pytest.mark.parametrize("algorithm", ["turn_rloo", "ppo"])
+def test_two_processes_match_one(tmp_path, algorithm):
+    accelerate = str(Path(sys.executable).with_name("accelerate"))
+    one, two = tmp_path / "one" / "out.pt", tmp_path / "two" / "out.pt"
+    one.parent.mkdir()
+    two.parent.mkdir()
+    run([sys.executable, str(SCRIPT), str(one), algorithm], ROOT)
+    run([accelerate, "launch", "--config_file", str(ACCELERATE_CONFIG), "--main_process_port", "0", str(SCRIPT), str(two), algorithm], ROOT)
+    single, double = torch.load(one), torch.load(two)
+    assert (single["world"], double["world"]) == (1, 2)
+    assert single["advantages"] == double["advantages"]  # every episode, in global order
+    assert any(abs(a) > 0 for row in single["advantages"] for a in row)
+    assert single["loss"] == pytest.approx(double["loss"], abs=1e-6)
+    assert single["delta"].abs().max() > 1e-3  # the step moved the policy
+    torch.testing.assert_close(double["delta"], single["delta"], rtol=1e-4, atol=1e-6)

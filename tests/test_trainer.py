@@ -1,0 +1,292 @@
+"""The multi-turn trainer: advantages inside the real TRL step, the critic, metrics, config and CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.backends import ScriptedBackend
+from agents.base import stable_seed
+from envs.signals import COMMANDS, signal_tasks
+from helpers_llm import tiny_llama, word_tokenizer
+from trainers import advantages as adv
+from trainers.config import ALGORITHMS, TurnGymConfig
+from trainers.trainer import TurnGymTrainer, group_keys, turn_advantages, value_loss
+from trl import GRPOTrainer
+
+SIGNALS = {"turns": 3, "colours": 2}
+
+
+def make_args(tmp_path: Path, **overrides) -> TurnGymConfig:
+    fields = dict(output_dir=str(tmp_path / "run"), env_id="turngym/Signals-v0", env_kwargs=SIGNALS,
+                  reward_mode="dense", action_format="last_line", max_new_tokens_per_turn=2, algorithm="turn_rloo",
+                  num_generations=4, per_device_train_batch_size=8, max_steps=1, learning_rate=1e-2,
+                  logging_steps=1, report_to="none", save_strategy="no", max_completion_length=64, seed=0,
+                  disable_tqdm=True)
+    return TurnGymConfig(**{**fields, **overrides})
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return word_tokenizer(tmp_path_factory.mktemp("words"))
+
+
+def scripted(tokenizer):
+    """Deterministic, varied replies: a command chosen by the episode number and the turn."""
+    def reply(request):
+        return COMMANDS[stable_seed(request.key, len(request.ids)) % len(COMMANDS)]
+
+    return lambda model: ScriptedBackend(reply, lambda text: tokenizer.encode(text, add_special_tokens=False))
+
+
+def make_trainer(tmp_path, tokenizer, *, backend="scripted", tasks=None, **overrides) -> TurnGymTrainer:
+    model = tiny_llama(len(tokenizer)).train()
+    args = make_args(tmp_path, **overrides)
+    return TurnGymTrainer(model, args, tasks=tasks or signal_tasks("train", 8, **SIGNALS), processing_class=tokenizer,
+                          backend=scripted(tokenizer) if backend == "scripted" else None)
+
+
+def one_batch(trainer: TurnGymTrainer) -> list[dict]:
+    return next(iter(trainer.get_train_dataloader()))
+
+
+# ---------------------------------------------------------------------- pure parts
+def test_group_keys_follow_trls_order_and_refuse_mixed_groups():
+    assert group_keys(["a", "a", "b", "b"], 2) == [0, 0, 1, 1]
+    with pytest.raises(RuntimeError, match="mixes tasks"):
+        group_keys(["a", "b", "b", "b"], 2)
+
+
+def test_turn_advantages_dispatch_to_the_estimators():
+    rewards, groups = [[0.0, 1.0], [1.0], [0.5, 0.5, 0.5]], [0, 0, 0]
+    assert turn_advantages("turn_rloo", rewards, groups) == adv.turn_rloo(rewards, groups)
+    assert turn_advantages("turn_grpo", rewards, groups) == adv.turn_grpo(rewards, groups)
+    # Episode-level: every turn carries the episode's advantage. RLOO, returns 1, 1, 1.5:
+    assert turn_advantages("rloo", rewards, groups) == [[-0.25, -0.25], [-0.25], [0.5, 0.5, 0.5]]
+    grpo = adv.episode_grpo([1.0, 1.0, 1.5], groups)
+    assert turn_advantages("grpo", rewards, groups)[2] == [grpo[2]] * 3
+    with pytest.raises(ValueError):
+        turn_advantages("ppo", rewards, groups)
+
+
+def test_value_loss_by_hand():
+    values, old, returns = torch.tensor([[0.5, 1.0, 9.0]]), torch.tensor([[0.0, 0.0, 0.0]]), torch.tensor([[1.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])  # the third token is an env token
+    # Unclipped: (0.5-1)^2 = 0.25 and (1-0)^2 = 1. Clipped at 0.2: V' = 0.2, 0.2 -> 0.64 and 0.04.
+    # max: 0.64, 1.0 -> 0.5 * 1.64 / 2 = 0.41; the clipped term was larger on 1 of 2 tokens.
+    loss, clipped = value_loss(values, old, returns, mask, 0.2, 2.0)
+    assert loss.item() == pytest.approx(0.41)
+    assert clipped.item() == pytest.approx(0.5)
+    loss, _ = value_loss(values, old, returns, mask, None, 2.0)
+    assert loss.item() == pytest.approx(0.5 * 1.25 / 2)
+
+
+def test_config_validates_and_runs_on_cpu(tmp_path):
+    args = make_args(tmp_path)
+    assert args.use_cpu and not args.bf16  # CPU runs work out of the box
+    with pytest.raises(ValueError, match="algorithm"):
+        make_args(tmp_path, algorithm="a2c")
+    with pytest.raises(ValueError, match="ppo"):
+        make_args(tmp_path, kl_penalty="reward", algorithm="grpo")
+    with pytest.raises(ValueError, match="JSON object"):
+        make_args(tmp_path, env_kwargs="turns=3")
+    assert make_args(tmp_path, env_kwargs='{"turns": 5}').env_kwargs == {"turns": 5}
+
+
+# ---------------------------------------------------------------------- inside the real TRL step
+@pytest.mark.parametrize("algorithm", ["turn_rloo", "turn_grpo", "rloo"])
+def test_step_advantages_are_the_estimators_on_the_played_episodes(tmp_path, tokenizer, algorithm):
+    trainer = make_trainer(tmp_path, tokenizer, algorithm=algorithm)
+    output = trainer._generate_and_score_completions(one_batch(trainer))
+    episodes = trainer._episodes
+    assert len(episodes) == 8 and len({e.task["id"] for e in episodes[:4]}) == 1  # a group is one task
+    groups = [i // 4 for i in range(8)]
+    expected = turn_advantages(algorithm, [e.turn_rewards for e in episodes], groups)
+    mask = output["completion_mask"] * output["tool_mask"]
+    for row, episode in enumerate(episodes):
+        tokens = adv.spread_over_tokens(expected[row], episode.turn_index, episode.env_mask)
+        got = output["advantages"][row, : len(tokens)].tolist()
+        assert got == pytest.approx(tokens, abs=1e-6)
+        # The loss mask is exactly the sampled tokens: env tokens and padding are out.
+        assert mask[row, : len(tokens)].tolist() == episode.env_mask
+        assert mask[row, len(tokens):].sum() == 0
+    assert any(abs(a) > 0 for row in expected for a in row)  # the scripted replies make a signal
+
+
+def test_episode_grpo_matches_trls_own_advantages(tmp_path, tokenizer):
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="grpo")
+    batch = one_batch(trainer)
+    theirs = GRPOTrainer._generate_and_score_completions(trainer, [dict(x) for x in batch])["advantages"]
+    ours = trainer._generate_and_score_completions([dict(x) for x in batch])
+    mask = ours["completion_mask"] * ours["tool_mask"]
+    assert torch.allclose(ours["advantages"], theirs.unsqueeze(1) * mask, atol=1e-5)
+
+
+def test_ppo_step_bootstraps_truncated_episodes_and_trains_the_critic(tmp_path, tokenizer):
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", critic_learning_rate=1e-2, max_steps=2,
+                           max_completion_length=256)
+    output = trainer._generate_and_score_completions(one_batch(trainer))
+    # Signals episodes that miss a light run out of turns: truncated, and the final observation is
+    # appended (environment tokens) for the critic to bootstrap from; terminated ones end on a turn.
+    out_of_turns = [e for e in trainer._episodes if e.truncation_reason == "max_turns"]
+    assert out_of_turns and all(e.env_mask[-1] == 0 for e in out_of_turns)
+    assert all(e.env_mask[-1] == 1 for e in trainer._episodes if e.terminated)
+    assert output["returns"].shape == output["old_values"].shape == output["advantages"].shape
+    before = [p.detach().clone() for p in trainer.critic.parameters()]
+    trainer.train()
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.critic.parameters(), strict=True))
+    logged = {k for row in trainer.state.log_history for k in row}
+    for key in ("critic/value_loss", "critic/explained_variance", "episode/success", "episode/return",
+                "episode/turns", "episode/invalid_action_rate", "advantages/frac_zero_groups",
+                "advantages/turn_0/mean", "entropy", "clip_ratio/region_mean"):
+        assert key in logged, key
+
+
+def test_gae_in_the_step_uses_the_critics_values(tmp_path, tokenizer):
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", whiten_advantages=False, lam=0.9)
+    output = trainer._generate_and_score_completions(one_batch(trainer))
+    for row, episode in enumerate(trainer._episodes):
+        n = len(episode.completion_ids)
+        values = output["old_values"][row, :n].tolist()
+        rewards = adv.token_rewards(episode.turn_rewards, episode.turn_ends, n)
+        ids = torch.cat([output["prompt_ids"][row], output["completion_ids"][row]]).unsqueeze(0)
+        attention = torch.cat([output["prompt_mask"][row], output["completion_mask"][row]]).unsqueeze(0)
+        with torch.no_grad():
+            every = trainer._critic_values(trainer.critic, ids, attention)[0]
+        last = float(every[output["prompt_ids"].size(1) + n - 1]) if episode.truncated else 0.0
+        expected, targets = adv.token_gae(rewards, values, episode.env_mask, 1.0, 0.9, last)
+        assert output["advantages"][row, :n].tolist() == pytest.approx(expected, abs=1e-5)
+        assert output["returns"][row, :n].tolist() == pytest.approx(targets, abs=1e-5)
+
+
+def test_the_rollout_caps_completions_at_max_completion_length(tmp_path, tokenizer):
+    trainer = make_trainer(tmp_path, tokenizer, max_completion_length=12, env_kwargs={"turns": 6, "colours": 2},
+                           tasks=signal_tasks("train", 8, turns=6, colours=2))
+    trainer._generate_and_score_completions(one_batch(trainer))
+    assert all(len(e.completion_ids) <= 12 for e in trainer._episodes)
+    assert any(e.truncation_reason == "context_length" for e in trainer._episodes)
+
+
+# ---------------------------------------------------------------------- learning
+def chance_return(turns: int, max_turns: int) -> float:
+    """Dense Signals return of a uniform random command each turn, exactly.
+
+    Each turn is right with probability p = 1/4 and a miss does not end the episode, so with X
+    right answers in M = ``max_turns`` turns, X ~ Binomial(M, p), and the return is min(X, T) / T:
+
+        E[R] = sum_x C(M, x) p^x (1 - p)^(M - x) min(x, T) / T
+
+    (M = T gives exactly 1/4; the default M = 2T would give about 0.49.)
+    """
+    p = 1 / len(COMMANDS)
+    return sum(math.comb(max_turns, x) * p**x * (1 - p) ** (max_turns - x) * min(x, turns) / turns
+               for x in range(max_turns + 1))
+
+
+# algorithm: (learning rate, optimizer steps). A tiny model first learns to answer with a command
+# (one of ~60 tokens), then to read the light; each run takes 10-30 s on 2 quiet cores.
+LEARNING = {"ppo": (3e-3, 100), "grpo": (2e-3, 100), "rloo": (2e-3, 100), "turn_grpo": (2e-3, 100), "turn_rloo": (2e-3, 100)}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_each_algorithm_learns_the_signals_rule_above_chance(tmp_path, tokenizer, algorithm):
+    learning_rate, steps = LEARNING[algorithm]
+    trainer = make_trainer(tmp_path, tokenizer, backend="hf", algorithm=algorithm, learning_rate=learning_rate,
+                           critic_learning_rate=1e-3, max_steps=steps, per_device_train_batch_size=32,
+                           bootstrap_truncated=False,  # the turn limit is the task's length: nothing follows it
+                           max_new_tokens_per_turn=1, eval_temperature=0.0, max_turns=SIGNALS["turns"],
+                           system_prompt="", tasks=signal_tasks("train", 32, **SIGNALS))
+    trainer.eval_tasks = signal_tasks("eval", 16, **SIGNALS)
+    before = trainer.evaluate()["eval/return"]
+    trainer.train()
+    after = trainer.evaluate()["eval/return"]
+    chance = chance_return(SIGNALS["turns"], SIGNALS["turns"])
+    assert chance == pytest.approx(0.25)
+    print(f"{algorithm}: held-out return {before:.2f} -> {after:.2f} (chance {chance:.2f})")
+    assert after >= chance + 0.25, f"{algorithm} did not learn: {before:.2f} -> {after:.2f}, chance {chance:.2f}"
+    assert after > before
+
+
+@pytest.mark.parametrize("max_turns", [3, 6])
+def test_chance_is_what_a_random_policy_gets(max_turns):
+    import random
+
+    import envs
+
+    env = envs.make("turngym/Signals-v0", reward_mode="dense", max_turns=max_turns, **SIGNALS)
+    rng, total, n = random.Random(0), 0.0, 2000
+    for task in signal_tasks("eval", n, **SIGNALS):
+        env.reset(options={"task": task})
+        done = False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(rng.choice(COMMANDS))
+            total, done = total + reward, terminated or truncated
+    assert total / n == pytest.approx(chance_return(3, max_turns), abs=0.02)
+
+
+# ---------------------------------------------------------------------- checkpoints
+def test_a_killed_run_resumes_exactly_where_it_stopped(tmp_path, tokenizer):
+    """Policy, critic, both optimizers and the data order come back: step 3 after a resume from
+    checkpoint 2 equals step 3 of a run that was never interrupted."""
+    from transformers import TrainerCallback
+
+    class KillAfterStep2(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == 2
+
+    # Scripted replies earn rewards from the first step; which task each episode plays (the data
+    # order) decides them.
+    options = dict(backend="scripted", algorithm="ppo", max_steps=3, save_strategy="steps", save_steps=1,
+                   learning_rate=3e-3, critic_learning_rate=3e-3, temperature=1.0)
+    whole = make_trainer(tmp_path / "whole", tokenizer, **options)
+    whole.train()
+    killed = make_trainer(tmp_path / "killed", tokenizer, **options)
+    killed.add_callback(KillAfterStep2())
+    killed.train()
+    assert killed.state.global_step == 2
+    checkpoint = tmp_path / "killed" / "run" / "checkpoint-2"
+    assert (checkpoint / "critic").is_dir() and (checkpoint / "critic_optimizer.pt").is_file()
+    resumed = make_trainer(tmp_path / "resumed", tokenizer, **options)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert resumed.state.global_step == 3
+    for name, model in (("policy", lambda t: t.model), ("critic", lambda t: t.critic)):
+        for (key, a), (_, b) in zip(model(whole).named_parameters(), model(resumed).named_parameters(), strict=True):
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-6, msg=f"{name} {key} differs after resuming")
+    # And the run did move: step 3 is not step 2.
+    moved = max((a - b).abs().max().item() for a, b in zip(whole.model.parameters(), killed.model.parameters(), strict=True))
+    assert moved > 1e-5, moved
+
+
+# ---------------------------------------------------------------------- configs and the CLI
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "recipes" / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_parses(path):
+    from trl import TrlParser
+
+    (config,) = TrlParser([TurnGymConfig]).parse_args_and_config(["--config", str(path), "--output_dir", "/tmp/x"])
+    assert config.algorithm in ALGORITHMS and config.env_id.startswith("turngym/")
+
+
+def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer):
+    from recipes.cli import main
+
+    policy = tmp_path / "policy"
+    tokenizer.save_pretrained(policy)
+    tiny_llama(len(tokenizer)).save_pretrained(policy)
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "env_id: turngym/Signals-v0\nenv_kwargs: {turns: 2, colours: 2}\nnum_train_tasks: 4\nreward_mode: dense\n"
+        "algorithm: ppo\nnum_generations: 2\nper_device_train_batch_size: 4\nmax_steps: 5\nmax_completion_length: 64\n"
+        "max_new_tokens_per_turn: 2\naction_format: last_line\nreport_to: none\nsave_strategy: 'no'\n")
+    out = tmp_path / "out"
+    code = main(["train", "--config", str(config), "--model_name_or_path", str(policy), "--output_dir", str(out),
+                 "--max_steps", "1", "--algorithm", "turn_grpo"])
+    assert code == 0
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer_config.json").is_file()
+    assert not (out / "critic").exists()  # the command line's turn_grpo replaced the file's ppo
+    assert main(["train", "--config", str(config), "--output_dir", str(out), "--algorithm", "a2c"]) == 2

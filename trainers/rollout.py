@@ -1,0 +1,111 @@
+"""The trainer's rollouts: the one rollout loop (``agents.rollout``), played by the policy in training.
+
+Each training step plays one episode per entry of TRL's prompt list (a task id, repeated
+``num_generations`` times in a row, so a group is consecutive) with an :class:`~agents.llm.LLMAgent`
+whose backend generates with the current weights. Episodes keep the exact sampled ids; nothing
+is re-tokenised between rollout and loss.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agents.backends import HFBackend, TokenBackend
+from agents.base import stable_seed
+from agents.llm import LLMAgent, LLMAgentConfig
+from agents.rollout import Trajectory, run_episodes
+from envs.tasks import TaskSet
+from envs.vector import EnvPool, LocalPool
+from trainers.config import TurnGymConfig, WorldOptions
+from trainers.episodes import Episode
+
+logger = logging.getLogger(__name__)
+
+# Truncations after which the world's state is still good to bootstrap from (PPO's critic).
+BOOTSTRAP_REASONS = ("max_turns", "time_limit")
+
+BackendFactory = Callable[[Any], TokenBackend]  # (model to generate with) -> backend
+
+
+def agent_config(options: WorldOptions, **overrides: Any) -> LLMAgentConfig:
+    """The agent's chat format and sampling from the shared world options (RL and SFT alike)."""
+    fields: dict[str, Any] = {"action_format": options.action_format, "response_prefix": options.response_prefix,
+                              "max_new_tokens": options.max_new_tokens_per_turn}
+    if options.system_prompt is not None:
+        fields["system_prompt"] = options.system_prompt or None  # "" means no system message
+    return LLMAgentConfig(**{**fields, **overrides})
+
+
+class EpisodeRunner:
+    """Plays training episodes by task id and returns :class:`Episode` records in order.
+
+    Args:
+        args: the run's config (world, sampling, caps).
+        tasks: the tasks the prompts name.
+        tokenizer: the policy's tokenizer (its chat template renders prompts and env turns).
+        backend: builds the generation backend from the model to sample with; default: batched
+            Hugging Face generation on that model (:class:`~agents.backends.HFBackend`).
+    """
+
+    def __init__(self, args: TurnGymConfig, tasks: TaskSet, tokenizer: Any, backend: BackendFactory | None = None) -> None:
+        self.args = args
+        self.tasks = {task.id: task for task in tasks}
+        self.tokenizer = tokenizer
+        self.backend = backend or (lambda model: HFBackend(model, pad_id=tokenizer.pad_token_id))
+        self.temperature = args.temperature  # sampling temperature (held-out evaluation lowers it)
+        self._pool: EnvPool | LocalPool | None = None
+
+    def play(self, task_ids: Sequence[str], model: Any, *, seed: int, first_episode: int = 0,
+             progress: bool | str = False) -> tuple[list[Trajectory], list[Episode]]:
+        """One episode per task id; sampling seeds derive from ``seed`` and the episode number."""
+        unknown = sorted({t for t in task_ids if t not in self.tasks})
+        if unknown:
+            raise KeyError(f"the trainer's dataset names tasks it was not given: {unknown[:5]}")
+        agent = LLMAgent(self.backend(model), self.tokenizer, self._agent_config(model, seed))
+        pool = self._pool_for(len(task_ids))
+        trajectories = run_episodes(agent, pool, [self.tasks[t] for t in task_ids], seed=self.args.seed,
+                                    first_episode=first_episode, progress=progress)
+        episodes = [self._episode(agent, trajectory) for trajectory in trajectories]
+        return trajectories, episodes
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # ------------------------------------------------------------------ helpers
+    def _agent_config(self, model: Any, seed: int) -> LLMAgentConfig:
+        args = self.args
+        positions = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
+        return agent_config(args, temperature=self.temperature, top_p=args.top_p, top_k=args.top_k or 0,
+                            max_completion_tokens=args.max_completion_length, max_context_tokens=positions, seed=seed)
+
+    def _pool_for(self, size: int) -> EnvPool | LocalPool:
+        """One environment per episode, so the whole batch generates in lockstep."""
+        workers = self.args.num_env_workers
+        wanted = min(size, workers) if workers else size
+        if self._pool is None or self._pool.num_envs != wanted:
+            self.close()
+            kwargs = self.args.world_kwargs()
+            self._pool = (EnvPool.from_id(self.args.env_id, wanted, env_kwargs=kwargs) if workers
+                          else LocalPool.from_id(self.args.env_id, wanted, env_kwargs=kwargs))
+        return self._pool
+
+    def _episode(self, agent: LLMAgent, trajectory: Trajectory) -> Episode:
+        episode = Episode.from_trajectory(trajectory)
+        if self.args.algorithm == "ppo" and self.args.bootstrap_truncated and trajectory.truncation_reason in BOOTSTRAP_REASONS:
+            # The critic bootstraps from the state after the last turn: append the final observation
+            # (environment tokens, out of the loss) when it fits under the completion cap.
+            delta = agent.chat.env_delta_ids(trajectory.observations[-1])
+            cap = self.args.max_completion_length
+            if cap is None or len(episode.completion_ids) + len(delta) <= cap:
+                episode.append_environment_tokens(delta)
+        episode.validate()
+        return episode
+
+
+def rollout_seed(base_seed: int, step: int) -> int:
+    """The sampling seed of one training step (episodes then differ by their global number)."""
+    return stable_seed(base_seed, "rollout", step) % 2**62
