@@ -42,8 +42,13 @@ def scripted(tokenizer):
     return lambda model: ScriptedBackend(reply, lambda text: tokenizer.encode(text, add_special_tokens=False))
 
 
-def make_trainer(tmp_path, tokenizer, *, backend="scripted", tasks=None, **overrides) -> TurnGymTrainer:
+def make_trainer(tmp_path, tokenizer, *, backend="scripted", tasks=None, saved=False, **overrides) -> TurnGymTrainer:
     model = tiny_llama(len(tokenizer)).train()
+    if saved:  # loaded from a folder, as TRL needs to build a reference model (beta > 0)
+        from transformers import AutoModelForCausalLM
+
+        model.save_pretrained(tmp_path / "policy")
+        model = AutoModelForCausalLM.from_pretrained(tmp_path / "policy").train()
     args = make_args(tmp_path, **overrides)
     return TurnGymTrainer(model, args, tasks=tasks or signal_tasks("train", 8, **SIGNALS), processing_class=tokenizer,
                           backend=scripted(tokenizer) if backend == "scripted" else None)
@@ -160,6 +165,29 @@ def test_gae_in_the_step_uses_the_critics_values(tmp_path, tokenizer):
         expected, targets = adv.token_gae(rewards, values, episode.env_mask, 1.0, 0.9, last)
         assert output["advantages"][row, :n].tolist() == pytest.approx(expected, abs=1e-5)
         assert output["returns"][row, :n].tolist() == pytest.approx(targets, abs=1e-5)
+
+
+def test_ppo_kl_penalty_in_the_reward(tmp_path, tokenizer):
+    """kl_penalty='reward': r_k -= beta (log pi(a_k) - log pi_ref(a_k)) on every sampled token, and
+    no KL term in the loss. The reference is the initial policy, so after a step the two differ."""
+    trainer = make_trainer(tmp_path, tokenizer, saved=True, algorithm="ppo", beta=0.5, kl_penalty="reward",
+                           whiten_advantages=False, max_steps=2, learning_rate=5e-2)
+    trainer.train()  # step 1 moves the policy away from the reference; step 2 pays for it
+    batch = one_batch(trainer)
+    output = trainer._generate_and_score_completions(batch)
+    kl = trainer._kl_in_reward(output, trainer._episodes)
+    assert any(abs(k) > 1e-4 for row in kl for k in row)
+    row, episode = 0, trainer._episodes[0]
+    n = len(episode.completion_ids)
+    rewards = adv.token_rewards(episode.turn_rewards, episode.turn_ends, n)
+    penalised = [r - 0.5 * k * m for r, k, m in zip(rewards, kl[row], episode.env_mask, strict=False)]
+    expected, _ = adv.token_gae(penalised, output["old_values"][row, :n].tolist(), episode.env_mask, 1.0, 0.95, 0.0
+                                if not episode.truncated else float(trainer._critic_values(
+                                    trainer.critic, torch.cat([output["prompt_ids"], output["completion_ids"]], 1)[:1],
+                                    torch.cat([output["prompt_mask"], output["completion_mask"]], 1)[:1])[0, output["prompt_ids"].size(1) + n - 1]))
+    assert output["advantages"][row, :n].tolist() == pytest.approx(expected, abs=1e-4)
+    logged = {k for entry in trainer.state.log_history for k in entry}
+    assert "kl_in_reward" in logged and "kl" not in logged  # the loss carries no second KL term
 
 
 def test_the_rollout_caps_completions_at_max_completion_length(tmp_path, tokenizer):
