@@ -10,6 +10,12 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Under pytest-xdist, share the cores between workers: torch would otherwise start one thread per
+# core in every worker, and the oversubscribed workers ran the trainer tests 5-10x slower.
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _workers > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
+
 # ``import tests.helpers_engines`` must work whatever directory pytest is started from.
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))

@@ -222,6 +222,15 @@ LEARNING = {"ppo": (3e-3, 100), "grpo": (2e-3, 100), "rloo": (2e-3, 100), "turn_
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_each_algorithm_learns_the_signals_rule_above_chance(tmp_path, tokenizer, algorithm):
     learning_rate, steps = LEARNING[algorithm]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 2-layer model gains nothing from threads; xdist runs two tests at once
+    try:
+        _learn(tmp_path, tokenizer, algorithm, learning_rate, steps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _learn(tmp_path, tokenizer, algorithm, learning_rate, steps):
     trainer = make_trainer(tmp_path, tokenizer, backend="hf", algorithm=algorithm, learning_rate=learning_rate,
                            critic_learning_rate=1e-3, max_steps=steps, per_device_train_batch_size=32,
                            bootstrap_truncated=False,  # the turn limit is the task's length: nothing follows it
