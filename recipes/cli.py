@@ -6,6 +6,7 @@
     turngym eval --agent llm --model HuggingFaceTB/SmolLM2-135M-Instruct --episodes 20
     turngym play turngym/TextWorld-v0              play a world yourself
     turngym check-template --model NAME            is the chat template append-only?
+    turngym sft --config recipes/configs/signals-sft.yaml [--field value ...]   SFT warm start on expert demos
     turngym demo                                   the embedded default job
 """
 
@@ -158,6 +159,18 @@ def cmd_check_template(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sft(args: argparse.Namespace) -> int:
+    """SFT warm start: every argument after ``sft`` goes to ``trl.TrlParser`` (``--help`` lists the fields)."""
+    from trainers.sft import parse_config, run_sft
+
+    config = parse_config(args.sft_args)
+    if not args.verbose:  # demo counts and the eval table are the point of the run: show them
+        logging.getLogger("trainers").setLevel(logging.INFO)
+    output = run_sft(config)
+    print(f"SFT model and tokenizer saved to {output}; continue with RL: turngym train --model_name_or_path {output}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Oracle and random agents on held-out TextWorld games (until the algorithm comparison lands)."""
     from agents import OracleAgent, RandomAgent, evaluate, markdown_table
@@ -242,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check-template", help="is a model's chat template append-only? (exact token bookkeeping)")
     p.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="Hub name or local folder")
     p.set_defaults(func=cmd_check_template)
+
+    # prefix_chars="+": this subparser takes no options itself, so every "--field value" (and --help) is left
+    # to TrlParser, which knows the config's fields; argparse would otherwise reject them as unknown.
+    p = sub.add_parser("sft", add_help=False, prefix_chars="+",
+                       help="SFT warm start on expert (oracle) episodes; `turngym sft --help` lists the fields")
+    p.add_argument("sft_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_sft)
 
     p = sub.add_parser("demo", help="run the embedded default job")
     p.add_argument("--config", default="w2-o3-q4")
