@@ -6,6 +6,7 @@
     turngym eval --agent llm --model HuggingFaceTB/SmolLM2-135M-Instruct --episodes 20
     turngym play turngym/TextWorld-v0              play a world yourself
     turngym check-template --model NAME            is the chat template append-only?
+    turngym sft --config recipes/configs/textworld-sft.yaml [--field value ...]   SFT warm start on expert demos
     turngym train --config recipes/configs/textworld-ppo.yaml [--field value ...]   RL on whole episodes
     turngym demo                                   the embedded default job
 """
@@ -159,6 +160,18 @@ def cmd_check_template(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sft(args: argparse.Namespace) -> int:
+    """SFT warm start: every argument after ``sft`` goes to ``trl.TrlParser`` (``--help`` lists the fields)."""
+    from trainers.sft import parse_config, run_sft
+
+    config = parse_config(args.config_args)
+    if not args.verbose:  # demo counts and the eval table are the point of the run: show them
+        logging.getLogger("trainers").setLevel(logging.INFO)
+    output = run_sft(config)
+    print(f"SFT model and tokenizer saved to {output}; continue with RL: turngym train --model_name_or_path {output}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Oracle and random agents on held-out TextWorld games (until the algorithm comparison lands)."""
     from agents import OracleAgent, RandomAgent, evaluate, markdown_table
@@ -244,7 +257,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="Hub name or local folder")
     p.set_defaults(func=cmd_check_template)
 
-    sub.add_parser("train", add_help=False, help="RL on whole episodes: turngym train --config FILE.yaml (--help for every field)")
+    # Subcommands whose options are a TRL config dataclass. prefix_chars="+": the subparser takes no
+    # options itself, so every "--field value" (and --help) is left to TrlParser, which knows the
+    # config's fields; argparse would otherwise reject them as unknown.
+    for name, func, text in (
+        ("sft", cmd_sft, "SFT warm start on expert (oracle) episodes; `turngym sft --help` lists the fields"),
+        ("train", cmd_train, "RL on whole episodes: PPO, GRPO, RLOO, turn-level RLOO/GRPO; `turngym train --help`"),
+    ):
+        p = sub.add_parser(name, add_help=False, prefix_chars="+", help=text)
+        p.add_argument("config_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        p.set_defaults(func=func)
 
     p = sub.add_parser("demo", help="run the embedded default job")
     p.add_argument("--config", default="w2-o3-q4")
@@ -255,38 +277,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_train(argv: list[str]) -> int:
+def cmd_train(args: argparse.Namespace) -> int:
     """RL on whole episodes. Every field of TurnGymConfig (and TRL's GRPOConfig) is an option;
     ``--config FILE.yaml`` sets them from YAML, and options given after it override the file."""
     from trl import TrlParser
 
     from trainers.config import TurnGymConfig
-
-    (config,) = TrlParser([TurnGymConfig], prog="turngym train").parse_args_and_config(argv)
     from trainers.trainer import TurnGymTrainer
 
+    (config,) = TrlParser([TurnGymConfig], prog="turngym train").parse_args_and_config(args.config_args)
+    if not args.verbose:
+        logging.getLogger("trainers").setLevel(logging.INFO)
     trainer = TurnGymTrainer(args=config)
     resume = config.resume_from_checkpoint
     resume = True if str(resume).lower() in ("true", "last") else resume  # True: the newest checkpoint
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(config.output_dir)
-    print(f"turngym train: policy saved to {config.output_dir}" + (" (critic in critic/)" if trainer.critic is not None else ""))
+    critic = " (critic in critic/)" if trainer.critic is not None else ""
+    print(f"turngym train: policy saved to {config.output_dir}{critic}")
     return 0
 
 
-# Subcommands whose options are a TRL config dataclass: their arguments go to TrlParser as they are.
-CONFIG_COMMANDS = {"train": cmd_train}
-
-
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in CONFIG_COMMANDS:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        try:
-            return CONFIG_COMMANDS[argv[0]](argv[1:])
-        except (ValueError, KeyError, FileNotFoundError) as error:
-            print(f"turngym {argv[0]}: error: {error}", file=sys.stderr)
-            return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if getattr(args, "agent", "unset") is None:

@@ -305,8 +305,12 @@ CONFIGS = sorted((Path(__file__).resolve().parents[1] / "recipes" / "configs").g
 def test_every_shipped_config_parses(path):
     from trl import TrlParser
 
-    (config,) = TrlParser([TurnGymConfig]).parse_args_and_config(["--config", str(path), "--output_dir", "/tmp/x"])
-    assert config.algorithm in ALGORITHMS and config.env_id.startswith("turngym/")
+    from trainers.sft import TurnGymSFTConfig
+
+    kind = TurnGymSFTConfig if path.stem.endswith("-sft") else TurnGymConfig
+    (config,) = TrlParser([kind]).parse_args_and_config(["--config", str(path), "--output_dir", "/tmp/x"])
+    assert config.env_id.startswith("turngym/")
+    assert kind is TurnGymSFTConfig or config.algorithm in ALGORITHMS
 
 
 def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer):

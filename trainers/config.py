@@ -49,7 +49,7 @@ class WorldOptions:
     max_turns: int | None = field(default=None, metadata={"help": "turn limit (default: the world's, 2x optimal for TextWorld)"})
     reward_mode: str = field(default="sparse", metadata={"help": "sparse or dense"})
     action_protocol: str = field(default="free_form", metadata={"help": "free_form, admissible_in_prompt or choose_index"})
-    system_prompt: str | None = field(default=None, metadata={"help": "default: the agent's; may contain {format_instruction}"})
+    system_prompt: str | None = field(default=None, metadata={"help": "default: the agent's; '' for none; may contain {format_instruction}"})
     action_format: str = field(default="prefix", metadata={"help": "prefix, last_line, tags or raw"})
     response_prefix: str = field(default="", metadata={"help": "text every reply starts with, e.g. 'Action:'"})
     max_new_tokens_per_turn: int = field(default=48, metadata={"help": "cap on sampled tokens per turn"})
@@ -61,6 +61,21 @@ class WorldOptions:
         if self.max_turns:
             kwargs["max_turns"] = self.max_turns
         return kwargs
+
+    def agent_config(self, **overrides: Any) -> Any:
+        """The :class:`~agents.llm.LLMAgentConfig` every run with these options uses: SFT demos, RL
+        rollouts and evaluation share it, so they share one chat format.
+
+        ``overrides`` set sampling fields (``temperature``, ``max_context_tokens``, ``seed``...).
+        ``system_prompt``: None means the agent's default prompt; "" means no system message.
+        """
+        from agents.llm import LLMAgentConfig
+
+        fields: dict[str, Any] = {"action_format": self.action_format, "response_prefix": self.response_prefix,
+                                  "max_new_tokens": self.max_new_tokens_per_turn}
+        if self.system_prompt is not None:
+            fields["system_prompt"] = self.system_prompt or None
+        return LLMAgentConfig(**{**fields, **overrides})
 
     def _check_world_options(self) -> None:
         self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")

@@ -18,7 +18,7 @@ from agents.llm import LLMAgent, LLMAgentConfig
 from agents.rollout import Trajectory, run_episodes
 from envs.tasks import TaskSet
 from envs.vector import EnvPool, LocalPool
-from trainers.config import TurnGymConfig, WorldOptions
+from trainers.config import TurnGymConfig
 from trainers.episodes import Episode
 
 logger = logging.getLogger(__name__)
@@ -27,15 +27,6 @@ logger = logging.getLogger(__name__)
 BOOTSTRAP_REASONS = ("max_turns", "time_limit")
 
 BackendFactory = Callable[[Any], TokenBackend]  # (model to generate with) -> backend
-
-
-def agent_config(options: WorldOptions, **overrides: Any) -> LLMAgentConfig:
-    """The agent's chat format and sampling from the shared world options (RL and SFT alike)."""
-    fields: dict[str, Any] = {"action_format": options.action_format, "response_prefix": options.response_prefix,
-                              "max_new_tokens": options.max_new_tokens_per_turn}
-    if options.system_prompt is not None:
-        fields["system_prompt"] = options.system_prompt or None  # "" means no system message
-    return LLMAgentConfig(**{**fields, **overrides})
 
 
 class EpisodeRunner:
@@ -79,7 +70,7 @@ class EpisodeRunner:
     def _agent_config(self, model: Any, seed: int) -> LLMAgentConfig:
         args = self.args
         positions = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
-        return agent_config(args, temperature=self.temperature, top_p=args.top_p, top_k=args.top_k or 0,
+        return args.agent_config(temperature=self.temperature, top_p=args.top_p, top_k=args.top_k or 0,
                             max_completion_tokens=args.max_completion_length, max_context_tokens=positions, seed=seed)
 
     def _pool_for(self, size: int) -> EnvPool | LocalPool:

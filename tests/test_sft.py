@@ -1,0 +1,280 @@
+"""SFT warm start: demos are RL rollout records token for token, the loss is on assistant tokens only
+(as TRL's SFTTrainer actually builds the labels), a tiny model learns Signals, the CLI, and errors."""
+
+from __future__ import annotations
+
+import json
+from math import comb
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.backends import Generation, ScriptedBackend
+from agents.llm import LLMAgent
+from agents.rollout import run_episodes
+from envs.panels import task_panel
+from envs.vector import LocalPool
+from recipes.cli import main
+from tests.helpers_llm import save_tiny_policy
+from trainers.episodes import Episode
+from trainers.sft import (
+    EVAL_REPORT_FILE,
+    NoDemosError,
+    TurnGymSFTConfig,
+    build_trainer,
+    collect_demos,
+    demo_dataset,
+    demo_reply,
+    evaluate_policy,
+    parse_config,
+    run_sft,
+    sft_example,
+)
+
+SIGNALS = "turngym/Signals-v0"
+TEXTWORLD = "turngym/TextWorld-v0"
+SIGNALS_YAML = Path(__file__).resolve().parent.parent / "recipes" / "configs" / "signals-sft.yaml"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Two cores shared with other workers: one intra-op thread is ~10x faster than two here."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory) -> Path:
+    return save_tiny_policy(tmp_path_factory.mktemp("tiny-policy"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(policy):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(policy)
+
+
+def sft_config(tmp_path: Path, policy: Path, **overrides) -> TurnGymSFTConfig:
+    options = dict(
+        output_dir=str(tmp_path / "sft"), model_name_or_path=str(policy), env_id=SIGNALS,
+        env_kwargs={"turns": 3, "colours": 2}, reward_mode="dense", num_demos=4, max_length=8192,
+        system_prompt="Obey the lights. {format_instruction}", report_to="none", save_strategy="no",
+        activation_checkpointing=False, disable_tqdm=True, seed=0,
+    )
+    return TurnGymSFTConfig(**{**options, **overrides})
+
+
+def written_reply(action: str, action_format: str, response_prefix: str) -> str:
+    """How a reply is written, spelled out here independently of trainers.sft.demo_reply."""
+    if action_format == "tags":
+        return f"<action>{action}</action>"
+    return f" {action}" if response_prefix else f"Action: {action}"
+
+
+def rl_rollout(config: TurnGymSFTConfig, tokenizer, tasks, actions: list[list[str]], action_format: str):
+    """What the RL rollout records when the model's replies are these actions, in the given format."""
+    turn = {}
+
+    def reply(request):
+        t = turn[request.key] = turn.get(request.key, -1) + 1
+        return written_reply(actions[request.key][t], action_format, config.response_prefix)
+
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    agent = LLMAgent(ScriptedBackend(reply, encode), tokenizer, config.agent_config())
+    pool = LocalPool.from_id(config.env_id, 1, env_kwargs={**config.world_kwargs(), "tasks": tasks})
+    try:
+        return run_episodes(agent, pool, list(tasks), seed=config.demo_seed)
+    finally:
+        pool.close()
+
+
+# ---------------------------------------------------------------------- demos = RL records
+@pytest.mark.parametrize(
+    ("env_id", "env_kwargs", "action_format", "response_prefix"),
+    [
+        (TEXTWORLD, {"config": "w2-o3-q4"}, "prefix", ""),
+        (SIGNALS, {"turns": 3, "colours": 4}, "prefix", "Action:"),
+        (SIGNALS, {"turns": 2, "colours": 4}, "tags", ""),
+    ],
+    ids=["textworld-prefix", "signals-response-prefix", "signals-tags"],
+)
+def test_demo_tokens_equal_an_rl_rollout_of_the_same_actions(tmp_path, policy, tokenizer, env_id, env_kwargs,
+                                                             action_format, response_prefix):
+    # TextWorld plays the eval split: its first games are the ones tests/test_llm_agent.py already generates.
+    config = sft_config(tmp_path, policy, env_id=env_id, env_kwargs=env_kwargs, train_split="eval", num_demos=2,
+                        action_format=action_format, response_prefix=response_prefix, system_prompt=None)
+    demos, stats = collect_demos(config, tokenizer, progress=False)
+    assert stats.kept == stats.played == 2 and not stats.dropped
+    tasks = task_panel(env_id, "eval", 2, config.world_kwargs(), progress=False)
+    rollouts = rl_rollout(config, tokenizer, tasks, [d.actions for d in demos], action_format)
+    for trajectory, rollout in zip(demos, rollouts, strict=True):
+        demo, record = Episode.from_trajectory(trajectory), rollout.agent_data["tokens"]
+        assert rollout.won
+        assert demo.prompt_ids == record["prompt_ids"]
+        assert demo.completion_ids == record["completion_ids"]
+        assert demo.env_mask == record["env_mask"]
+        assert sft_example(demo)["assistant_masks"] == [0] * len(record["prompt_ids"]) + record["env_mask"]
+        if not response_prefix:  # the chat template's own rendering of the conversation gives the same ids
+            assert sft_example(demo)["input_ids"] == template_ids(tokenizer, config, rollout, action_format)
+
+
+def template_ids(tokenizer, config, rollout, action_format) -> list[int]:
+    system = config.agent_config().system_message(config.agent_config().parser())
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": rollout.observations[0]}]
+    for action, observation in zip(rollout.actions, rollout.observations[1:], strict=True):
+        messages += [{"role": "assistant", "content": written_reply(action, action_format, "")},
+                     {"role": "user", "content": observation}]
+    text = tokenizer.apply_chat_template(messages[:-1], tokenize=False)  # the last observation is never shown
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    assert ids[-len(newline):] == newline  # ChatML's newline after the last <|im_end|> is not the model's
+    return ids[: -len(newline)]
+
+
+# ---------------------------------------------------------------------- the loss mask, as TRL builds it
+def labelled_runs(labels: list[int]) -> list[list[int]]:
+    """The contiguous runs of labelled (not -100) positions."""
+    runs: list[list[int]] = []
+    for position, label in enumerate(labels):
+        if label == -100:
+            continue
+        if runs and runs[-1][-1] == position - 1:
+            runs[-1].append(position)
+        else:
+            runs.append([position])
+    return runs
+
+
+def collate(trainer, rows: int) -> dict:
+    """A batch as SFTTrainer's own collator builds it from its prepared dataset."""
+    return trainer.data_collator([trainer.train_dataset[i] for i in range(rows)])
+
+
+@pytest.mark.parametrize("response_prefix", ["", "Action:"], ids=["no-prefix", "response-prefix"])
+def test_trl_labels_are_the_assistant_tokens_only(tmp_path, policy, tokenizer, response_prefix):
+    config = sft_config(tmp_path, policy, response_prefix=response_prefix, num_demos=3)
+    demos, _ = collect_demos(config, tokenizer, progress=False)
+    trainer = build_trainer(config, tokenizer, demo_dataset(demos))
+    batch = collate(trainer, len(demos))
+    assert set(batch) >= {"input_ids", "labels", "attention_mask"}
+    for row, trajectory in enumerate(demos):
+        example = sft_example(Episode.from_trajectory(trajectory))
+        length = len(example["input_ids"])
+        ids, labels = batch["input_ids"][row].tolist(), batch["labels"][row].tolist()
+        assert ids[:length] == example["input_ids"]
+        # -100 exactly where the token is not the assistant's (prompt, env deltas, padding)
+        assert labels == [i if m else -100 for i, m in zip(ids, example["assistant_masks"] + [0] * (len(ids) - length))]
+        # and, read independently of the mask: each labelled run is one whole reply with its end-of-turn token
+        replies = [tokenizer.decode([ids[p] for p in run]) for run in labelled_runs(labels)]
+        assert replies == [written_reply(a, "prefix", response_prefix) + "<|im_end|>" for a in trajectory.actions]
+        if response_prefix:  # the response prefix is prompt side: never labelled
+            prefix = tokenizer.encode(response_prefix, add_special_tokens=False)
+            starts = [run[0] for run in labelled_runs(labels)]
+            assert all(ids[s - len(prefix):s] == prefix and set(labels[s - len(prefix):s]) == {-100} for s in starts)
+
+
+def test_an_unsampled_end_of_turn_token_is_not_in_the_loss(tmp_path, policy, tokenizer):
+    """A turn cut at max_new_tokens gets an end-of-turn token the model never sampled: masked like env text."""
+
+    class NeverStops(ScriptedBackend):
+        def generate(self, requests, sampling, stop_ids):
+            ids = tokenizer.encode("Action: stop stop stop", add_special_tokens=False)[: sampling.max_new_tokens]
+            return [Generation(ids, [0.0] * len(ids), False) for _ in requests]
+
+    config = sft_config(tmp_path, policy, max_new_tokens_per_turn=3, max_turns=2)
+    tasks = task_panel(SIGNALS, "train", 1, config.world_kwargs(), progress=False)
+    agent = LLMAgent(NeverStops(lambda r: "", tokenizer.encode), tokenizer, config.agent_config())
+    pool = LocalPool.from_id(SIGNALS, 1, env_kwargs={**config.world_kwargs(), "tasks": tasks})
+    (trajectory,) = run_episodes(agent, pool, list(tasks))
+    episode = Episode.from_trajectory(trajectory)
+    assert trajectory.agent_data["tokens"]["forced_end_of_turn"] == [True, True]
+    trainer = build_trainer(config, tokenizer, demo_dataset([episode]))
+    batch = collate(trainer, 1)
+    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    sampled = labelled_runs(labels)
+    assert [len(run) for run in sampled] == [3, 3]  # the sampled ids only
+    for run in sampled:
+        assert ids[run[-1] + 1] == end_of_turn and labels[run[-1] + 1] == -100  # the forced token right after
+    # collect_demos drops such episodes: the cut reply no longer parses to the oracle's command
+    with pytest.raises(NoDemosError, match="max_new_tokens_per_turn"):
+        collect_demos(sft_config(tmp_path, policy, max_new_tokens_per_turn=2), tokenizer, progress=False)
+
+
+# ---------------------------------------------------------------------- learning
+def chance_of_winning(turns: int, max_turns: int, commands: int = 4) -> float:
+    """A uniform random command each turn, wrong ones cost a turn (strict=False): P(turns right in max_turns)."""
+    p = 1 / commands
+    return sum(comb(max_turns, k) * p**k * (1 - p) ** (max_turns - k) for k in range(turns, max_turns + 1))
+
+
+def test_sft_on_signals_beats_chance_on_held_out_tasks(tmp_path, policy, tokenizer):
+    config = sft_config(tmp_path, policy, num_demos=16, eval_split="eval", num_eval_tasks=16, learning_rate=5e-3,
+                        lr_scheduler_type="constant", num_train_epochs=20, per_device_train_batch_size=8,
+                        logging_steps=10)
+    from transformers import AutoModelForCausalLM
+
+    base = evaluate_policy(AutoModelForCausalLM.from_pretrained(policy), tokenizer, config, "eval", 16, progress=False)
+    output = run_sft(config)
+    report = json.loads((output / EVAL_REPORT_FILE).read_text())["overall"]
+    chance = chance_of_winning(turns=3, max_turns=6)  # 6 turns: the world's default, 2x the optimal length
+    assert chance == pytest.approx(0.169, abs=1e-3)
+    assert base.overall.success_rate <= chance
+    assert report["success_rate"] >= 0.75 and report["success_ci95"][0] > chance + 0.3
+    per_turn_accuracy = 3 * report["mean_return"] / report["mean_turns"]  # dense: 1/3 per right command
+    assert per_turn_accuracy > 1 / 4 + 0.5
+
+
+# ---------------------------------------------------------------------- CLI
+def test_cli_parses_yaml_with_overrides():
+    config = parse_config(["--config", str(SIGNALS_YAML), "--learning_rate", "0.25", "--num_demos", "5",
+                           "--env_kwargs", '{"turns": 2, "colours": 3}'])
+    assert isinstance(config, TurnGymSFTConfig)
+    assert config.learning_rate == 0.25 and config.num_demos == 5 and config.env_kwargs == {"turns": 2, "colours": 3}
+    assert config.env_id == SIGNALS and config.max_length == 512 and config.eval_split == "eval"  # from the YAML
+    assert config.use_cpu == (not torch.cuda.is_available()) and not config.bf16
+    with pytest.raises(ValueError, match="demo_source"):
+        parse_config(["--config", str(SIGNALS_YAML), "--demo_source", "human"])
+
+
+def test_cli_help_lists_the_config_fields(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sft", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "--num_demos" in out and "--env_kwargs" in out and "--learning_rate" in out
+
+
+def test_cli_one_step_run_saves_a_model_rl_can_start_from(tmp_path, policy):
+    from agents.models import load_policy
+
+    output = tmp_path / "out"
+    rc = main(["sft", "--config", str(SIGNALS_YAML), "--model_name_or_path", str(policy), "--output_dir", str(output),
+               "--num_demos", "2", "--max_steps", "1", "--learning_rate", "1e-2", "--num_eval_tasks", "2",
+               "--disable_tqdm", "true"])
+    assert rc == 0
+    stats = json.loads((output / "sft_demos.json").read_text())
+    assert stats["kept"] == 2 and stats["assistant_tokens"] > 0
+    assert json.loads((output / EVAL_REPORT_FILE).read_text())["overall"]["episodes"] == 2
+    model, tokenizer = load_policy(str(output))
+    before, original = load_policy(str(policy))
+    assert tokenizer.chat_template == original.chat_template and tokenizer.get_vocab() == original.get_vocab()
+    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), before.parameters(), strict=True))
+
+
+# ---------------------------------------------------------------------- errors
+def test_no_oracle_win_is_a_clear_error(tmp_path, policy, tokenizer):
+    config = sft_config(tmp_path, policy, max_turns=1)  # 3 signals, 1 turn: the oracle can never win
+    with pytest.raises(NoDemosError, match=r"won 0 of 4 episodes \(dropped: 4 truncated_max_turns\).*raise max_turns"):
+        collect_demos(config, tokenizer, progress=False)
+
+
+def test_a_command_the_action_format_cannot_express_is_a_clear_error():
+    config = TurnGymSFTConfig(output_dir="unused", report_to="none").agent_config()
+    assert demo_reply("go north", config) == "Action: go north"
+    with pytest.raises(NoDemosError, match="action_format='raw'"):
+        demo_reply("```bash\ngit apply fix.patch\n```", config)

@@ -1,0 +1,353 @@
+"""SFT warm start: TRL's SFTTrainer on expert episodes, in the exact token layout RL trains on.
+
+The reference study warms a policy up with a few dozen expert episodes before RL (60 demos in its
+budget study), because a small base model rarely wins and leaves RL no signal. turngym's warm start:
+
+1. **Demos.** The oracle plays the first ``num_demos`` tasks of the train split. Each world's
+   oracle follows its walkthrough, the expert solution the world exposes at reset:
+
+   - TextWorld: the game's walkthrough, from TextWorld's own generator;
+   - ALFWorld: the PDDL planner's plan;
+   - SWE: the gold patch applied in one shell command, then the submit command (needs
+     ``action_format: raw``, since the commands are fenced multi-line blocks);
+   - Signals: the rule itself;
+   - your own world: whatever it puts in ``info["walkthrough"]`` at reset.
+
+2. **Rendering.** Each command is written as the reply the agent's parser reads back (``Action:
+   go north`` for the ``prefix`` format) and played through a real :class:`~agents.llm.LLMAgent`,
+   configured from the same :class:`~trainers.config.WorldOptions` as the RL run, whose backend
+   replays those replies. So a demo *is* an RL rollout record: the same prompt ids, the same
+   environment deltas, the same end-of-turn token, the same context cap. Only episodes the oracle
+   wins, and whose every reply parsed back to the oracle's command, are kept.
+
+3. **Loss mask.** Each demo becomes one pre-tokenised row, ``input_ids`` = prompt + completion and
+   ``assistant_masks`` = 0 on the prompt, then the record's ``env_mask``: 1 on the assistant's reply
+   tokens and their end-of-turn token, 0 on environment deltas and on any end-of-turn token the
+   model did not sample. SFTTrainer (TRL 1.16) folds an ``assistant_masks`` column into ``labels``
+   during dataset preparation (``labels = input_ids`` where the mask is 1, ``-100`` elsewhere), and
+   its collator pads labels with ``-100``. TRL's own ``assistant_only_loss`` is not used: it
+   re-renders a conversational dataset with the chat template, which is exactly the
+   re-tokenisation turngym avoids.
+
+4. **Training** is plain ``SFTTrainer``; the model and tokenizer are saved to ``output_dir``, so
+   ``turngym train --model_name_or_path <output_dir>`` continues with RL in the same chat format.
+
+    turngym sft --config recipes/configs/textworld-sft.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trl import SFTConfig
+
+from agents.actions import ActionFormat
+from agents.base import Agent, EndEpisode
+from agents.llm import LLMAgent, LLMAgentConfig
+from agents.rollout import Trajectory
+from trainers.config import WorldOptions
+from trainers.episodes import Episode
+
+logger = logging.getLogger(__name__)
+
+DEMO_SOURCES = ("oracle",)
+DEMO_STATS_FILE = "sft_demos.json"
+EVAL_REPORT_FILE = "sft_eval.json"
+EVAL_BATCH = 16  # in-process episodes played side by side by evaluate_policy
+
+
+class NoDemosError(ValueError):
+    """No usable expert episode: the oracle won none, or its commands could not be written as replies."""
+
+
+@dataclass
+class TurnGymSFTConfig(WorldOptions, SFTConfig):
+    """SFT on expert episodes: TRL's ``SFTConfig`` plus the world and the agent's chat format.
+
+    The world options are the RL config's, so a warm start and the RL run after it share one chat
+    format. ``max_length`` (TRL's sequence cap) is also the demo agent's context cap: a demo that
+    would not fit ends as truncated and is dropped, instead of being cut by TRL mid-episode.
+    ``num_train_tasks`` is not used: demos are the first ``num_demos`` tasks of ``train_split``.
+    """
+
+    num_demos: int = field(default=60, metadata={"help": "expert episodes: the first N tasks of train_split"})
+    demo_source: str = field(
+        default="oracle", metadata={"help": "oracle: each world's walkthrough (TextWorld: the game's; ALFWorld: the "
+                                            "planner's plan; SWE: gold patch + submit; Signals: the rule)"})
+    demo_seed: int = field(default=0, metadata={"help": "reset seed of the demo episodes"})
+
+    def __post_init__(self) -> None:
+        import torch
+
+        if not torch.cuda.is_available() and not self.use_cpu:
+            self.use_cpu = True  # CPU runs work out of the box
+        if self.use_cpu:
+            self.bf16 = False
+            self.fp16 = False
+        if self.demo_source not in DEMO_SOURCES:
+            raise ValueError(f"demo_source must be one of {', '.join(DEMO_SOURCES)}; got {self.demo_source!r}")
+        if self.num_demos < 1:
+            raise ValueError(f"num_demos must be at least 1, got {self.num_demos}")
+        self._check_world_options()
+        super().__post_init__()
+
+
+# ---------------------------------------------------------------------- replies
+def demo_reply(command: str, config: LLMAgentConfig) -> str:
+    """The reply text that ``config``'s parser reads back as exactly ``command``.
+
+    It is what follows the generation prompt (and ``response_prefix``): ``"Action: go north"`` for
+    the ``prefix`` format, ``" go north"`` when ``response_prefix="Action:"`` already wrote the prefix.
+    """
+    parser = config.parser()
+    for reply in _candidate_replies(command, config):
+        if parser.parse(config.response_prefix + reply) == command:
+            return reply
+    raise NoDemosError(
+        f"action_format={config.action_format!r} with response_prefix={config.response_prefix!r} cannot express the "
+        f"expert command {command[:80]!r} as a reply (the parser would read something else back); multi-line or "
+        "quoted commands need action_format='raw' (and an empty response_prefix)"
+    )
+
+
+def _candidate_replies(command: str, config: LLMAgentConfig) -> list[str]:
+    fmt = ActionFormat(config.action_format)
+    prefix = config.response_prefix
+    if fmt is ActionFormat.PREFIX:
+        if not prefix.strip():
+            return [f"{config.parser().prefix} {command}"]
+        return [command, f" {command}"] if prefix[-1].isspace() else [f" {command}", command]
+    if fmt is ActionFormat.TAGS:
+        return [f"<{config.action_tag}>{command}</{config.action_tag}>"]
+    if fmt is ActionFormat.LAST_LINE:
+        return [command, f"\n{command}"]
+    return [command]
+
+
+class OracleThroughLLM(Agent):
+    """An :class:`LLMAgent` whose replies are the oracle's commands: a demo is an RL rollout record.
+
+    Each turn the oracle chooses a command; it is written as a reply (:func:`demo_reply`), encoded
+    and closed with the chat template's end-of-turn token (not ``stop_ids[0]``, which may be EOS),
+    and replayed by a :class:`~agents.backends.ScriptedBackend`. The LLM agent then does exactly
+    what it does in RL: records the ids, parses the action, appends environment deltas. An episode
+    whose parsed action differs from the oracle's command (a reply cut at ``max_new_tokens``) is
+    listed in ``unfaithful``.
+    """
+
+    batched = True
+
+    def __init__(self, tokenizer: Any, config: LLMAgentConfig, oracle: Agent | None = None) -> None:
+        from agents.backends import ScriptedBackend
+        from agents.baselines import OracleAgent
+
+        self.oracle = oracle or OracleAgent()
+        self.name = f"{getattr(self.oracle, 'name', 'oracle')}-through-llm"
+        self._replies: dict[int, list[int]] = {}  # episode -> this turn's reply ids
+        backend = ScriptedBackend(self._reply, encode=lambda text: tokenizer.encode(text, add_special_tokens=False))
+        self.llm = LLMAgent(backend, tokenizer, config, name=self.name)
+        self.unfaithful: set[int] = set()
+
+    def _reply(self, request: Any) -> list[int]:
+        return self._replies.pop(request.key)
+
+    def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
+        self.oracle.begin(episode, observation, info)
+        self.llm.begin(episode, observation, info)
+
+    def act(self, episodes: Sequence[int]) -> list[str | EndEpisode]:
+        commands = self.oracle.act(episodes)
+        chat = self.llm.chat
+        for episode, command in zip(episodes, commands, strict=True):
+            self._replies[episode] = chat.encode(demo_reply(str(command), self.llm.config)) + [chat.end_of_turn_id]
+        actions = self.llm.act(episodes)
+        for episode, command, action in zip(episodes, commands, actions, strict=True):
+            self._replies.pop(episode, None)  # not asked: the episode ended on its context cap
+            if not isinstance(action, EndEpisode) and action != command:
+                self.unfaithful.add(episode)
+        return actions
+
+    def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
+        self.oracle.observe(episode, action, observation, reward, info)
+        self.llm.observe(episode, action, observation, reward, info)
+
+    def end(self, episode: int) -> dict[str, Any]:
+        self.oracle.end(episode)
+        data = self.llm.end(episode)
+        data["faithful"] = episode not in self.unfaithful
+        return data
+
+
+# ---------------------------------------------------------------------- demos
+@dataclass
+class DemoStats:
+    """What demo collection played and kept, and why the rest was dropped."""
+
+    env_id: str
+    split: str
+    taskset: str
+    taskset_fingerprint: str
+    played: int
+    kept: int
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> episodes
+    assistant_tokens: int = 0
+    total_tokens: int = 0
+
+
+def _drop_reason(trajectory: Trajectory) -> str | None:
+    if not trajectory.agent_data.get("faithful", True):
+        return "reply_cut_by_max_new_tokens_per_turn"
+    if trajectory.won:
+        return None
+    if trajectory.truncated:
+        return f"truncated_{trajectory.truncation_reason}"
+    return "lost"
+
+
+def collect_demos(options: TurnGymSFTConfig, tokenizer: Any, *,
+                  progress: bool = True) -> tuple[list[Trajectory], DemoStats]:
+    """Play the oracle through the LLM agent on the train panel; keep the won, faithful episodes
+    (each with its token record in ``agent_data["tokens"]``)."""
+    from agents.rollout import run_episodes
+    from envs.panels import task_panel
+
+    world = options.world_kwargs()
+    tasks = task_panel(options.env_id, options.train_split, options.num_demos, world, progress=progress)
+    context = options.max_length or LLMAgentConfig.max_context_tokens
+    config = options.agent_config(temperature=0.0, max_context_tokens=context, seed=options.demo_seed)
+    agent = OracleThroughLLM(tokenizer, config)
+    pool = _pool(options, tasks)
+    try:
+        trajectories = run_episodes(agent, pool, list(tasks), seed=options.demo_seed,
+                                    progress="oracle demos" if progress else False)
+    finally:
+        pool.close()
+    reasons = Counter(reason for t in trajectories if (reason := _drop_reason(t)) is not None)
+    demos = [t for t in trajectories if _drop_reason(t) is None]
+    records = [Episode.from_trajectory(t) for t in demos]
+    stats = DemoStats(options.env_id, options.train_split, tasks.name, tasks.fingerprint, len(trajectories), len(demos),
+                      dict(reasons), sum(r.num_model_tokens for r in records),
+                      sum(len(r.prompt_ids) + len(r.completion_ids) for r in records))
+    _check_demos(stats)
+    return demos, stats
+
+
+def _pool(options: WorldOptions, tasks: Any, local_envs: int = 1) -> Any:
+    """``num_env_workers`` worker processes, or ``local_envs`` environments in this process."""
+    from envs.vector import EnvPool, LocalPool
+
+    kwargs = {**options.world_kwargs(), "tasks": tasks}
+    if options.num_env_workers > 0:
+        return EnvPool.from_id(options.env_id, options.num_env_workers, env_kwargs=kwargs)
+    return LocalPool.from_id(options.env_id, local_envs, env_kwargs=kwargs)
+
+
+def _check_demos(stats: DemoStats) -> None:
+    dropped = ", ".join(f"{n} {reason}" for reason, n in sorted(stats.dropped.items())) or "none"
+    if stats.kept == 0:
+        raise NoDemosError(
+            f"no expert demos for {stats.env_id} ({stats.taskset}): the oracle won 0 of {stats.played} episodes "
+            f"(dropped: {dropped}). Fixes: raise max_turns if episodes hit the turn limit, max_length if they hit "
+            "the context cap, max_new_tokens_per_turn if replies were cut; a world without a walkthrough has no "
+            "oracle demos"
+        )
+    if stats.dropped:
+        logger.warning("kept %d of %d oracle episodes as demos (dropped: %s)", stats.kept, stats.played, dropped)
+    logger.info("%d demos, %d tokens, %d of them assistant tokens (in the loss)", stats.kept, stats.total_tokens,
+                stats.assistant_tokens)
+
+
+def sft_example(episode: Episode) -> dict[str, list[int]]:
+    """One training row: ``input_ids`` and ``assistant_masks`` (1: in the loss; see the module docstring)."""
+    return {
+        "input_ids": list(episode.prompt_ids) + list(episode.completion_ids),
+        "assistant_masks": [0] * len(episode.prompt_ids) + list(episode.env_mask),
+    }
+
+
+def demo_dataset(demos: Sequence[Trajectory | Episode]) -> Any:
+    """A ``datasets.Dataset`` of :func:`sft_example` rows, ready for ``SFTTrainer``."""
+    from datasets import Dataset
+
+    episodes = [d if isinstance(d, Episode) else Episode.from_trajectory(d) for d in demos]
+    return Dataset.from_list([sft_example(e) for e in episodes])
+
+
+# ---------------------------------------------------------------------- training
+def build_trainer(config: TurnGymSFTConfig, tokenizer: Any, dataset: Any) -> Any:
+    """An ``SFTTrainer`` on ``dataset``; TRL loads the model from the resolved path (honouring
+    ``model_init_kwargs``), so the default SmolLM2 works offline."""
+    from trl import SFTTrainer
+
+    from agents.models import resolve_model
+
+    return SFTTrainer(model=resolve_model(config.model_name_or_path), args=config, train_dataset=dataset,
+                      processing_class=tokenizer)
+
+
+def run_sft(config: TurnGymSFTConfig) -> Path:
+    """Collect demos, train, save the model and tokenizer to ``config.output_dir``; return that folder.
+
+    With ``eval_split`` set, the trained policy then plays ``num_eval_tasks`` held-out tasks greedily
+    and the report is written next to it (``sft_eval.json``).
+    """
+    from transformers import AutoTokenizer
+
+    from agents.evaluate import markdown_table
+    from agents.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.model_name_or_path))
+    demos, stats = collect_demos(config, tokenizer)
+    trainer = build_trainer(config, tokenizer, demo_dataset(demos))
+    trainer.train()
+    output = Path(config.output_dir)
+    trainer.save_model(str(output))
+    tokenizer.save_pretrained(str(output))
+    (output / DEMO_STATS_FILE).write_text(json.dumps(asdict(stats), indent=1))
+    if config.eval_split:
+        report = evaluate_policy(trainer.model, tokenizer, config, config.eval_split, config.num_eval_tasks)
+        (output / EVAL_REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1))
+        logger.info("after SFT, greedy on %s:\n%s", config.eval_split, markdown_table([report]))
+    logger.info("SFT model and tokenizer saved to %s", output)
+    return output
+
+
+def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, split: str, num_tasks: int, *,
+                    temperature: float = 0.0, seed: int = 0, progress: bool = True) -> Any:
+    """Greedy (by default) evaluation of ``model`` on the first ``num_tasks`` tasks of ``split``,
+    through the same agent configuration as the demos and RL rollouts.
+
+    Without env workers, up to ``EVAL_BATCH`` episodes run side by side in this process, so each
+    turn is one batched forward pass (``agents.evaluate`` runs one episode at a time in-process).
+    """
+    from agents.backends import HFBackend
+    from agents.evaluate import report_from
+    from agents.rollout import run_episodes
+    from envs.panels import task_panel
+
+    tasks = task_panel(options.env_id, split, num_tasks, options.world_kwargs(), progress=progress)
+    name = f"sft:{Path(options.model_name_or_path).name}"
+    agent = LLMAgent(HFBackend(model.eval(), pad_id=tokenizer.pad_token_id or 0), tokenizer,
+                     options.agent_config(temperature=temperature), name=name)
+    pool = _pool(options, tasks, local_envs=min(len(tasks), EVAL_BATCH))
+    try:
+        trajectories = run_episodes(agent, pool, list(tasks), seed=seed, progress=f"eval {name}" if progress else False)
+    finally:
+        pool.close()
+    return report_from(agent.name, options.env_id, options.world_kwargs(), tasks, seed, trajectories)
+
+
+def parse_config(argv: Sequence[str] | None = None, *, prog: str = "turngym sft") -> TurnGymSFTConfig:
+    """``--config file.yaml`` plus ``--field value`` overrides, through ``trl.TrlParser``."""
+    from trl import TrlParser
+
+    parser = TrlParser([TurnGymSFTConfig], prog=prog,
+                       description="SFT warm start on expert episodes, in the chat format the RL rollout uses.")
+    (config,) = parser.parse_args_and_config(list(argv) if argv is not None else None)
+    return config
