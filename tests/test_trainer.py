@@ -313,7 +313,7 @@ def test_every_shipped_config_parses(path):
     assert kind is TurnGymSFTConfig or config.algorithm in ALGORITHMS
 
 
-def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer):
+def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer, capsys):
     from recipes.cli import main
 
     policy = tmp_path / "policy"
@@ -323,11 +323,13 @@ def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer):
     config.write_text(
         "env_id: turngym/Signals-v0\nenv_kwargs: {turns: 2, colours: 2}\nnum_train_tasks: 4\nreward_mode: dense\n"
         "algorithm: ppo\nnum_generations: 2\nper_device_train_batch_size: 4\nmax_steps: 5\nmax_completion_length: 64\n"
-        "max_new_tokens_per_turn: 2\naction_format: last_line\nreport_to: none\nsave_strategy: 'no'\n")
+        "max_new_tokens_per_turn: 2\naction_format: last_line\nreport_to: none\nsave_strategy: 'no'\n"
+        "eval_split: eval\nnum_eval_tasks: 2\neval_strategy: steps\neval_steps: 1\n")
     out = tmp_path / "out"
     code = main(["train", "--config", str(config), "--model_name_or_path", str(policy), "--output_dir", str(out),
                  "--max_steps", "1", "--algorithm", "turn_grpo"])
     assert code == 0
+    assert "eval/success" in capsys.readouterr().out  # held-out evaluation ran at eval_steps
     assert (out / "model.safetensors").is_file() and (out / "tokenizer_config.json").is_file()
     assert not (out / "critic").exists()  # the command line's turn_grpo replaced the file's ppo
     assert main(["train", "--config", str(config), "--output_dir", str(out), "--algorithm", "a2c"]) == 2
