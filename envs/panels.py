@@ -50,5 +50,5 @@ def _tasks_of_user_world(env_id: str, split: str, n: int | None, env_kwargs: dic
             f"{env_id} has no task panel: build the env with tasks=TaskSet(...) (see README, 'Your own world'), "
             "or pass tasks to the trainer directly"
         )
-    chosen = [t for t in tasks if t.split == split] or list(tasks)
-    return TaskSet(name=f"{tasks.name}:{split}", version=tasks.version, tasks=tuple(chosen[:n] if n else chosen))
+    chosen = tasks.split(split)  # a KeyError naming the splits it has, never a silent mix of splits
+    return chosen.take(n) if n else chosen

@@ -37,19 +37,9 @@ def _env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def _task_set(args: argparse.Namespace):
     """The evaluation panel of a world: its first ``--episodes`` tasks of ``--split``."""
-    if args.env == "turngym/TextWorld-v0":
-        from envs.textworld import materialise, textworld_tasks
+    from envs.panels import task_panel
 
-        return materialise(textworld_tasks(args.config, args.split, n=args.episodes), workers=args.workers)
-    if args.env == "turngym/ALFWorld-v0":
-        from envs.alfworld import alfworld_tasks, materialise
-
-        return materialise(alfworld_tasks(args.split, n=args.episodes), workers=args.workers)
-    if args.env == "turngym/SWE-v0":
-        from envs.swe.taskset import swe_tasks
-
-        return swe_tasks(args.split, n=args.episodes)
-    raise SystemExit(f"turngym eval: no task panel is known for {args.env}; evaluate it from Python with agents.evaluate")
+    return task_panel(args.env, args.split, args.episodes, {**_env_kwargs(args), "config": args.config}, workers=args.workers)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
