@@ -55,6 +55,11 @@ def main(out: str, algorithm: str = "turn_rloo") -> None:
         delta = torch.cat([(p.detach() - s).flatten() for p, s in zip(trainer.accelerator.unwrap_model(trainer.model).parameters(), start, strict=True)])
         losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
         torch.save({"advantages": captured["advantages"], "delta": delta, "loss": losses[0], "world": world}, out)
+    # Leave together and tear gloo down explicitly: a rank that exits while its peer still holds the
+    # process group can abort in gloo's destructor ("terminate called without an active exception").
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

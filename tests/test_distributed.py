@@ -20,9 +20,18 @@ SCRIPT = ROOT / "tests" / "distributed_step.py"
 ACCELERATE_CONFIG = ROOT / "recipes" / "configs" / "accelerate" / "cpu-2proc.yaml"
 
 
-def run(command: list[str], cwd: Path) -> None:
+def run(command: list[str], cwd: Path, attempts: int = 1) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    for attempt in range(attempts):
+        result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        if result.returncode == 0:
+            return
+        # One retry, only for the launch itself: on a loaded 2-core machine gloo's rendezvous or
+        # teardown has aborted a rank about once in ten launches ("terminate called without an
+        # active exception"). A real mismatch fails the assertions below on every attempt.
+        infrastructure = "terminate called without an active exception" in result.stderr
+        if not infrastructure or attempt == attempts - 1:
+            break
     assert result.returncode == 0, result.stderr[-4000:]
 
 
@@ -33,7 +42,7 @@ def test_two_processes_match_one(tmp_path, algorithm):
     one.parent.mkdir()
     two.parent.mkdir()
     run([sys.executable, str(SCRIPT), str(one), algorithm], ROOT)
-    run([accelerate, "launch", "--config_file", str(ACCELERATE_CONFIG), "--main_process_port", "0", str(SCRIPT), str(two), algorithm], ROOT)
+    run([accelerate, "launch", "--config_file", str(ACCELERATE_CONFIG), "--main_process_port", "0", str(SCRIPT), str(two), algorithm], ROOT, attempts=2)
     single, double = torch.load(one), torch.load(two)
     assert (single["world"], double["world"]) == (1, 2)
     assert single["advantages"] == double["advantages"]  # every episode, in global order
