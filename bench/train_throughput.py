@@ -20,8 +20,10 @@ AdamW state), which is the same in both layouts. On CPU every measurement runs i
 process and memory is the peak RSS; on CUDA, torch's peak allocated memory.
 
     python bench/train_throughput.py             # SmolLM2-135M-Instruct, fp32, CPU: 2 episodes per turn count, 4/8/16 turns
-    python bench/train_throughput.py --threads 1  # the same on a busy machine (about 30 minutes on 2 shared cores)
-    python bench/train_throughput.py --device cuda --model-config qwen2.5-0.5b --dtype bf16 --episodes 8
+    python bench/train_throughput.py --threads 1  # the same at 1 thread: steadier on a busy machine (25-35 minutes here)
+    # GPU: record the episodes where TextWorld is installed, then measure them on the GPU machine
+    python bench/train_throughput.py --episodes 8 --repeats 0 --episodes-file episodes.json
+    python bench/train_throughput.py --device cuda --model-config qwen2.5-0.5b --dtype bf16 --episodes 8 --episodes-file episodes.json
     python bench/train_throughput.py --model-config tiny --turns 2 4 --repeats 1    # a smoke run, under a minute
 """
 
@@ -38,11 +40,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import Any
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from trainers.episodes import Episode  # noqa: E402
+if TYPE_CHECKING:  # imported where used: measuring needs only torch and transformers (the GPU machine has no gymnasium)
+    from trainers.episodes import Episode
 
 # Model shapes for runs with random weights (no download needed). qwen2.5-0.5b is the same shape as
 # in bench/rollout_throughput.py; tiny is for smoke runs of this script.
@@ -84,6 +89,7 @@ def play_episodes(tokenizer: Any, env_id: str, turns: int, count: int, *, env_kw
     from agents.backends import ScriptedBackend
     from agents.llm import LLMAgent, LLMAgentConfig
     from agents.rollout import Trajectory
+    from trainers.episodes import Episode
 
     rng = random.Random(seed)
     reply = {"text": ""}
@@ -129,6 +135,52 @@ def textworld_env_kwargs(config: str, count: int) -> dict[str, Any]:
 
     tasks = materialise(textworld_tasks(config, "eval", n=count), workers=2, progress=False)
     return {"tasks": tasks, "engine_isolation": "none"}
+
+
+def save_episodes(path: Path, episodes: dict[int, list[Episode]], *, vocab_size: int, pad_id: int,
+                  source: dict[str, Any]) -> None:
+    """Write episodes (and what measuring needs of the tokenizer) as JSON."""
+    import dataclasses
+    import json
+
+    payload = {"source": source, "vocab_size": vocab_size, "pad_id": pad_id,
+               "episodes": {str(turns): [dataclasses.asdict(e) for e in group] for turns, group in episodes.items()}}
+    path.write_text(json.dumps(payload))
+
+
+def load_episodes(path: Path, turns: Sequence[int], count: int) -> tuple[dict[int, list[Any]], int, int]:
+    """Episodes saved by :func:`save_episodes`, as plain records (no turngym import needed), with the
+    tokenizer's vocabulary size and pad id."""
+    import json
+
+    payload = json.loads(path.read_text())
+    episodes: dict[int, list[Any]] = {}
+    for turn_count in turns:
+        saved = payload["episodes"].get(str(turn_count), [])
+        if len(saved) < count:
+            raise ValueError(f"{path} holds {len(saved)} episodes of {turn_count} turns, not {count}: "
+                             "delete it to record new ones, or ask for fewer")
+        episodes[turn_count] = [SimpleNamespace(**e) for e in saved[:count]]
+    return episodes, payload["vocab_size"], payload["pad_id"]
+
+
+def record_episodes(args: argparse.Namespace) -> tuple[dict[int, list[Any]], int, int]:
+    """The run's episodes per turn count, with the tokenizer's vocabulary size and pad id.
+
+    With ``--episodes-file``, episodes are read from that file when it exists and written there
+    when it does not: a machine without TextWorld (the GPU machine) measures the same episodes.
+    """
+    path = Path(args.episodes_file) if args.episodes_file else None
+    if path is not None and path.exists():
+        return load_episodes(path, args.turns, args.episodes)
+    tokenizer = load_tokenizer(args.model)
+    env_kwargs = textworld_env_kwargs(args.config, args.episodes)
+    episodes = {turns: play_episodes(tokenizer, "turngym/TextWorld-v0", turns, args.episodes, env_kwargs=env_kwargs,
+                                     seed=args.seed) for turns in args.turns}
+    if path is not None:
+        save_episodes(path, episodes, vocab_size=len(tokenizer), pad_id=tokenizer.pad_token_id,
+                      source={"tokenizer": args.model, "config": args.config, "seed": args.seed})
+    return episodes, len(tokenizer), tokenizer.pad_token_id
 
 
 # ---------------------------------------------------------------------------- the two layouts
@@ -201,7 +253,7 @@ def build_layout(layout: str, episodes: Sequence[Episode], advantages: Sequence[
 
 
 def micro_batches(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
-    """Consecutive groups of ``size`` samples, in order (no sorting by length, as TRL does)."""
+    """Consecutive groups of ``size`` samples, in order (TRL does not sort by length either)."""
     return [list(samples[i:i + size]) for i in range(0, len(samples), size)]
 
 
@@ -236,6 +288,17 @@ def collate(batch: Sequence[Sample], pad_id: int, device: Any) -> dict[str, Any]
     }
 
 
+def _selective_log_softmax() -> Callable[[Any, Any], Any]:
+    """TRL's memory-lean ``log_softmax`` then ``gather``; an equivalent where TRL is not installed
+    (the GPU machine)."""
+    try:
+        from trl.trainer.utils import selective_log_softmax
+    except ImportError:
+        def selective_log_softmax(logits: Any, index: Any) -> Any:
+            return logits.log_softmax(-1).gather(-1, index.unsqueeze(-1)).squeeze(-1)
+    return selective_log_softmax
+
+
 def token_logprobs(model: Any, batch: dict[str, Any], head: str) -> tuple[Any, Any]:
     """Log-probabilities of the trained tokens of a micro-batch (flat) and their advantages.
 
@@ -243,10 +306,9 @@ def token_logprobs(model: Any, batch: dict[str, Any], head: str) -> tuple[Any, A
     the same in both layouts (they train the same tokens); ``"all"`` is the plain forward pass,
     with logits at every position.
     """
-    from trl.trainer.utils import selective_log_softmax
-
     targets = batch["input_ids"][:, 1:]
     selected = batch["loss_mask"][:, 1:]
+    selective_log_softmax = _selective_log_softmax()
     if head == "trained":
         hidden = model.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
         logits = model.get_output_embeddings()(hidden[:, :-1][selected]).float()
@@ -349,7 +411,8 @@ def measure(spec: ModelSpec, samples: list[Sample], micro_batch_size: int, pad_i
     measured in a fresh process: freed memory the allocator keeps would hide a later step's peak.
     """
     import torch
-    import trl.trainer.utils  # noqa: F401  (imported by the loss; a first import inside the window would count as step memory)
+
+    _selective_log_softmax()  # imports TRL now: a first import inside the measured window would count as step memory
 
     if spec.threads:
         torch.set_num_threads(spec.threads)
@@ -424,13 +487,11 @@ def load_tokenizer(model: str) -> Any:
 
 def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[int, dict[str, dict[str, Any]]]:
     """Measure every (turns, layout) ``args.repeats`` times, interleaved; returns counts and runs."""
-    tokenizer = load_tokenizer(args.model)
-    env_kwargs = textworld_env_kwargs(args.config, args.episodes)
-    spec = ModelSpec(args.model, args.model_config, len(tokenizer), args.device, args.dtype, threads=args.threads)
+    all_episodes, vocab_size, pad_id = record_episodes(args)
+    spec = ModelSpec(args.model, args.model_config, vocab_size, args.device, args.dtype, threads=args.threads)
     fresh = torch_device_type(args.device) == "cpu"
     results: dict[int, dict[str, dict[str, Any]]] = {}
-    for turns in args.turns:
-        episodes = play_episodes(tokenizer, "turngym/TextWorld-v0", turns, args.episodes, env_kwargs=env_kwargs, seed=args.seed)
+    for turns, episodes in all_episodes.items():
         advantages = turn_advantages(episodes, args.seed)
         results[turns] = {}
         for layout in LAYOUTS:
@@ -445,7 +506,7 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[int, dict[
         for turns in args.turns:
             for layout in order:
                 entry = results[turns][layout]
-                job = (spec, entry["samples"], args.micro_batch_size, tokenizer.pad_token_id, args.head)
+                job = (spec, entry["samples"], args.micro_batch_size, pad_id, args.head)
                 result = measure_in_fresh_process(*job) if fresh else measure(*job, fresh_process=False)
                 entry["runs"].append(result)
                 memory = f", peak +{result['peak_bytes'] / 2**20:.0f} MiB" if result["peak_bytes"] is not None else ""
@@ -456,8 +517,8 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[int, dict[
 
 def episode_shape(episodes: Sequence[Episode]) -> str:
     """Mean lengths in tokens: first prompt, a turn's sampled reply, an environment turn."""
-    turns = sum(e.num_turns for e in episodes)
-    sampled = sum(e.num_model_tokens for e in episodes)
+    turns = sum(len(e.turn_ends) for e in episodes)
+    sampled = sum(sum(e.env_mask) for e in episodes)
     context = sum(len(e.completion_ids) for e in episodes) - sampled
     prompt = statistics.mean(len(e.prompt_ids) for e in episodes)
     return (f"prompt {prompt:.0f}, reply {sampled / turns:.1f}, environment turn "
@@ -514,12 +575,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--episodes", type=int, default=2, help="episodes per turn count")
     parser.add_argument("--micro-batch-size", type=int, default=2, help="samples per micro-batch, both layouts")
-    parser.add_argument("--repeats", type=int, default=3, help="timed steps per (turns, layout); the median is reported")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed steps per (turns, layout); the median is reported (0: record the episodes only)")
     parser.add_argument("--head", choices=("trained", "all"), default="trained",
                         help="output layer only where a trained token is predicted, or at every position")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's). On a busy machine 1 thread keeps CPU time honest: "
                              "threads waiting for a descheduled sibling spin and burn CPU time")
+    parser.add_argument("--episodes-file", help="JSON of the episodes: read if it exists, else recorded and written "
+                                                 "(to measure on a machine without TextWorld)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     args.dtype = args.dtype or ("fp32" if torch_device_type(args.device) == "cpu" else "bf16")
@@ -534,6 +598,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     start, load = time.perf_counter(), os.getloadavg()[0]
     results = run(args, say)
+    if args.repeats == 0:  # only the episodes were wanted (to carry them to another machine)
+        return
     name = args.model_config or args.model
     isolation = "each measurement in a fresh process" if torch_device_type(args.device) == "cpu" else "in one process"
     print(f"\n{name} ({args.dtype}) on {args.device}, torch threads {torch.get_num_threads()}, {args.episodes} TextWorld "

@@ -149,3 +149,16 @@ def test_priming_the_optimizer_leaves_the_weights(bench):
     assert all(torch.equal(b, p) for b, p in zip(before, model.parameters()))
     assert len(optimizer.state) == len(before)
     assert all(p.grad is not None and not p.grad.any() for p in model.parameters())  # buffers kept, zeroed
+
+
+def test_saved_episodes_give_the_same_samples(bench, signal_episodes, tmp_path):
+    """A machine without TextWorld (the GPU machine) measures episodes recorded here."""
+    path = tmp_path / "episodes.json"
+    bench.save_episodes(path, {3: signal_episodes}, vocab_size=600, pad_id=0, source={})
+    loaded, vocab_size, pad_id = bench.load_episodes(path, [3], 2)
+    assert (vocab_size, pad_id) == (600, 0) and len(loaded[3]) == 2
+    advantages = bench.turn_advantages(signal_episodes[:2])
+    for layout in bench.LAYOUTS:
+        assert bench.build_layout(layout, loaded[3], advantages) == bench.build_layout(layout, signal_episodes[:2], advantages)
+    with pytest.raises(ValueError, match="holds 3 episodes of 3 turns, not 4"):
+        bench.load_episodes(path, [3], 4)
