@@ -78,6 +78,14 @@ class WorldOptions:
         return LLMAgentConfig(**{**fields, **overrides})
 
     def _check_world_options(self) -> None:
+        """Shared validation; also makes CPU runs work out of the box (no CUDA: use_cpu, no bf16)."""
+        import torch
+
+        if not torch.cuda.is_available() and not self.use_cpu:
+            self.use_cpu = True
+        if self.use_cpu:
+            self.bf16 = False
+            self.fp16 = False
         self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")
         if self.reward_mode not in ("sparse", "dense"):
             raise ValueError(f"reward_mode must be 'sparse' or 'dense', got {self.reward_mode!r}")
@@ -112,16 +120,8 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping range (None: off)"})
     critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
     eval_temperature: float = field(default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
-    rollout_backend: str = field(default="hf", metadata={"help": "hf (the training model) or vllm (use_vllm)"})
 
     def __post_init__(self) -> None:
-        import torch
-
-        if not torch.cuda.is_available() and not self.use_cpu:
-            self.use_cpu = True  # CPU runs work out of the box
-        if self.use_cpu:
-            self.bf16 = False
-            self.fp16 = False
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {self.algorithm!r}")
         if self.kl_penalty not in ("loss", "reward"):
@@ -130,9 +130,5 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
             raise ValueError("kl_penalty='reward' needs per-token rewards: it is for algorithm='ppo' only")
         if self.turn_baseline_alone not in ("return", "zero"):
             raise ValueError(f"turn_baseline_alone must be 'return' or 'zero', got {self.turn_baseline_alone!r}")
-        if self.rollout_backend not in ("hf", "vllm"):
-            raise ValueError(f"rollout_backend must be 'hf' or 'vllm', got {self.rollout_backend!r}")
         self._check_world_options()
         super().__post_init__()
-        if self.rollout_backend == "vllm":
-            self.use_vllm = True

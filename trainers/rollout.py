@@ -8,7 +8,6 @@ is re-tokenised between rollout and loss.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,10 +17,8 @@ from agents.llm import LLMAgent, LLMAgentConfig
 from agents.rollout import Trajectory, run_episodes
 from envs.tasks import TaskSet
 from envs.vector import EnvPool, LocalPool
-from trainers.config import TurnGymConfig
+from trainers.config import TurnGymConfig, WorldOptions
 from trainers.episodes import Episode
-
-logger = logging.getLogger(__name__)
 
 # Truncations after which the world's state is still good to bootstrap from (PPO's critic).
 BOOTSTRAP_REASONS = ("max_turns", "time_limit")
@@ -45,7 +42,6 @@ class EpisodeRunner:
         self.tasks = {task.id: task for task in tasks}
         self.tokenizer = tokenizer
         self.backend = backend or (lambda model: HFBackend(model, pad_id=tokenizer.pad_token_id))
-        self.temperature = args.temperature  # sampling temperature (held-out evaluation lowers it)
         self._pool: EnvPool | LocalPool | None = None
 
     def play(self, task_ids: Sequence[str], model: Any, *, seed: int, first_episode: int = 0,
@@ -70,18 +66,14 @@ class EpisodeRunner:
     def _agent_config(self, model: Any, seed: int) -> LLMAgentConfig:
         args = self.args
         positions = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
-        return args.agent_config(temperature=self.temperature, top_p=args.top_p, top_k=args.top_k or 0,
+        return args.agent_config(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
                             max_completion_tokens=args.max_completion_length, max_context_tokens=positions, seed=seed)
 
     def _pool_for(self, size: int) -> EnvPool | LocalPool:
-        """One environment per episode, so the whole batch generates in lockstep."""
-        workers = self.args.num_env_workers
-        wanted = min(size, workers) if workers else size
-        if self._pool is None or self._pool.num_envs != wanted:
+        """One environment per episode (in this process), so the whole batch generates in lockstep."""
+        if self._pool is None or self._pool.num_envs != min(size, self.args.num_env_workers or size):
             self.close()
-            kwargs = self.args.world_kwargs()
-            self._pool = (EnvPool.from_id(self.args.env_id, wanted, env_kwargs=kwargs) if workers
-                          else LocalPool.from_id(self.args.env_id, wanted, env_kwargs=kwargs))
+            self._pool = make_pool(self.args, size)
         return self._pool
 
     def _episode(self, agent: LLMAgent, trajectory: Trajectory) -> Episode:
@@ -100,3 +92,33 @@ class EpisodeRunner:
 def rollout_seed(base_seed: int, step: int) -> int:
     """The sampling seed of one training step (episodes then differ by their global number)."""
     return stable_seed(base_seed, "rollout", step) % 2**62
+
+
+def make_pool(options: WorldOptions, size: int, tasks: TaskSet | None = None) -> EnvPool | LocalPool:
+    """``num_env_workers`` worker processes (at most ``size``), or ``size`` environments in this process."""
+    kwargs = {**options.world_kwargs(), **({"tasks": tasks} if tasks is not None else {})}
+    if options.num_env_workers:
+        return EnvPool.from_id(options.env_id, min(size, options.num_env_workers), env_kwargs=kwargs)
+    return LocalPool.from_id(options.env_id, size, env_kwargs=kwargs)
+
+
+def evaluate_model(model: Any, tokenizer: Any, options: WorldOptions, tasks: TaskSet, *, temperature: float = 0.0,
+                   seed: int = 0, batch: int = 16, name: str = "policy", progress: bool | str = True) -> Any:
+    """Play every task once with ``model`` in the run's chat format; an :class:`~agents.evaluate.EvalReport`.
+
+    Greedy by default. Without env workers, up to ``batch`` episodes run side by side in this
+    process, so each turn is one batched forward pass. The model's train/eval mode is restored.
+    """
+    from agents.evaluate import report_from
+
+    was_training = model.training
+    agent = LLMAgent(HFBackend(model, pad_id=tokenizer.pad_token_id or 0), tokenizer,
+                     options.agent_config(temperature=temperature), name=name)
+    pool = make_pool(options, min(len(tasks), batch), tasks)
+    try:
+        trajectories = run_episodes(agent, pool, list(tasks), seed=seed,
+                                    progress=f"eval {name}" if progress is True else progress)
+    finally:
+        pool.close()
+        model.train(was_training)
+    return report_from(agent.name, options.env_id, options.world_kwargs(), tasks, seed, trajectories)

@@ -53,13 +53,13 @@ from agents.llm import LLMAgent, LLMAgentConfig
 from agents.rollout import Trajectory
 from trainers.config import WorldOptions
 from trainers.episodes import Episode
+from trainers.rollout import evaluate_model, make_pool
 
 logger = logging.getLogger(__name__)
 
 DEMO_SOURCES = ("oracle",)
 DEMO_STATS_FILE = "sft_demos.json"
 EVAL_REPORT_FILE = "sft_eval.json"
-EVAL_BATCH = 16  # in-process episodes played side by side by evaluate_policy
 
 
 class NoDemosError(ValueError):
@@ -83,13 +83,6 @@ class TurnGymSFTConfig(WorldOptions, SFTConfig):
     demo_seed: int = field(default=0, metadata={"help": "reset seed of the demo episodes"})
 
     def __post_init__(self) -> None:
-        import torch
-
-        if not torch.cuda.is_available() and not self.use_cpu:
-            self.use_cpu = True  # CPU runs work out of the box
-        if self.use_cpu:
-            self.bf16 = False
-            self.fp16 = False
         if self.demo_source not in DEMO_SOURCES:
             raise ValueError(f"demo_source must be one of {', '.join(DEMO_SOURCES)}; got {self.demo_source!r}")
         if self.num_demos < 1:
@@ -222,7 +215,7 @@ def collect_demos(options: TurnGymSFTConfig, tokenizer: Any, *,
     context = options.max_length or LLMAgentConfig.max_context_tokens
     config = options.agent_config(temperature=0.0, max_context_tokens=context, seed=options.demo_seed)
     agent = OracleThroughLLM(tokenizer, config)
-    pool = _pool(options, tasks)
+    pool = make_pool(options, 1, tasks)
     try:
         trajectories = run_episodes(agent, pool, list(tasks), seed=options.demo_seed,
                                     progress="oracle demos" if progress else False)
@@ -236,16 +229,6 @@ def collect_demos(options: TurnGymSFTConfig, tokenizer: Any, *,
                       sum(len(r.prompt_ids) + len(r.completion_ids) for r in records))
     _check_demos(stats)
     return demos, stats
-
-
-def _pool(options: WorldOptions, tasks: Any, local_envs: int = 1) -> Any:
-    """``num_env_workers`` worker processes, or ``local_envs`` environments in this process."""
-    from envs.vector import EnvPool, LocalPool
-
-    kwargs = {**options.world_kwargs(), "tasks": tasks}
-    if options.num_env_workers > 0:
-        return EnvPool.from_id(options.env_id, options.num_env_workers, env_kwargs=kwargs)
-    return LocalPool.from_id(options.env_id, local_envs, env_kwargs=kwargs)
 
 
 def _check_demos(stats: DemoStats) -> None:
@@ -321,26 +304,12 @@ def run_sft(config: TurnGymSFTConfig) -> Path:
 def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, split: str, num_tasks: int, *,
                     temperature: float = 0.0, seed: int = 0, progress: bool = True) -> Any:
     """Greedy (by default) evaluation of ``model`` on the first ``num_tasks`` tasks of ``split``,
-    through the same agent configuration as the demos and RL rollouts.
-
-    Without env workers, up to ``EVAL_BATCH`` episodes run side by side in this process, so each
-    turn is one batched forward pass (``agents.evaluate`` runs one episode at a time in-process).
-    """
-    from agents.backends import HFBackend
-    from agents.evaluate import report_from
-    from agents.rollout import run_episodes
+    through the same agent configuration as the demos and RL rollouts."""
     from envs.panels import task_panel
 
     tasks = task_panel(options.env_id, split, num_tasks, options.world_kwargs(), progress=progress)
-    name = f"sft:{Path(options.model_name_or_path).name}"
-    agent = LLMAgent(HFBackend(model.eval(), pad_id=tokenizer.pad_token_id or 0), tokenizer,
-                     options.agent_config(temperature=temperature), name=name)
-    pool = _pool(options, tasks, local_envs=min(len(tasks), EVAL_BATCH))
-    try:
-        trajectories = run_episodes(agent, pool, list(tasks), seed=seed, progress=f"eval {name}" if progress else False)
-    finally:
-        pool.close()
-    return report_from(agent.name, options.env_id, options.world_kwargs(), tasks, seed, trajectories)
+    return evaluate_model(model, tokenizer, options, tasks, temperature=temperature, seed=seed,
+                          name=f"sft:{Path(options.model_name_or_path).name}", progress=progress)
 
 
 def parse_config(argv: Sequence[str] | None = None, *, prog: str = "turngym sft") -> TurnGymSFTConfig:

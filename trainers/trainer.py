@@ -21,7 +21,6 @@ TRL 1.16 has no PPOTrainer (removed in PR #7020), so the critic lives here, in t
 from __future__ import annotations
 
 import copy
-import logging
 import os
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -36,9 +35,7 @@ from envs.tasks import TaskSet
 from trainers import advantages as adv
 from trainers.config import TurnGymConfig
 from trainers.episodes import Episode
-from trainers.rollout import BackendFactory, EpisodeRunner, rollout_seed
-
-logger = logging.getLogger(__name__)
+from trainers.rollout import BackendFactory, EpisodeRunner, evaluate_model, rollout_seed
 
 CRITIC_DIR = "critic"
 CRITIC_OPTIMIZER = "critic_optimizer.pt"
@@ -391,20 +388,10 @@ class TurnGymTrainer(GRPOTrainer):
             return {}
         metrics: dict[str, float] = {}
         if self.accelerator.is_main_process:
-            from agents.evaluate import summarise
-
-            model = self.accelerator.unwrap_model(self.model)
-            was_training = model.training
-            try:
-                runner = EpisodeRunner(self.args, self.eval_tasks, self.processing_class, self.runner.backend)
-                runner.temperature = self.args.eval_temperature
-                with torch.no_grad():
-                    trajectories, _ = runner.play([t.id for t in self.eval_tasks], model, seed=self.args.seed,
-                                                  progress="held-out evaluation")
-                runner.close()
-            finally:
-                model.train(was_training)
-            summary = summarise(trajectories)
+            report = evaluate_model(self.accelerator.unwrap_model(self.model), self.processing_class, self.args,
+                                    self.eval_tasks, temperature=self.args.eval_temperature, seed=self.args.seed,
+                                    progress="held-out evaluation")
+            summary = report.overall
             metrics = {f"{metric_key_prefix}/success": summary.success_rate,
                        f"{metric_key_prefix}/success_ci95_low": summary.success_ci95[0],
                        f"{metric_key_prefix}/success_ci95_high": summary.success_ci95[1],
