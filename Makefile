@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 export TZ := UTC
 
-.PHONY: install model demo test test-slow test-docker test-gpu test-all bench clean docker-image
+.PHONY: install model demo test test-slow test-docker test-gpu test-all bench clean docker-image docker-gpu-image
 
 install: $(STAMP)
 
@@ -75,6 +75,13 @@ docker-image: install
 	@if docker info >/dev/null 2>&1; then \
 		docker/swe/build_rootfs.sh && $(PY) -m envs.swe.sandbox.docker; \
 	else echo "warning: no Docker daemon answers; the docker tests will skip"; fi
+
+# The GPU training image (docker/gpu/Dockerfile: CUDA 13.0, torch 2.13.0, vLLM 0.31.0, DeepSpeed,
+# turngym). It pulls nvidia/cuda and PyPI packages, so it needs a machine with registry access and
+# is never part of `make test`. Usage: docker/README.md.
+GPU_IMAGE ?= turngym/gpu:latest
+docker-gpu-image:
+	docker build -f docker/gpu/Dockerfile -t $(GPU_IMAGE) $(DOCKER_BUILD_ARGS) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
