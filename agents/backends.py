@@ -182,7 +182,11 @@ class HFBackend:
 
     def _forward(self, batch: _PackedBatch, inputs: dict[str, Any]) -> Any:
         self.forward_passes += 1
-        out = self.model(**inputs, past_key_values=batch.cache, use_cache=True, logits_to_keep=1)
+        # A model prepared by accelerate for mixed precision has its forward wrapped in autocast
+        # (kept under "_original_forward"). Generation runs the weights' own precision instead: the
+        # static cache holds that dtype, and rollouts match a policy loaded from disk.
+        forward = self.model.__dict__.get("_original_forward", self.model)
+        out = forward(**inputs, past_key_values=batch.cache, use_cache=True, logits_to_keep=1)
         return out.logits[:, -1, :].float()
 
 

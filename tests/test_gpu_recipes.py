@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
-from tests.helpers_llm import save_tiny_policy
 from trainers.config import TurnGymConfig
 from trainers.sft import TurnGymSFTConfig
 
@@ -84,17 +82,11 @@ def header_commands(path: Path) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory) -> Path:
-    """A 2-layer Llama and a byte-level tokenizer, saved together: the stand-in for Qwen."""
-    return save_tiny_policy(tmp_path_factory.mktemp("tiny-policy"))
+def policy(tiny_policy) -> Path:
+    return tiny_policy
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------------- the set of recipes

@@ -16,7 +16,6 @@ from agents.rollout import run_episodes
 from envs.panels import task_panel
 from envs.vector import LocalPool
 from recipes.cli import main
-from tests.helpers_llm import save_tiny_policy
 from trainers.episodes import Episode
 from trainers.sft import (
     EVAL_REPORT_FILE,
@@ -37,18 +36,12 @@ TEXTWORLD = "turngym/TextWorld-v0"
 SIGNALS_YAML = Path(__file__).resolve().parent.parent / "recipes" / "configs" / "signals-sft.yaml"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Two cores shared with other workers: one intra-op thread is ~10x faster than two here."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory) -> Path:
-    return save_tiny_policy(tmp_path_factory.mktemp("tiny-policy"))
+def policy(tiny_policy) -> Path:
+    return tiny_policy
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +56,7 @@ def sft_config(tmp_path: Path, policy: Path, **overrides) -> TurnGymSFTConfig:
         output_dir=str(tmp_path / "sft"), model_name_or_path=str(policy), env_id=SIGNALS,
         env_kwargs={"turns": 3, "colours": 2}, reward_mode="dense", num_demos=4, max_length=8192,
         system_prompt="Obey the lights. {format_instruction}", report_to="none", save_strategy="no",
-        activation_checkpointing=False, disable_tqdm=True, seed=0,
+        gradient_checkpointing=False, disable_tqdm=True, seed=0,
     )
     return TurnGymSFTConfig(**{**options, **overrides})
 

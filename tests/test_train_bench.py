@@ -17,14 +17,7 @@ from trainers.episodes import Episode
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "train_throughput.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and a busy machine cannot stall it (a 2-thread step
-    waits on whichever thread another process has descheduled)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +155,14 @@ def test_saved_episodes_give_the_same_samples(bench, signal_episodes, tmp_path):
         assert bench.build_layout(layout, loaded[3], advantages) == bench.build_layout(layout, signal_episodes[:2], advantages)
     with pytest.raises(ValueError, match="holds 3 episodes of 3 turns, not 4"):
         bench.load_episodes(path, [3], 4)
+
+
+def test_train_precision_bench_prints_every_variant_against_full_fp32(tiny_policy, capsys):
+    spec = importlib.util.spec_from_file_location("train_precision", SCRIPT.parent / "train_precision.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--model", str(tiny_policy), "--batch", "2", "--tokens", "8", "--reps", "1"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| full", "| LoRA"))]
+    assert [r.split(" | ")[:2] for r in rows] == [["| full", "fp32"], ["| full", "bf16 autocast"],
+                                                  ["| LoRA r=16", "fp32"], ["| LoRA r=16", "bf16 autocast"]]
+    assert rows[0].endswith("| 1.00x |")  # the baseline's ratio to itself

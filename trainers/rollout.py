@@ -109,6 +109,14 @@ def evaluate_model(model: Any, tokenizer: Any, options: WorldOptions, tasks: Tas
     Greedy by default. Without env workers, up to ``batch`` episodes run side by side in this
     process, so each turn is one batched forward pass. The model's train/eval mode is restored.
     """
+    report, _ = play_model(model, tokenizer, options, tasks, temperature=temperature, seed=seed, batch=batch, name=name,
+                           progress=progress)
+    return report
+
+
+def play_model(model: Any, tokenizer: Any, options: WorldOptions, tasks: TaskSet, *, temperature: float = 0.0,
+               seed: int = 0, batch: int = 16, name: str = "policy", progress: bool | str = True) -> tuple[Any, list]:
+    """:func:`evaluate_model`'s report together with the trajectories it summarises."""
     from agents.evaluate import report_from
 
     was_training = model.training
@@ -121,4 +129,4 @@ def evaluate_model(model: Any, tokenizer: Any, options: WorldOptions, tasks: Tas
     finally:
         pool.close()
         model.train(was_training)
-    return report_from(agent.name, options.env_id, options.world_kwargs(), tasks, seed, trajectories)
+    return report_from(agent.name, options.env_id, options.world_kwargs(), tasks, seed, trajectories), trajectories

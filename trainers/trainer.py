@@ -341,7 +341,7 @@ class TurnGymTrainer(GRPOTrainer):
         """Per-episode metrics (never per token or per step), gathered from every process."""
         rows = gather_object([
             {"won": e.won, "return": e.episode_reward, "turns": e.num_turns, "invalid": sum(e.invalid_actions),
-             "truncated": e.truncated, "turn_advantages": _mean_per_turn(a, e)}
+             "truncated": e.truncated, "sampled": e.num_model_tokens, "turn_advantages": _mean_per_turn(a, e)}
             for e, a in zip(episodes, token_advantages, strict=True)
         ])
         metrics = self._metrics[mode]
@@ -351,6 +351,7 @@ class TurnGymTrainer(GRPOTrainer):
         metrics["episode/return"].append(sum(r["return"] for r in rows) / n)
         metrics["episode/turns"].append(turns / n)
         metrics["episode/truncated"].append(sum(r["truncated"] for r in rows) / n)
+        metrics["episode/sampled_tokens"].append(sum(r["sampled"] for r in rows) / n)
         metrics["episode/invalid_action_rate"].append(sum(r["invalid"] for r in rows) / max(turns, 1))
         by_group: dict[Hashable, list[float]] = {}
         for row, group in zip(rows, groups, strict=True):
