@@ -8,7 +8,9 @@
     turngym check-template --model NAME            is the chat template append-only?
     turngym sft --config recipes/configs/textworld-sft.yaml [--field value ...]   SFT warm start on expert demos
     turngym train --config recipes/configs/textworld-ppo.yaml [--field value ...]   RL on whole episodes
-    turngym demo                                   the embedded default job
+    turngym compare --config recipes/configs/compare/textworld-demo.yaml   algorithms at an equal budget
+    turngym budget --config recipes/configs/budget/textworld.yaml           SFT demos vs RL episodes
+    turngym demo                                   the embedded default job (SFT, then PPO / GRPO / turn-RLOO)
 """
 
 from __future__ import annotations
@@ -162,24 +164,53 @@ def cmd_sft(args: argparse.Namespace) -> int:
     return 0
 
 
+DEMO_CONFIG = Path(__file__).resolve().parent / "configs" / "compare" / "textworld-demo.yaml"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Oracle and random agents on held-out TextWorld games (until the algorithm comparison lands)."""
+    """The embedded default: SFT warm start, then PPO, GRPO and turn-level RLOO at one budget, on CPU."""
+    if args.baselines:
+        return _baselines_demo(args)
+    from recipes import compare_algorithms
+    from recipes.study import Study, load_config
+
+    args.config, args.name, args.seeds, args.episodes = str(DEMO_CONFIG), "demo", None, None
+    if not args.restart and Study.changed_options(load_config(DEMO_CONFIG, name="demo", results_dir=args.results_dir)):
+        print(f"{Path(args.results_dir) / 'demo'}/ holds a run of an earlier demo config: starting over")
+        args.restart = True
+    print(f"turngym demo: {DEMO_CONFIG.name} (results in {Path(args.results_dir) / 'demo'}/; rerun to resume)")
+    return compare_algorithms.main_with(args)
+
+
+def _baselines_demo(args: argparse.Namespace) -> int:
+    """Oracle and random agents on held-out TextWorld games: the world's floor and ceiling in seconds."""
     from agents import OracleAgent, RandomAgent, evaluate, markdown_table
     from envs.textworld import materialise, textworld_tasks
 
     started = time.perf_counter()
-    print(f"turngym demo: oracle and random agents on {args.episodes} held-out TextWorld {args.config} games\n")
-    tasks = materialise(textworld_tasks(args.config, "eval", n=args.episodes), workers=args.workers)
+    config, episodes = "w2-o3-q4", 50
+    print(f"turngym demo --baselines: oracle and random agents on {episodes} held-out TextWorld {config} games\n")
+    tasks = materialise(textworld_tasks(config, "eval", n=episodes), workers=2)
     reports = []
     for protocol in ("free_form", "choose_index"):
-        for agent in (OracleAgent(), RandomAgent(seed=args.seed)):
-            reports.append(
-                evaluate(agent, "turngym/TextWorld-v0", tasks, env_kwargs={"action_protocol": protocol},
-                         num_workers=args.workers, seed=args.seed)
-            )
+        for agent in (OracleAgent(), RandomAgent(seed=0)):
+            reports.append(evaluate(agent, "turngym/TextWorld-v0", tasks, env_kwargs={"action_protocol": protocol},
+                                    num_workers=2, seed=0))
     print(markdown_table(reports))
     print(f"\ntask panel {tasks.name}, fingerprint {tasks.fingerprint}; {time.perf_counter() - started:.0f} s")
     return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from recipes import compare_algorithms
+
+    return compare_algorithms.main_with(args)
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from recipes import sft_rl_budget
+
+    return sft_rl_budget.main_with(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -258,12 +289,21 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("config_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         p.set_defaults(func=func)
 
-    p = sub.add_parser("demo", help="run the embedded default job")
-    p.add_argument("--config", default="w2-o3-q4")
-    p.add_argument("--episodes", type=int, default=50)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("demo", help="the embedded default: SFT, then PPO / GRPO / turn-RLOO at one budget (CPU, < 30 min)")
+    p.add_argument("--restart", action="store_true", help="delete results/demo/ and start over (default: resume)")
+    p.add_argument("--results-dir", default="results", help="parent folder of demo/")
+    p.add_argument("--baselines", action="store_true", help="only the oracle and random agents (seconds)")
     p.set_defaults(func=cmd_demo)
+
+    from recipes import compare_algorithms, sft_rl_budget
+
+    p = sub.add_parser("compare", help="compare RL algorithms at an equal episode budget: table, plot, JSON in results/<name>/")
+    compare_algorithms.add_arguments(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("budget", help="split a fixed budget between SFT demos and RL episodes: table and plot")
+    sft_rl_budget.add_arguments(p)
+    p.set_defaults(func=cmd_budget)
     return parser
 
 

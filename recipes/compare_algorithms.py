@@ -1,0 +1,220 @@
+"""Compare RL algorithms on the same tasks with the same budget, and show whether the gaps are real.
+
+    turngym compare --config recipes/configs/compare/textworld-demo.yaml [--seeds 0 1 2] [--restart]
+    python -m recipes.compare_algorithms --config ...                         (the same)
+
+For every seed: one SFT warm start (if the config has ``sft``), then each algorithm from that same
+checkpoint for the same number of environment episodes; then the base model, the SFT-only policy
+and every trained policy play the same held-out panels with the same harness (greedy by default).
+
+``results/<name>/`` receives:
+
+- ``results.md``: success with its 95 % Wilson interval per policy, the paired difference to the
+  SFT-only policy with its 95 % interval, return, turns, invalid actions, sampled tokens, the
+  breakdown by difficulty, and every extra panel;
+- ``learning_curves.png``: held-out success and training return against RL episodes;
+- ``summary.json``: every number above, the stage timings, the panels' fingerprints, package
+  versions and the full config;
+- one folder per stage (policies, training logs, evaluation outcomes per task), so a rerun with the
+  same config resumes where the last one stopped.
+
+A YAML config (``recipes/configs/compare/*.yaml``) has these keys::
+
+    name: textworld-demo              # results/<name>/
+    world: {...}                      # WorldOptions: model, env_id, env_kwargs, protocol, chat format
+    sft: {...}                        # TurnGymSFTConfig fields (num_demos, epochs...); omit for RL from the base model
+    rl: {...}                         # TurnGymConfig fields shared by every algorithm
+    algorithms: {ppo: {...}, grpo: {...}, turn_rloo: {...}}   # label -> overrides (algorithm defaults to the label)
+    episodes: 128                     # RL episodes per algorithm and seed
+    seeds: [0, 1, 2]
+    evaluation: {split: eval, num_tasks: 100, temperature: 0.0, curve_tasks: 20, curve_points: 3,
+                 panels: {harder: {env_kwargs: {config: w2-o3-q4}}}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recipes.study import (
+    Arm,
+    Study,
+    StudyConfig,
+    difference_cell,
+    load_config,
+    moving_average,
+    percent,
+    success_cell,
+    write_json,
+)
+
+BASE, SFT_ONLY = "base", "sft-only"
+
+
+def arms_of(config: StudyConfig) -> list[Arm]:
+    """base, SFT-only (with an ``sft`` section), then one arm per algorithm at the same budget."""
+    if not config.algorithms:
+        raise ValueError("a comparison needs at least one entry under 'algorithms' (label -> overrides)")
+    if config.episodes < 1:
+        raise ValueError(f"episodes (the RL budget per algorithm) must be positive, got {config.episodes}")
+    demos = int((config.sft or {}).get("num_demos", 60)) if config.sft is not None else 0
+    arms = [Arm(BASE)]
+    if demos:
+        arms.append(Arm(SFT_ONLY, demos=demos))
+    arms += [Arm(label, demos=demos, algorithm=label, episodes=config.episodes) for label in config.algorithms]
+    return arms
+
+
+def run(config: StudyConfig, *, restart: bool = False, progress: bool = True) -> tuple[dict[str, Any], Path]:
+    """Run (or resume) the comparison; returns the summary and the results folder."""
+    started = time.perf_counter()
+    study = Study(config, arms_of(config), restart=restart, progress=progress)
+    summary = study.run()
+    summary["wall_seconds"] = time.perf_counter() - started
+    write_outputs(summary, study.out)
+    return summary, study.out
+
+
+# ---------------------------------------------------------------------- outputs
+def write_outputs(summary: Mapping[str, Any], out: Path) -> None:
+    write_json(out / "summary.json", summary)
+    (out / "results.md").write_text(markdown(summary))
+    plot_curves(summary, out / "learning_curves.png")
+
+
+def markdown(summary: Mapping[str, Any]) -> str:
+    """The results table (and the breakdown and extra panels) as markdown."""
+    config = summary["config"]
+    world, evaluation = config["world"], config["evaluation"]
+    arms = summary["arms"]
+    reference = summary["reference_arm"]
+    panels = list(next(iter(arms.values()))["panels"])
+    held = next(iter(arms.values()))["panels"]["held_out"]
+    seeds = config["seeds"]
+    lines = [
+        f"# {summary['name']}",
+        "",
+        (f"{world.get('env_id')} {world.get('env_kwargs') or ''}, protocol {world.get('action_protocol', 'free_form')}, "
+        f"reward {world.get('reward_mode', 'sparse')}; held-out panel {held['taskset']} ({evaluation['num_tasks']} tasks"
+        f" x {len(seeds)} seed{'s' if len(seeds) > 1 else ''}), "
+        f"{'greedy' if not evaluation['temperature'] else 'temperature ' + str(evaluation['temperature'])} evaluation. "
+        f"RL budget: {config['episodes']} episodes per algorithm and seed."),
+        "",
+        f"| policy | RL episodes | sampled tokens | success (95 % CI) | vs {reference} (paired 95 % CI) | return | turns | invalid actions |",
+        "|---|---:|---:|---|---|---:|---:|---:|",
+    ]
+    for label, arm in arms.items():
+        s = arm["panels"]["held_out"]
+        tokens = sum(r.get("sampled_tokens", 0) for r in arm["rl"]) / max(len(arm["rl"]), 1)
+        vs = "(reference)" if label == reference else difference_cell(s)
+        lines.append(f"| {label} | {arm['episodes']} | {f'{tokens:,.0f}' if arm['rl'] else '-'} | {success_cell(s)} | {vs} | "
+                     f"{s['return']:.3f} | {s['turns']:.2f} | {percent(s['invalid_action_rate'])} % |")
+    lines += ["", f"Differences are paired by task and seed against {reference}; **+** marks an interval above zero."]
+    if len(seeds) > 1:
+        lines += ["", "Per seed (held-out success, %):", "", "| policy | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+                  "|---|" + "---:|" * len(seeds)]
+        for label, arm in arms.items():
+            per = arm["panels"]["held_out"]["success_per_seed"]
+            lines.append(f"| {label} | " + " | ".join(percent(per.get(s, per.get(str(s), 0.0))) for s in seeds) + " |")
+    for panel in panels[1:]:
+        lines += ["", f"## Panel `{panel}`: {next(iter(arms.values()))['panels'][panel]['taskset']}", "",
+                  f"| policy | success (95 % CI) | vs {reference} (paired 95 % CI) | return | invalid actions |",
+                  "|---|---|---|---:|---:|"]
+        for label, arm in arms.items():
+            s = arm["panels"][panel]
+            vs = "(reference)" if label == reference else difference_cell(s)
+            lines.append(f"| {label} | {success_cell(s)} | {vs} | {s['return']:.3f} | {percent(s['invalid_action_rate'])} % |")
+    breakdown = [(label, panel, arm["panels"][panel]["by_difficulty"]) for label, arm in arms.items() for panel in panels]
+    if any(len(b) > 1 for _, _, b in breakdown):
+        lines += ["", "## By difficulty", "", "| policy | panel | difficulty | episodes | success (95 % CI) |", "|---|---|---|---:|---|"]
+        for label, panel, by in breakdown:
+            for difficulty, s in by.items():
+                lines.append(f"| {label} | {panel} | {difficulty} | {s['episodes']} | {success_cell(s)} |")
+    minutes = summary.get("wall_seconds") or summary.get("this_run_seconds") or 0.0
+    lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes / 60:.1f} min. "
+                  f"Versions: {', '.join(f'{k} {v}' for k, v in summary['versions'].items())}.")]
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(summary: Mapping[str, Any], path: Path, *, smooth: int = 4) -> Path:
+    """Two panels against RL episodes: held-out success (the curve panel) and training return."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    config = summary["config"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers, dashes = "osD^v", ["-", "--", "-.", ":"]  # overlapping lines stay distinguishable
+    for i, (label, runs) in enumerate(summary["curves"].items()):
+        colour, marker, dash = colours[i % len(colours)], markers[i % len(markers)], dashes[i % len(dashes)]
+        for key, axis in (("held_out", left), ("train_return", right)):
+            series = [run[key] for run in runs if run[key]]
+            if not series:
+                continue
+            xs, ys = _mean_over_seeds(series)
+            if key == "train_return":
+                ys = moving_average(ys, smooth)
+            axis.plot(xs, [100 * y for y in ys] if key == "held_out" else ys, marker=marker if key == "held_out" else None,
+                      markersize=8 - 1.5 * i, linestyle=dash, label=label, color=colour)
+    for name, style in ((summary["reference_arm"], "--"), (BASE, ":")):
+        arm = summary["arms"].get(name)
+        if arm and name != BASE or (arm and summary["reference_arm"] == BASE):
+            left.axhline(100 * arm["panels"]["held_out"]["success"], linestyle=style, color="grey",
+                         label=f"{name} (full panel)")
+    evaluation = config["evaluation"]
+    left.set(title=f"held-out success (first {evaluation['curve_tasks']} held-out tasks)", xlabel="RL episodes",
+             ylabel="success (%)", ylim=(-2, 102))
+    right.set(title=f"training return per episode ({smooth}-step moving average)", xlabel="RL episodes",
+              ylabel="return")
+    for axis in (left, right):
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.suptitle(f"{summary['name']}: {config['world'].get('env_id')} {config['world'].get('env_kwargs') or ''}, "
+                 f"{len(config['seeds'])} seed(s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _mean_over_seeds(series: Sequence[Sequence[Sequence[float]]]) -> tuple[list[float], list[float]]:
+    """Mean y at each x that every seed logged."""
+    common = sorted(set.intersection(*({x for x, _ in s} for s in series)))
+    by_seed = [{x: y for x, y in s} for s in series]
+    return common, [sum(d[x] for d in by_seed) / len(by_seed) for x in common]
+
+
+# ---------------------------------------------------------------------- command line
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="study YAML (see recipes/configs/compare/)")
+    parser.add_argument("--name", help="results/<name>/ (default: the config's name)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="override the config's seeds")
+    parser.add_argument("--episodes", type=int, help="override the RL budget per algorithm and seed")
+    parser.add_argument("--results-dir", help="parent folder of results/<name>/ (default: results)")
+    parser.add_argument("--restart", action="store_true", help="delete results/<name>/ and start over")
+
+
+def main_with(args: argparse.Namespace) -> int:
+    config = load_config(args.config, name=args.name, seeds=args.seeds, episodes=args.episodes,
+                         results_dir=args.results_dir)
+    summary, out = run(config, restart=args.restart)
+    print("\n" + (out / "results.md").read_text())
+    print(f"table: {out / 'results.md'}\nplot:  {out / 'learning_curves.png'}\nsummary: {out / 'summary.json'}")
+    print(f"measured time: {summary['wall_seconds'] / 60:.1f} min")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recipes.compare_algorithms", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return main_with(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,545 @@
+"""The machinery behind the recipes: resumable stages, paired statistics, tables and plots.
+
+A *study* trains and evaluates several *arms* on one world, each the same way:
+
+    base model --(SFT on d expert demos)--> warm start --(RL, E episodes, one algorithm)--> policy
+                                                                      |
+                     every arm's policy plays the same held-out panels, greedily by default
+
+:mod:`recipes.compare_algorithms` makes one arm per RL algorithm (same SFT checkpoint, same
+episode budget) plus the base and SFT-only arms; :mod:`recipes.sft_rl_budget` makes one arm per
+split of a fixed budget between demos and RL episodes.
+
+Everything lands in ``results/<name>/``. Each stage (an SFT run, an RL run, one evaluation) writes
+its output folder and then a ``done.json``; a rerun skips finished stages and an interrupted RL run
+resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` steps.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+DONE = "done.json"
+Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
+
+
+# ---------------------------------------------------------------------- configuration
+@dataclass
+class EvaluationOptions:
+    """How every arm is evaluated: the held-out panel, extra panels, and the learning curve."""
+
+    split: str = "eval"
+    num_tasks: int = 100
+    temperature: float = 0.0  # 0: greedy, so the only randomness left in the table is the task sample
+    panels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> WorldOptions overrides
+    curve_tasks: int = 20  # the first N held-out tasks, played at each learning-curve point
+    curve_points: int = 3  # held-out points per RL run, both ends included (0: no held-out curve)
+    batch: int = 16  # episodes played side by side; 32 measured slower than 16 on 2 CPU cores (105 s vs 88 s)
+
+
+@dataclass
+class StudyConfig:
+    """What :mod:`recipes.compare_algorithms` and :mod:`recipes.sft_rl_budget` read from YAML.
+
+    ``world`` holds :class:`~trainers.config.WorldOptions` fields shared by every stage; ``sft``
+    holds :class:`~trainers.sft.TurnGymSFTConfig` fields and ``rl`` holds
+    :class:`~trainers.config.TurnGymConfig` fields (both TRL configs: any of their fields works).
+    """
+
+    name: str
+    world: dict[str, Any]
+    rl: dict[str, Any] = field(default_factory=dict)
+    sft: dict[str, Any] | None = None
+    algorithms: dict[str, dict[str, Any]] = field(default_factory=dict)  # compare: label -> rl overrides
+    episodes: int = 128  # compare: RL episodes per algorithm and seed
+    budget: int = 400  # sft_rl_budget: episodes; a demo costs demo_cost episodes
+    demo_cost: int = 10
+    demos: list[int] = field(default_factory=list)  # sft_rl_budget: the demo counts swept
+    seeds: list[int] = field(default_factory=lambda: [0])
+    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
+    results_dir: str = "results"
+    keep_models: bool = True  # False: delete each trained policy once it is evaluated
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StudyConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown study option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        data = dict(data)
+        evaluation = dict(data.pop("evaluation", None) or {})
+        bad = sorted(set(evaluation) - {f.name for f in fields(EvaluationOptions)})
+        if bad:
+            raise ValueError(f"unknown evaluation option(s) {', '.join(bad)}")
+        if "name" not in data or "world" not in data:
+            raise ValueError("a study config needs at least 'name' (results/<name>/) and 'world' (the world options)")
+        config = cls(**data, evaluation=EvaluationOptions(**evaluation))
+        config.check()
+        return config
+
+    def check(self) -> None:
+        from trainers.config import WorldOptions
+
+        world_fields = {f.name for f in fields(WorldOptions)}
+        bad = sorted(set(self.world) - world_fields)
+        if bad:
+            raise ValueError(f"world: unknown option(s) {', '.join(bad)}; world options are {', '.join(sorted(world_fields))}")
+        if not self.seeds:
+            raise ValueError("seeds must list at least one seed")
+        if any(not isinstance(s, int) for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct integers, got {self.seeds}")
+        if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
+            raise ValueError(f"name must be a plain folder name, got {self.name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_config(path: str | Path, **overrides: Any) -> StudyConfig:
+    """A study config from YAML; ``overrides`` (not None) replace top-level keys."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no study config at {path}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a study config is a YAML mapping, got {type(data).__name__}")  # noqa: TRY004 - a config error, reported like the others
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return StudyConfig.from_dict(data)
+
+
+# ---------------------------------------------------------------------- arms
+@dataclass(frozen=True)
+class Arm:
+    """One policy of a study: ``demos`` SFT demos (0: none), then ``episodes`` RL episodes of ``algorithm``."""
+
+    label: str
+    demos: int = 0
+    algorithm: str | None = None  # a key of StudyConfig.algorithms, or the rl config's own algorithm
+    episodes: int = 0
+
+    @property
+    def trains_rl(self) -> bool:
+        return self.episodes > 0
+
+
+# ---------------------------------------------------------------------- statistics
+def paired_difference(a: Sequence[float], b: Sequence[float], z: float = Z95) -> tuple[float, float, float]:
+    """Mean paired difference of two policies on the same tasks, with a normal 95 % interval.
+
+        d_i = a_i - b_i                       (1 - 0, 0 - 0, ... per held-out task and seed)
+        mean = (1/n) sum_i d_i
+        se   = sqrt( sum_i (d_i - mean)^2 / (n (n - 1)) )
+        CI   = mean -+ z * se
+
+    Pairing removes the tasks' shared difficulty, so the interval is narrower than the difference of
+    two independent Wilson intervals. Returns ``(mean, low, high)``; with fewer than two pairs the
+    interval is the whole range ``[-1, 1]``.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
+    n = len(a)
+    if n == 0:
+        return 0.0, -1.0, 1.0
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    mean = sum(d) / n
+    if n < 2:
+        return mean, -1.0, 1.0
+    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n * (n - 1)))
+    return mean, mean - z * se, mean + z * se
+
+
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    """Trailing mean over the last ``window`` values (fewer at the start)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+# ---------------------------------------------------------------------- the study
+class Study:
+    """Runs the arms of a :class:`StudyConfig` into ``results/<name>/``, resumably."""
+
+    def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, restart: bool = False, progress: bool = True) -> None:
+        self.config = config
+        self.arms = list(arms)
+        self.progress = progress
+        self.out = Path(config.results_dir) / config.name
+        if restart and self.out.exists():
+            shutil.rmtree(self.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._check_same_config()
+        self.timings: dict[str, float] = {}
+        self._panels: dict[str, Any] = {}
+
+    # ---------------------------------------------------------------- bookkeeping
+    @staticmethod
+    def changed_options(config: StudyConfig) -> list[str]:
+        """Top-level options that differ from the run already in ``results/<name>/`` (none: resumable)."""
+        saved = Path(config.results_dir) / config.name / "config.json"
+        if not saved.exists():
+            return []
+        before, current = json.loads(saved.read_text()), json.loads(json.dumps(config.to_dict()))
+        return sorted(k for k in set(before) | set(current) if before.get(k) != current.get(k))
+
+    def _check_same_config(self) -> None:
+        saved = self.out / "config.json"
+        current = self.config.to_dict()
+        if saved.exists():
+            changed = self.changed_options(self.config)
+            if changed:
+                raise ValueError(
+                    f"{self.out} holds a study run with a different config (changed: {', '.join(changed)}); resume it "
+                    "with the same config, pick another name, or start over with --restart")
+        else:
+            saved.write_text(json.dumps(current, indent=1))
+
+    @staticmethod
+    def _done(folder: Path) -> dict[str, Any] | None:
+        marker = folder / DONE
+        return json.loads(marker.read_text()) if marker.exists() else None
+
+    @staticmethod
+    def _mark_done(folder: Path, data: Mapping[str, Any]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / DONE).write_text(json.dumps(dict(data), indent=1))
+
+    def _stage(self, title: str) -> None:
+        if self.progress:
+            print(f"\n== {title}", flush=True)
+
+    def world(self, panel: str | None = None) -> Any:
+        """World options (a panel's overrides merged in) as a :class:`~trainers.config.WorldOptions`."""
+        from trainers.config import WorldOptions
+
+        fields_ = dict(self.config.world)
+        fields_["env_kwargs"] = dict(fields_.get("env_kwargs") or {})
+        for key, value in (self.config.evaluation.panels.get(panel, {}) if panel else {}).items():
+            if key == "env_kwargs":
+                fields_["env_kwargs"].update(value)
+            else:
+                fields_[key] = value
+        return WorldOptions(**fields_)
+
+    def panel_names(self) -> list[str]:
+        return ["held_out", *self.config.evaluation.panels]
+
+    def tasks(self, panel: str) -> Any:
+        """The first ``num_tasks`` tasks of the evaluation split (games generated once and cached)."""
+        if panel not in self._panels:
+            from envs.panels import task_panel
+
+            world = self.world(None if panel == "held_out" else panel)
+            evaluation = self.config.evaluation
+            self._panels[panel] = task_panel(world.env_id, evaluation.split, evaluation.num_tasks, world.world_kwargs(),
+                                             progress=self.progress)
+        return self._panels[panel]
+
+    # ---------------------------------------------------------------- stages
+    def sft_stage(self, demos: int, seed: int) -> Path:
+        """SFT on the first ``demos`` expert episodes of the train split; returns the model folder."""
+        from trainers.sft import TurnGymSFTConfig, run_sft
+
+        folder = self.out / f"seed{seed}" / f"sft-{demos}demos"
+        if self._done(folder):
+            return folder / "model"
+        self._stage(f"SFT warm start on {demos} expert demos (seed {seed})")
+        started = time.perf_counter()
+        config = TurnGymSFTConfig(**{
+            **self.config.world, **(self.config.sft or {}), "num_demos": demos, "output_dir": str(folder / "model"),
+            "eval_split": None, "seed": seed, "save_strategy": "no", "report_to": "none",
+            "disable_tqdm": not self.progress})
+        run_sft(config)
+        stats = json.loads((folder / "model" / "sft_demos.json").read_text())
+        elapsed = time.perf_counter() - started
+        self._mark_done(folder, {"seconds": elapsed, "demos": stats})
+        gc.collect()
+        return folder / "model"
+
+    def rl_config(self, arm: Arm, start: str, seed: int, folder: Path) -> Any:
+        """The :class:`~trainers.config.TurnGymConfig` of one RL arm: the study's ``rl`` fields, the
+        algorithm's overrides, the budget as ``max_steps``, and the learning-curve evaluation."""
+        from trainers.config import TurnGymConfig
+
+        overrides = dict(self.config.algorithms.get(arm.algorithm or "", {}))
+        if arm.algorithm and "algorithm" not in overrides and arm.algorithm in _algorithm_names():
+            overrides["algorithm"] = arm.algorithm
+        fields_ = {**self.config.world, **self.config.rl, **overrides, "model_name_or_path": start,
+                   "output_dir": str(folder / "trainer"), "seed": seed, "report_to": "none", "logging_steps": 1,
+                   "disable_tqdm": not self.progress}
+        probe = TurnGymConfig(**fields_)
+        per_step = probe.per_device_train_batch_size * probe.gradient_accumulation_steps * probe.world_size
+        if arm.episodes % per_step:
+            raise ValueError(f"{arm.label}: the budget of {arm.episodes} episodes is not a whole number of steps of "
+                             f"{per_step} episodes (per_device_train_batch_size x gradient_accumulation_steps x processes)")
+        steps = arm.episodes // per_step
+        evaluation = self.config.evaluation
+        # Held-out curve points inside the run come from curve_callback; its two ends are the start
+        # policy's and the final policy's evaluations, restricted to the curve's tasks.
+        fields_.update(eval_split=evaluation.split if evaluation.curve_points > 2 else None,
+                       num_eval_tasks=evaluation.curve_tasks, eval_temperature=evaluation.temperature, eval_strategy="no")
+        if fields_.get("save_strategy", "steps") != "no" and not fields_.get("save_steps"):
+            fields_["save_steps"] = max(1, steps // 4)  # checkpoints only serve resuming this stage
+        fields_.setdefault("save_total_limit", 1)  # the newest checkpoint is all a resume needs
+        config = TurnGymConfig(**{**fields_, "max_steps": steps})
+        config.episodes_per_step = per_step
+        return config
+
+    def rl_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
+        """RL from ``start`` for the arm's episode budget; returns the policy folder."""
+        from agents.models import load_policy
+        from trainers.trainer import TurnGymTrainer
+
+        folder = self.out / f"seed{seed}" / arm.label
+        if self._done(folder):
+            return folder / "policy"
+        config = self.rl_config(arm, str(start), seed, folder)
+        self._stage(f"{arm.label}: {config.algorithm} for {arm.episodes} episodes "
+                    f"({config.max_steps} steps of {config.episodes_per_step}) from {start} (seed {seed})")
+        started = time.perf_counter()
+        model, tokenizer = load_policy(str(start))
+        points = self.config.evaluation.curve_points
+        interior = sorted({round(config.max_steps * k / (points - 1)) for k in range(1, points - 1)} - {0, config.max_steps})
+        trainer = TurnGymTrainer(model=model, args=config, processing_class=tokenizer,
+                                 eval_tasks=self._curve_tasks() if interior else None)
+        trainer.add_callback(curve_callback(trainer, interior))
+        checkpoints = sorted((folder / "trainer").glob("checkpoint-*"))
+        trainer.train(resume_from_checkpoint=True if checkpoints else None)
+        trainer.save_model(str(folder / "policy"))
+        history = trainer.state.log_history
+        del trainer, model
+        gc.collect()
+        (folder / "log.json").write_text(json.dumps(history, indent=1))
+        shutil.rmtree(folder / "trainer", ignore_errors=True)  # checkpoints: only for resuming this stage
+        steps = [h for h in history if "episode/return" in h]
+        sampled = sum(h.get("episode/sampled_tokens", 0.0) * config.episodes_per_step for h in steps)
+        self._mark_done(folder, {"seconds": time.perf_counter() - started, "algorithm": config.algorithm,
+                                 "episodes": arm.episodes, "steps": config.max_steps,
+                                 "episodes_per_step": config.episodes_per_step, "sampled_tokens": round(sampled),
+                                 "start": str(start)})
+        return folder / "policy"
+
+    def _curve_tasks(self) -> Any:
+        """The learning curve's panel: the first ``curve_tasks`` tasks of the held-out panel."""
+        tasks = self.tasks("held_out")
+        return tasks.take(self.config.evaluation.curve_tasks) if self.config.evaluation.curve_tasks < len(tasks) else tasks
+
+    def eval_stage(self, label: str, model_path: Path | str, seed: int, panel: str) -> dict[str, Any]:
+        """One policy on one held-out panel; the report plus every task's outcome."""
+        from agents.models import load_policy
+        from trainers.rollout import play_model
+
+        file = self.out / "evals" / label / f"seed{seed}-{panel}.json"
+        if file.exists():
+            return json.loads(file.read_text())
+        self._stage(f"evaluate {label} (seed {seed}) on {panel}")
+        started = time.perf_counter()
+        world, tasks = self.world(None if panel == "held_out" else panel), self.tasks(panel)
+        model, tokenizer = load_policy(str(model_path))
+        report, trajectories = play_model(model, tokenizer, world, tasks, temperature=self.config.evaluation.temperature,
+                                          seed=seed, batch=self.config.evaluation.batch, name=label,
+                                          progress=self.progress)
+        del model
+        gc.collect()
+        result = {
+            "label": label, "seed": seed, "panel": panel, "seconds": time.perf_counter() - started,
+            "report": report.to_dict(),
+            "outcomes": [{"task": t.task.get("id"), "difficulty": t.task.get("difficulty"), "won": t.won,
+                          "return": t.episode_reward, "turns": t.num_turns, "invalid": sum(t.invalid_actions)}
+                         for t in trajectories],
+        }
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(result, indent=1))
+        return result
+
+    # ---------------------------------------------------------------- the whole study
+    def run(self) -> dict[str, Any]:
+        """Every stage of every arm for every seed (finished stages are skipped); the summary."""
+        started = time.perf_counter()
+        base = self.world().model_name_or_path
+        evals: dict[str, list[dict[str, Any]]] = {arm.label: [] for arm in self.arms}
+        stages: dict[str, dict[str, Any]] = {}
+        for panel in self.panel_names():
+            self.tasks(panel)
+        for seed in self.config.seeds:
+            for arm in self.arms:
+                start: Path | str = base
+                if arm.demos:
+                    start = self.sft_stage(arm.demos, seed)
+                    stages[f"seed{seed}/sft-{arm.demos}demos"] = self._done(start.parent) or {}
+                policy = start
+                if arm.trains_rl:
+                    policy = self.rl_stage(arm, start, seed)
+                    stages[f"seed{seed}/{arm.label}"] = self._done(policy.parent) or {}
+                for panel in self.panel_names():
+                    evals[arm.label].append(self.eval_stage(arm.label, policy, seed, panel))
+                if arm.trains_rl and not self.config.keep_models:
+                    shutil.rmtree(policy, ignore_errors=True)
+        self.timings["this_run_seconds"] = time.perf_counter() - started
+        return self.summarise(evals, stages)
+
+    def summarise(self, evals: Mapping[str, list[dict[str, Any]]], stages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+        """Every number of the study (also written to ``summary.json``)."""
+        reference = next((a.label for a in self.arms if a.demos and not a.trains_rl), None) or self.arms[0].label
+        arms = {}
+        for arm in self.arms:
+            arms[arm.label] = {
+                **asdict(arm),
+                "panels": {panel: panel_summary(evals[arm.label], evals[reference], panel) for panel in self.panel_names()},
+                "rl": [stages[k] for k in stages if k.endswith(f"/{arm.label}")],
+            }
+        return {
+            "name": self.config.name,
+            "reference_arm": reference,
+            "arms": arms,
+            "stages": dict(stages),
+            "curves": {arm.label: self.curves(arm) for arm in self.arms if arm.trains_rl},
+            "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
+            + sum(e["seconds"] for rows in evals.values() for e in rows),
+            "this_run_seconds": self.timings.get("this_run_seconds"),
+            "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint} for p in self.panel_names()},
+            "versions": _versions(),
+            "config": self.config.to_dict(),
+        }
+
+    def curves(self, arm: Arm) -> list[dict[str, Any]]:
+        """Per seed: held-out success and training return against RL episodes, from the run's log."""
+        out = []
+        for seed in self.config.seeds:
+            folder = self.out / f"seed{seed}" / arm.label
+            log = folder / "log.json"
+            done = self._done(folder)
+            if not log.exists() or not done:
+                continue
+            per_step = done["episodes_per_step"]
+            history = json.loads(log.read_text())
+            start_arm = next((a.label for a in self.arms if a.demos == arm.demos and not a.trains_rl), None)
+            ends = [(0, self._curve_success(start_arm, seed))] if start_arm else []
+            during = [(h["step"] * per_step, h["eval/success"]) for h in history if "eval/success" in h]
+            ends_after = [(arm.episodes, self._curve_success(arm.label, seed))]
+            out.append({
+                "seed": seed,
+                "held_out": [(x, y) for x, y in ends + during + ends_after if y is not None],
+                "train_return": [(h["step"] * per_step, h["episode/return"]) for h in history if "episode/return" in h],
+                "train_success": [(h["step"] * per_step, h["episode/success"]) for h in history if "episode/success" in h],
+            })
+        return out
+
+
+    def _curve_success(self, label: str, seed: int) -> float | None:
+        """A finished evaluation's success on the learning curve's tasks (None if not evaluated)."""
+        file = self.out / "evals" / label / f"seed{seed}-held_out.json"
+        if not file.exists():
+            return None
+        ids = {task.id for task in self._curve_tasks()}
+        won = [o["won"] for o in json.loads(file.read_text())["outcomes"] if o["task"] in ids]
+        return sum(won) / len(won) if won else None
+
+
+def curve_callback(trainer: Any, steps: Iterable[int]) -> Any:
+    """A ``TrainerCallback`` that evaluates the policy on the curve's held-out tasks after ``steps``.
+
+    Not ``eval_strategy="steps"``: transformers would also evaluate after the last step, which the
+    study's final evaluation already covers on the full panel.
+    """
+    from transformers import TrainerCallback
+
+    class CurveCallback(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step in chosen:
+                trainer.evaluate()
+
+    chosen = set(steps)
+    return CurveCallback()
+
+
+def _algorithm_names() -> tuple[str, ...]:
+    from trainers.config import ALGORITHMS
+
+    return ALGORITHMS
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("turngym", "torch", "transformers", "trl", "textworld", "alfworld"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[str, Any]], panel: str) -> dict[str, Any]:
+    """Pooled over seeds: success with its Wilson interval, per-seed rates, the paired difference to
+    the reference arm on the same (seed, task) pairs, and the breakdown by difficulty."""
+    from agents.evaluate import wilson_interval
+
+    rows = [r for r in rows if r["panel"] == panel]
+    outcomes = [(r["seed"], o) for r in rows for o in r["outcomes"]]
+    ref = {(r["seed"], o["task"]): o["won"] for r in reference_rows if r["panel"] == panel for o in r["outcomes"]}
+    n = len(outcomes)
+    wins = sum(o["won"] for _, o in outcomes)
+    turns = sum(o["turns"] for _, o in outcomes)
+    paired = [(float(o["won"]), float(ref[(s, o["task"])])) for s, o in outcomes if (s, o["task"]) in ref]
+    diff = paired_difference([a for a, _ in paired], [b for _, b in paired])
+    by_difficulty: dict[str, list[bool]] = {}
+    for _, o in outcomes:
+        by_difficulty.setdefault(str(o["difficulty"]), []).append(o["won"])
+    return {
+        "episodes": n,
+        "success": wins / n if n else 0.0,
+        "success_ci95": wilson_interval(wins, n),
+        "success_per_seed": {r["seed"]: r["report"]["overall"]["success_rate"] for r in rows},
+        "return": sum(o["return"] for _, o in outcomes) / n if n else 0.0,
+        "turns": turns / n if n else 0.0,
+        "invalid_action_rate": sum(o["invalid"] for _, o in outcomes) / turns if turns else 0.0,
+        "vs_reference": {"mean": diff[0], "ci95": [diff[1], diff[2]], "pairs": len(paired)},
+        "by_difficulty": {k: {"episodes": len(v), "success": sum(v) / len(v), "success_ci95": wilson_interval(sum(v), len(v))}
+                          for k, v in sorted(by_difficulty.items())},
+        "taskset": rows[0]["report"]["taskset"] if rows else None,
+        "protocol": rows[0]["report"]["action_protocol"] if rows else None,
+    }
+
+
+# ---------------------------------------------------------------------- rendering
+def percent(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def success_cell(s: Mapping[str, Any]) -> str:
+    low, high = s["success_ci95"]
+    return f"{percent(s['success'])} % ({percent(low)}-{percent(high)})"
+
+
+def difference_cell(s: Mapping[str, Any]) -> str:
+    d = s["vs_reference"]
+    low, high = d["ci95"]
+    mark = " **+**" if low > 0 else (" **-**" if high < 0 else "")
+    return f"{100 * d['mean']:+.1f} ({100 * low:+.1f} to {100 * high:+.1f}){mark}"
+
+
+def config_hash(data: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=1, default=str))

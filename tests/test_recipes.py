@@ -1,0 +1,233 @@
+"""Recipes: the paired statistics, study configs, and whole comparisons / budget sweeps on a tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from recipes import compare_algorithms, sft_rl_budget
+from recipes.study import Arm, Study, StudyConfig, load_config, moving_average, paired_difference
+
+CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+# ---------------------------------------------------------------------- statistics
+def test_paired_difference_by_hand():
+    # d = 1, 0, 0, 1: mean 0.5; squared deviations 4 x 0.25 = 1; se = sqrt(1 / (4 * 3)) = 0.288675.
+    mean, low, high = paired_difference([1, 1, 0, 1], [0, 1, 0, 0])
+    assert mean == pytest.approx(0.5)
+    assert low == pytest.approx(0.5 - 1.959964 * 0.288675, abs=1e-5)
+    assert high == pytest.approx(0.5 + 1.959964 * 0.288675, abs=1e-5)
+    # Identical outcomes: no difference and no spread.
+    assert paired_difference([1, 0, 1], [1, 0, 1]) == (0.0, 0.0, 0.0)
+    # Every pair improves: the interval collapses onto +1, entirely above zero.
+    assert paired_difference([1, 1], [0, 0]) == (1.0, 1.0, 1.0)
+    assert paired_difference([1], [0]) == (1.0, -1.0, 1.0)  # one pair says nothing about spread
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_difference([1, 0], [1])
+
+
+def test_moving_average_by_hand():
+    assert moving_average([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    assert moving_average([2.0, 4.0], 5) == [2.0, 3.0]
+
+
+# ---------------------------------------------------------------------- configs
+def test_study_config_errors_name_the_problem(tmp_path):
+    world = {"env_id": "turngym/Signals-v0"}
+    with pytest.raises(ValueError, match="unknown study option.*epsiodes"):
+        StudyConfig.from_dict({"name": "x", "world": world, "epsiodes": 3})
+    with pytest.raises(ValueError, match="world: unknown option.*learning_rate"):
+        StudyConfig.from_dict({"name": "x", "world": {**world, "learning_rate": 1.0}})
+    with pytest.raises(ValueError, match="seeds"):
+        StudyConfig.from_dict({"name": "x", "world": world, "seeds": [0, 0]})
+    with pytest.raises(ValueError, match="unknown evaluation option"):
+        StudyConfig.from_dict({"name": "x", "world": world, "evaluation": {"tasks": 3}})
+    with pytest.raises(ValueError, match="plain folder name"):
+        StudyConfig.from_dict({"name": "../x", "world": world})
+    with pytest.raises(FileNotFoundError):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_budget_arms_round_rl_episodes_down_to_whole_steps():
+    config = StudyConfig.from_dict({"name": "b", "world": {}, "budget": 100, "demo_cost": 10, "demos": [10, 0, 5]})
+    arms = sft_rl_budget.arms_of(config, per_step=16)
+    assert [(a.label, a.demos, a.episodes) for a in arms] == [
+        ("0demos+96rl", 0, 96), ("5demos+48rl", 5, 48), ("10demos+0rl", 10, 0)]
+    with pytest.raises(ValueError, match="more than the budget"):
+        sft_rl_budget.arms_of(StudyConfig.from_dict({"name": "b", "world": {}, "budget": 50, "demos": [6]}), 16)
+
+
+def test_the_demo_config_builds_each_algorithms_trainer_config(tmp_path):
+    config = load_config(CONFIGS / "compare" / "textworld-demo.yaml", results_dir=str(tmp_path))
+    arms = compare_algorithms.arms_of(config)
+    assert [a.label for a in arms] == ["base", "sft-only", "ppo", "grpo", "turn_rloo"]
+    assert {a.demos for a in arms[1:]} == {config.sft["num_demos"]}  # every RL arm starts from the same SFT
+    study = Study(config, arms, progress=False)
+    for arm in arms[2:]:
+        rl = study.rl_config(arm, "start", 0, tmp_path / arm.label)
+        assert rl.algorithm == arm.label
+        assert rl.max_steps * rl.episodes_per_step == config.episodes  # the same budget for every algorithm
+        assert rl.env_kwargs == config.world["env_kwargs"] and rl.action_protocol == config.world["action_protocol"]
+        assert rl.eval_strategy == "no"  # curve points come from the study's callback
+    # An equal budget that is not a whole number of steps is refused, not silently rounded.
+    with pytest.raises(ValueError, match="not a whole number of steps"):
+        study.rl_config(Arm("ppo", 20, "ppo", 100), "start", 0, tmp_path / "x")
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "budget").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_budget_configs_build_their_arms(path, tmp_path):
+    config = load_config(path, results_dir=str(tmp_path))
+    per_step = sft_rl_budget.episodes_per_step(config)
+    arms = sft_rl_budget.arms_of(config, per_step)
+    assert [a.demos for a in arms] == sorted(config.demos)
+    for arm in arms:  # every arm spends the budget, to within one RL step
+        assert 0 <= config.budget - config.demo_cost * arm.demos - arm.episodes < per_step
+    assert config.evaluation.panels, "the budget study reports a harder panel"
+
+
+# ---------------------------------------------------------------------- whole studies on a tiny model
+def tiny_study(tmp_path: Path, policy: Path, **overrides) -> StudyConfig:
+    data = {
+        "name": "tiny",
+        "results_dir": str(tmp_path / "results"),
+        "world": {"model_name_or_path": str(policy), "env_id": "turngym/Signals-v0", "env_kwargs": {"turns": 2, "colours": 2},
+                  "reward_mode": "dense", "system_prompt": "Obey the lights. {format_instruction}",
+                  "max_new_tokens_per_turn": 4, "num_train_tasks": 8},
+        "sft": {"num_demos": 4, "num_train_epochs": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3,
+                "max_length": 512, "gradient_checkpointing": False},
+        "rl": {"num_generations": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "beta": 0.0,
+               "max_completion_length": 128, "save_strategy": "steps", "save_steps": 1},
+        "algorithms": {"ppo": {"critic_learning_rate": 1e-3}, "turn_rloo": {}},
+        "episodes": 8,
+        "evaluation": {"num_tasks": 4, "curve_tasks": 2, "curve_points": 3, "panels": {"longer": {"env_kwargs": {"turns": 3}}}},
+    }
+    data.update(overrides)
+    return StudyConfig.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_policy) -> Path:
+    return tiny_policy
+
+
+def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, monkeypatch):
+    config = tiny_study(tmp_path, policy)
+    summary, out = compare_algorithms.run(config, progress=False)
+
+    table = (out / "results.md").read_text()
+    for label in ("base", "sft-only", "ppo", "turn_rloo"):
+        assert f"| {label} |" in table
+    assert "(reference)" in table and "## Panel `longer`" in table
+    assert (out / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((out / "summary.json").read_text())["arms"].keys() == summary["arms"].keys()
+
+    # Every RL arm spent the same budget, from the same SFT checkpoint.
+    for label in ("ppo", "turn_rloo"):
+        (stage,) = summary["arms"][label]["rl"]
+        assert (stage["episodes"], stage["steps"], stage["episodes_per_step"]) == (8, 2, 4)
+        assert stage["start"] == str(out / "seed0" / "sft-4demos" / "model")
+        assert stage["sampled_tokens"] > 0
+        assert not (out / "seed0" / label / "trainer").exists()  # resume checkpoints are cleaned up
+
+    # The table's numbers are the evaluation files' outcomes, paired with SFT-only's on the same tasks.
+    def wins(label: str, panel: str = "held_out") -> list[float]:
+        rows = json.loads((out / "evals" / label / f"seed0-{panel}.json").read_text())["outcomes"]
+        return [float(o["won"]) for o in sorted(rows, key=lambda o: o["task"])]
+
+    ppo = summary["arms"]["ppo"]["panels"]["held_out"]
+    assert ppo["episodes"] == 4 and ppo["success"] == sum(wins("ppo")) / 4
+    assert ppo["vs_reference"]["mean"] == pytest.approx(paired_difference(wins("ppo"), wins("sft-only"))[0])
+    assert summary["arms"]["ppo"]["panels"]["longer"]["episodes"] == 4
+
+    # Learning curve: the start policy's and the final policy's evaluations bracket the mid-run one.
+    (curve,) = summary["curves"]["ppo"]
+    assert [x for x, _ in curve["held_out"]] == [0, 4, 8]
+    assert [x for x, _ in curve["train_return"]] == [4, 8]
+
+    # A rerun with the same config trains and evaluates nothing again.
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished stage ran again")
+
+    monkeypatch.setattr("trainers.sft.run_sft", refuse)
+    monkeypatch.setattr("trainers.trainer.TurnGymTrainer.train", refuse)
+    monkeypatch.setattr("trainers.rollout.play_model", refuse)
+    again, _ = compare_algorithms.run(config, progress=False)
+    assert json.loads(json.dumps(again["arms"])) == json.loads(json.dumps(summary["arms"]))
+
+    # A different config in the same folder is refused; --restart starts over.
+    changed = tiny_study(tmp_path, policy, episodes=12)
+    assert Study.changed_options(config) == [] and Study.changed_options(changed) == ["episodes"]
+    with pytest.raises(ValueError, match="different config.*episodes"):
+        compare_algorithms.run(changed, progress=False)
+    Study(changed, compare_algorithms.arms_of(changed), restart=True, progress=False)
+    assert not (out / "evals").exists()
+
+
+def test_an_interrupted_rl_stage_resumes_from_its_checkpoint(tmp_path, policy, monkeypatch):
+    from trainers.trainer import TurnGymTrainer
+
+    config = tiny_study(tmp_path, policy, algorithms={"turn_rloo": {}}, sft=None, evaluation={"num_tasks": 2, "curve_points": 0})
+    study = Study(config, compare_algorithms.arms_of(config), progress=False)
+    arm = study.arms[-1]
+    train = TurnGymTrainer.train
+    calls = []
+
+    def stop_after_one_step(self, *args, **kwargs):
+        calls.append(kwargs.get("resume_from_checkpoint"))
+        if len(calls) == 1:
+            self.args.max_steps = 1  # the first attempt "dies" after its first checkpoint
+            train(self, *args, **kwargs)
+            raise KeyboardInterrupt
+        return train(self, *args, **kwargs)
+
+    rollout = TurnGymTrainer._rollout
+    rollouts = []
+
+    def counted(self, *args, **kwargs):
+        rollouts.append(self.state.global_step)
+        return rollout(self, *args, **kwargs)
+
+    monkeypatch.setattr(TurnGymTrainer, "train", stop_after_one_step)
+    monkeypatch.setattr(TurnGymTrainer, "_rollout", counted)
+    with pytest.raises(KeyboardInterrupt):
+        study.rl_stage(arm, str(policy), 0)
+    assert (study.out / "seed0" / "turn_rloo" / "trainer" / "checkpoint-1").is_dir()
+    study.rl_stage(arm, str(policy), 0)
+    assert calls == [None, True]
+    assert rollouts == [0, 1]  # the resumed run played step 2 only
+    log = json.loads((study.out / "seed0" / "turn_rloo" / "log.json").read_text())
+    assert [h["step"] for h in log if "episode/return" in h] == [1, 2]
+
+
+def test_budget_sweep_writes_table_and_plot(tmp_path, policy):
+    config = tiny_study(tmp_path, policy, name="budget", algorithms={}, rl={
+        "num_generations": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "beta": 0.0,
+        "max_completion_length": 128, "save_strategy": "no", "algorithm": "turn_rloo"},
+        budget=16, demo_cost=4, demos=[0, 1], evaluation={"num_tasks": 2, "curve_points": 0,
+                                                           "panels": {"harder": {"env_kwargs": {"turns": 3}}}})
+    summary, out = sft_rl_budget.run(config, progress=False)
+    assert list(summary["arms"]) == ["0demos+16rl", "1demos+12rl"]
+    assert summary["arms"]["1demos+12rl"]["rl"][0]["episodes"] == 12
+    table = (out / "results.md").read_text()
+    assert "| 1 | 12 | 25.0 % |" in table and "harder success" in table
+    assert (out / "budget.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_turngym_compare_command(tmp_path, policy, capsys):
+    import yaml
+
+    from recipes.cli import main
+
+    config = tiny_study(tmp_path, policy, algorithms={"grpo": {}}, sft=None, evaluation={"num_tasks": 2, "curve_points": 0})
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config.to_dict()))
+    assert main(["compare", "--config", str(path), "--name", "cli"]) == 0
+    printed = capsys.readouterr().out
+    assert "| grpo |" in printed and "learning_curves.png" in printed and "measured time" in printed
+    assert main(["compare", "--config", str(tmp_path / "nope.yaml")]) == 2
