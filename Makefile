@@ -60,6 +60,7 @@ bench: install model
 	$(PY) bench/alfworld_throughput.py
 	$(PY) bench/train_throughput.py
 	$(PY) bench/train_precision.py
+	$(PY) bench/episode_tokens.py
 
 # The SWE sandbox's Docker image, built from a local root filesystem (debootstrap + docker import:
 # no registry is needed). As root it installs docker.io and debootstrap and starts dockerd if needed;

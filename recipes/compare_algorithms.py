@@ -48,6 +48,7 @@ from recipes.study import (
     load_config,
     moving_average,
     percent,
+    print_outputs,
     success_cell,
     write_json,
 )
@@ -134,7 +135,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
         for label, panel, by in breakdown:
             for difficulty, s in by.items():
                 lines.append(f"| {label} | {panel} | {difficulty} | {s['episodes']} | {success_cell(s)} |")
-    minutes = summary.get("wall_seconds") or summary.get("this_run_seconds") or 0.0
+    minutes = summary.get("wall_seconds") or 0.0
     lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes / 60:.1f} min. "
                   f"Versions: {', '.join(f'{k} {v}' for k, v in summary['versions'].items())}.")]
     return "\n".join(lines) + "\n"
@@ -204,9 +205,7 @@ def main_with(args: argparse.Namespace) -> int:
     config = load_config(args.config, name=args.name, seeds=args.seeds, episodes=args.episodes,
                          results_dir=args.results_dir)
     summary, out = run(config, restart=args.restart)
-    print("\n" + (out / "results.md").read_text())
-    print(f"table: {out / 'results.md'}\nplot:  {out / 'learning_curves.png'}\nsummary: {out / 'summary.json'}")
-    print(f"measured time: {summary['wall_seconds'] / 60:.1f} min")
+    print_outputs(summary, out, "learning_curves.png")
     return 0
 
 

@@ -26,16 +26,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes.study import Arm, Study, StudyConfig, difference_cell, load_config, percent, success_cell, write_json
+from recipes.study import (
+    Arm,
+    Study,
+    StudyConfig,
+    difference_cell,
+    episodes_per_step,
+    load_config,
+    percent,
+    print_outputs,
+    success_cell,
+    write_json,
+)
 
 
-def episodes_per_step(config: StudyConfig) -> int:
+def rl_episodes_per_step(config: StudyConfig) -> int:
     """Episodes one RL step consumes under the config's ``rl`` section."""
     from trainers.config import TurnGymConfig
 
     with tempfile.TemporaryDirectory() as folder:
-        probe = TurnGymConfig(**{**config.world, **config.rl, "output_dir": folder, "report_to": "none"})
-    return probe.per_device_train_batch_size * probe.gradient_accumulation_steps * probe.world_size
+        return episodes_per_step(TurnGymConfig(**{**config.world, **config.rl, "output_dir": folder, "report_to": "none"}))
 
 
 def arms_of(config: StudyConfig, per_step: int) -> list[Arm]:
@@ -56,7 +66,7 @@ def arms_of(config: StudyConfig, per_step: int) -> list[Arm]:
 
 def run(config: StudyConfig, *, restart: bool = False, progress: bool = True) -> tuple[dict[str, Any], Path]:
     started = time.perf_counter()
-    per_step = episodes_per_step(config)
+    per_step = rl_episodes_per_step(config)
     study = Study(config, arms_of(config, per_step), restart=restart, progress=progress)
     summary = study.run()
     summary["wall_seconds"] = time.perf_counter() - started
@@ -134,9 +144,7 @@ def main_with(args: argparse.Namespace) -> int:
     config = load_config(args.config, name=args.name, seeds=args.seeds, budget=args.budget, demos=args.demos,
                          results_dir=args.results_dir)
     summary, out = run(config, restart=args.restart)
-    print("\n" + (out / "results.md").read_text())
-    print(f"table: {out / 'results.md'}\nplot:  {out / 'budget.png'}\nsummary: {out / 'summary.json'}")
-    print(f"measured time: {summary['wall_seconds'] / 60:.1f} min")
+    print_outputs(summary, out, "budget.png")
     return 0
 
 

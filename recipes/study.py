@@ -18,9 +18,7 @@ resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` ste
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
-import logging
 import math
 import shutil
 import time
@@ -30,8 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-logger = logging.getLogger(__name__)
 
 DONE = "done.json"
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
@@ -48,7 +44,7 @@ class EvaluationOptions:
     panels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> WorldOptions overrides
     curve_tasks: int = 20  # the first N held-out tasks, played at each learning-curve point
     curve_points: int = 3  # held-out points per RL run, both ends included (0: no held-out curve)
-    batch: int = 16  # episodes played side by side; 32 measured slower than 16 on 2 CPU cores (105 s vs 88 s)
+    batch: int = 16  # episodes played side by side (one forward pass per decoding step for all of them)
 
 
 @dataclass
@@ -186,7 +182,6 @@ class Study:
             shutil.rmtree(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._check_same_config()
-        self.timings: dict[str, float] = {}
         self._panels: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- bookkeeping
@@ -284,8 +279,7 @@ class Study:
         fields_ = {**self.config.world, **self.config.rl, **overrides, "model_name_or_path": start,
                    "output_dir": str(folder / "trainer"), "seed": seed, "report_to": "none", "logging_steps": 1,
                    "disable_tqdm": not self.progress}
-        probe = TurnGymConfig(**fields_)
-        per_step = probe.per_device_train_batch_size * probe.gradient_accumulation_steps * probe.world_size
+        per_step = episodes_per_step(TurnGymConfig(**fields_))
         if arm.episodes % per_step:
             raise ValueError(f"{arm.label}: the budget of {arm.episodes} episodes is not a whole number of steps of "
                              f"{per_step} episodes (per_device_train_batch_size x gradient_accumulation_steps x processes)")
@@ -298,9 +292,7 @@ class Study:
         if fields_.get("save_strategy", "steps") != "no" and not fields_.get("save_steps"):
             fields_["save_steps"] = max(1, steps // 4)  # checkpoints only serve resuming this stage
         fields_.setdefault("save_total_limit", 1)  # the newest checkpoint is all a resume needs
-        config = TurnGymConfig(**{**fields_, "max_steps": steps})
-        config.episodes_per_step = per_step
-        return config
+        return TurnGymConfig(**{**fields_, "max_steps": steps})
 
     def rl_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
         """RL from ``start`` for the arm's episode budget; returns the policy folder."""
@@ -311,8 +303,9 @@ class Study:
         if self._done(folder):
             return folder / "policy"
         config = self.rl_config(arm, str(start), seed, folder)
+        per_step = episodes_per_step(config)
         self._stage(f"{arm.label}: {config.algorithm} for {arm.episodes} episodes "
-                    f"({config.max_steps} steps of {config.episodes_per_step}) from {start} (seed {seed})")
+                    f"({config.max_steps} steps of {per_step}) from {start} (seed {seed})")
         started = time.perf_counter()
         model, tokenizer = load_policy(str(start))
         points = self.config.evaluation.curve_points
@@ -329,10 +322,10 @@ class Study:
         (folder / "log.json").write_text(json.dumps(history, indent=1))
         shutil.rmtree(folder / "trainer", ignore_errors=True)  # checkpoints: only for resuming this stage
         steps = [h for h in history if "episode/return" in h]
-        sampled = sum(h.get("episode/sampled_tokens", 0.0) * config.episodes_per_step for h in steps)
+        sampled = sum(h.get("episode/sampled_tokens", 0.0) * per_step for h in steps)
         self._mark_done(folder, {"seconds": time.perf_counter() - started, "algorithm": config.algorithm,
                                  "episodes": arm.episodes, "steps": config.max_steps,
-                                 "episodes_per_step": config.episodes_per_step, "sampled_tokens": round(sampled),
+                                 "episodes_per_step": per_step, "sampled_tokens": round(sampled),
                                  "start": str(start)})
         return folder / "policy"
 
@@ -372,7 +365,6 @@ class Study:
     # ---------------------------------------------------------------- the whole study
     def run(self) -> dict[str, Any]:
         """Every stage of every arm for every seed (finished stages are skipped); the summary."""
-        started = time.perf_counter()
         base = self.world().model_name_or_path
         evals: dict[str, list[dict[str, Any]]] = {arm.label: [] for arm in self.arms}
         stages: dict[str, dict[str, Any]] = {}
@@ -392,7 +384,6 @@ class Study:
                     evals[arm.label].append(self.eval_stage(arm.label, policy, seed, panel))
                 if arm.trains_rl and not self.config.keep_models:
                     shutil.rmtree(policy, ignore_errors=True)
-        self.timings["this_run_seconds"] = time.perf_counter() - started
         return self.summarise(evals, stages)
 
     def summarise(self, evals: Mapping[str, list[dict[str, Any]]], stages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
@@ -413,7 +404,6 @@ class Study:
             "curves": {arm.label: self.curves(arm) for arm in self.arms if arm.trains_rl},
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),
-            "this_run_seconds": self.timings.get("this_run_seconds"),
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint} for p in self.panel_names()},
             "versions": _versions(),
             "config": self.config.to_dict(),
@@ -468,6 +458,11 @@ def curve_callback(trainer: Any, steps: Iterable[int]) -> Any:
 
     chosen = set(steps)
     return CurveCallback()
+
+
+def episodes_per_step(config: Any) -> int:
+    """Episodes one optimizer step of a :class:`~trainers.config.TurnGymConfig` consumes."""
+    return config.per_device_train_batch_size * config.gradient_accumulation_steps * config.world_size
 
 
 def _algorithm_names() -> tuple[str, ...]:
@@ -537,8 +532,11 @@ def difference_cell(s: Mapping[str, Any]) -> str:
     return f"{100 * d['mean']:+.1f} ({100 * low:+.1f} to {100 * high:+.1f}){mark}"
 
 
-def config_hash(data: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+def print_outputs(summary: Mapping[str, Any], out: Path, plot: str) -> None:
+    """What both recipes print when a study is done: the table, where the files are, the time."""
+    print("\n" + (out / "results.md").read_text())
+    print(f"table: {out / 'results.md'}\nplot:  {out / plot}\nsummary: {out / 'summary.json'}")
+    print(f"measured time: {summary['wall_seconds'] / 60:.1f} min")
 
 
 def write_json(path: Path, data: Any) -> None:

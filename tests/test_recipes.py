@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from recipes import compare_algorithms, sft_rl_budget
-from recipes.study import Arm, Study, StudyConfig, load_config, moving_average, paired_difference
+from recipes.study import Arm, Study, StudyConfig, episodes_per_step, load_config, moving_average, paired_difference
 
 CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
 
@@ -72,7 +72,7 @@ def test_the_demo_config_builds_each_algorithms_trainer_config(tmp_path):
     for arm in arms[2:]:
         rl = study.rl_config(arm, "start", 0, tmp_path / arm.label)
         assert rl.algorithm == arm.label
-        assert rl.max_steps * rl.episodes_per_step == config.episodes  # the same budget for every algorithm
+        assert rl.max_steps * episodes_per_step(rl) == config.episodes  # the same budget for every algorithm
         assert rl.env_kwargs == config.world["env_kwargs"] and rl.action_protocol == config.world["action_protocol"]
         assert rl.eval_strategy == "no"  # curve points come from the study's callback
     # An equal budget that is not a whole number of steps is refused, not silently rounded.
@@ -83,7 +83,7 @@ def test_the_demo_config_builds_each_algorithms_trainer_config(tmp_path):
 @pytest.mark.parametrize("path", sorted((CONFIGS / "budget").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_budget_configs_build_their_arms(path, tmp_path):
     config = load_config(path, results_dir=str(tmp_path))
-    per_step = sft_rl_budget.episodes_per_step(config)
+    per_step = sft_rl_budget.rl_episodes_per_step(config)
     arms = sft_rl_budget.arms_of(config, per_step)
     assert [a.demos for a in arms] == sorted(config.demos)
     for arm in arms:  # every arm spends the budget, to within one RL step
