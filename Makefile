@@ -56,6 +56,7 @@ test-all: install model
 bench: install model
 	$(PY) bench/env_throughput.py
 	$(PY) bench/rollout_throughput.py
+	$(PY) bench/prefill_groups.py
 	$(PY) bench/swe_sandbox.py
 	$(PY) bench/alfworld_throughput.py
 	$(PY) bench/train_throughput.py

@@ -5,9 +5,9 @@ for each live episode, its whole token sequence so far and returns the ids sampl
 turn with their log-probabilities. Backends never see text, so what is trained is exactly what
 was sampled.
 
-* :class:`HFBackend`: Hugging Face transformers on CPU or GPU. One forward pass serves every live
-  episode (left padding), and each episode's KV cache is kept between turns, so a turn only
-  encodes the new environment tokens instead of the whole history.
+* :class:`HFBackend`: Hugging Face transformers on CPU or GPU. Each decoding step is one forward
+  pass for every live episode (left padding), and each episode's KV cache is kept between turns,
+  so a turn only encodes the new environment tokens instead of the whole history.
 * :class:`VLLMBackend`: vLLM on GPU, through TRL's ``VLLMClient`` (server mode) or a
   ``vllm.LLM`` (colocated).
 * :class:`ScriptedBackend`: replays given replies; for tests and for the oracle-through-LLM check.
@@ -19,7 +19,7 @@ the same quantity TRL's GRPO loss computes, before top-p/top-k truncation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,33 +76,47 @@ class TokenBackend(Protocol):
 # ---------------------------------------------------------------------- transformers
 @dataclass
 class _EpisodeCache:
-    ids: list[int]  # the tokens whose keys and values are stored
-    layers: list[tuple[Any, Any]]  # per layer: keys and values, each (heads, len(ids), head_dim)
+    """The keys and values of ``ids``, kept where a batch computed them (no copy on unpacking).
+
+    ``segments`` are ``(row, start, end)`` column ranges of row ``row`` in ``keys``/``values``,
+    each ``(layers, batch, kv_heads, width, head_dim)``; together they hold ``len(ids)`` tokens.
+    """
+
+    ids: list[int]
+    keys: Any
+    values: Any
+    segments: list[tuple[int, int, int]]
 
 
 class HFBackend:
     """Batched generation with a Hugging Face causal LM and per-episode KV caches.
 
-    Each call packs the live episodes into one batch: every row holds that episode's cached keys
-    and values, then its new tokens, left-padded so all rows end together; padding is masked out
-    and position ids are each row's own. The prefill and every decoding step are one forward pass
-    for the whole batch. Afterwards each row's cache is unpacked and kept for its next turn.
+    Each call packs the live episodes into one static KV cache: every row holds that episode's
+    cached keys and values, then its new tokens, left-padded; padding is masked out and position
+    ids are each row's own. Every decoding step is one forward pass for the whole batch. The new
+    tokens are encoded in a few passes over groups of rows with similar lengths
+    (:func:`prefill_groups`), since padding a 20-token observation to a 200-token one costs as much
+    compute as real tokens. Afterwards each row's cache stays where it is, for its next turn.
 
     transformers' ``generate`` does not serve here: it cannot resume per-row caches of different
     lengths, and re-encoding the whole history every turn made a 20-turn episode 10-15 s on CPU.
 
     Args:
-        model: a causal LM (``AutoModelForCausalLM``).
+        model: a causal LM (``AutoModelForCausalLM``) whose layers all attend to the whole context.
         pad_id: the id written at padded positions (masked; any valid id works).
         reuse_cache: keep each episode's KV cache between turns (off: re-encode the history).
         max_batch_size: split larger calls into chunks of this size.
+        prefill_group_cost: the cost of one more prefill pass, in padded tokens (see
+            :func:`prefill_groups`); ``None`` encodes every row in one pass.
     """
 
-    def __init__(self, model: Any, *, pad_id: int = 0, reuse_cache: bool = True, max_batch_size: int | None = None) -> None:
+    def __init__(self, model: Any, *, pad_id: int = 0, reuse_cache: bool = True, max_batch_size: int | None = None,
+                 prefill_group_cost: int | None = 32) -> None:
         self.model = model.eval()
         self.pad_id = int(pad_id)
         self.reuse_cache = reuse_cache
         self.max_batch_size = max_batch_size
+        self.prefill_group_cost = prefill_group_cost
         self._caches: dict[Hashable, _EpisodeCache] = {}
         self._prefixes: list[_EpisodeCache] = []  # shared prefixes, see cache_prefix()
         self.forward_passes = 0  # counted for benchmarks and tests
@@ -123,9 +137,9 @@ class HFBackend:
         if len(ids) < 2 or any(p.ids == ids for p in self._prefixes):
             return
         with torch.inference_mode():
-            batch = _PackedBatch.build(self.model, [None], [ids], 0, self.pad_id, self.device)
-            self._forward(batch, batch.prefill_inputs())
-            self._prefixes.append(batch.unpack_row(0, ids))
+            batch = _PackedBatch.build(self.model, [None], [ids], [1], 0, self.pad_id, self.device)
+            self._prefill(batch)
+            self._prefixes.append(batch.episode_cache(0, ids))
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
                  stop_ids: Sequence[int]) -> list[Generation]:
@@ -141,8 +155,12 @@ class HFBackend:
         with torch.inference_mode():
             cached = [self._usable_cache(r) for r in requests]
             new = [r.ids[len(c.ids) :] if c else list(r.ids) for r, c in zip(requests, cached, strict=True)]
-            batch = _PackedBatch.build(self.model, cached, new, sampling.max_new_tokens, self.pad_id, self.device)
-            logits = self._forward(batch, batch.prefill_inputs())
+            groups = prefill_groups([len(x) for x in new], self.prefill_group_cost)
+            order = [row for group in groups for row in group]  # the batch's rows, group after group
+            requests = [requests[row] for row in order]
+            batch = _PackedBatch.build(self.model, [cached[row] for row in order], [new[row] for row in order],
+                                       [len(group) for group in groups], sampling.max_new_tokens, self.pad_id, self.device)
+            logits = self._prefill(batch)
             generators = [_row_generator(r.seed, len(r.ids), self.device) for r in requests]
             sampled: list[list[int]] = [[] for _ in requests]
             logprobs: list[list[float]] = [[] for _ in requests]
@@ -161,11 +179,18 @@ class HFBackend:
                         active[row] = False
                 if not any(active):
                     break
-                logits = self._forward(batch, batch.decode_inputs(step, tokens, active))
+                logits = self._forward(batch.cache, batch.decode_inputs(step, tokens, active))
             if self.reuse_cache:
                 for row, request in enumerate(requests):
-                    self._caches[request.key] = batch.unpack_row(row, request.ids + sampled[row][:-1])
-            return [Generation(s, lp, st) for s, lp, st in zip(sampled, logprobs, stopped, strict=True)]
+                    self._caches[request.key] = batch.episode_cache(row, request.ids + sampled[row][:-1])
+            generations = {row: Generation(s, lp, st) for row, s, lp, st in zip(order, sampled, logprobs, stopped, strict=True)}
+            return [generations[row] for row in range(len(order))]
+
+    def _prefill(self, batch: _PackedBatch) -> Any:
+        """Encode every row's new tokens, one forward pass per group; the next-token logits per row."""
+        import torch
+
+        return torch.cat([self._forward(cache, inputs) for cache, inputs in batch.prefill_passes()])
 
     def _usable_cache(self, request: GenerationRequest) -> _EpisodeCache | None:
         """The episode's own cache, else the longest shared prefix of its ids, else None."""
@@ -180,89 +205,168 @@ class HFBackend:
         shared = [p for p in self._prefixes if _extends(request.ids, p.ids)]
         return max(shared, key=lambda p: len(p.ids)) if shared else None
 
-    def _forward(self, batch: _PackedBatch, inputs: dict[str, Any]) -> Any:
+    def _forward(self, cache: Any, inputs: dict[str, Any]) -> Any:
         self.forward_passes += 1
         # A model prepared by accelerate for mixed precision has its forward wrapped in autocast
         # (kept under "_original_forward"). Generation runs the weights' own precision instead: the
         # static cache holds that dtype, and rollouts match a policy loaded from disk.
         forward = self.model.__dict__.get("_original_forward", self.model)
-        out = forward(**inputs, past_key_values=batch.cache, use_cache=True, logits_to_keep=1)
+        out = forward(**inputs, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return out.logits[:, -1, :].float()
 
 
 @dataclass
 class _PackedBatch:
-    """A batch of episodes laid out in one static KV cache of width C + N + max_new_tokens.
+    """A batch of episodes laid out in one static KV cache, rows ordered by prefill group.
 
-    Row i: ``[pad][its cached tokens (c_i)] | [pad][its new tokens (n_i)] | [decoded tokens]``,
-    with C = max c_i and N = max n_i; ``mask`` marks the real columns.
+    Row i of a group whose longest new part is N_g tokens::
+
+        [pad][cached c_i] | [pad][new n_i] | [decoded tokens]
+                   P - N_g ^              P ^             P + max_new ^
+
+    with P = max over groups of (N_g + the group's longest cached part). Each row's tokens are
+    two contiguous runs, so its cache is kept as two column ranges rather than copied out.
     """
 
-    cache: Any
-    mask: Any  # (B, W) long
-    input_ids: Any  # (B, N)
-    positions: Any  # (B, N) position of each new token; next decode position per row below
+    model_config: Any
+    keys: Any  # (layers, B, kv_heads, P + max_new, head_dim)
+    values: Any
+    mask: Any  # (B, W) long: 1 at real columns
+    groups: list[tuple[int, int, int]]  # (first row, end row, N_g)
+    cached_lengths: list[int]
+    new_lengths: list[int]
+    prompt_width: int  # P
+    input_ids: Any  # (B, max N_g), left-padded per group
+    positions: Any  # (B, max N_g) each new token's position
     next_position: list[int]
-    cached_width: int
-    new_width: int
+    cache: Any = None  # the StaticCache over every row, for decoding
 
     @classmethod
-    def build(cls, model: Any, cached: list[_EpisodeCache | None], new: list[list[int]], max_new: int,
-              pad_id: int, device: Any) -> _PackedBatch:
+    def build(cls, model: Any, cached: list[_EpisodeCache | None], new: list[list[int]], group_sizes: list[int],
+              max_new: int, pad_id: int, device: Any) -> _PackedBatch:
         import torch
-        from transformers import StaticCache
 
+        config = model.config.get_text_config(decoder=True)
         rows = len(new)
         c = [len(x.ids) if x else 0 for x in cached]
         n = [len(x) for x in new]
-        width_cached, width_new = max(c), max(n)
-        width = width_cached + width_new + max_new
-        config = model.config.get_text_config(decoder=True)
-        cache = StaticCache(config=config, max_cache_len=width)
+        bounds = [sum(group_sizes[:g]) for g in range(len(group_sizes) + 1)]
+        groups = [(bounds[g], bounds[g + 1], max(n[bounds[g] : bounds[g + 1]])) for g in range(len(group_sizes))]
+        prompt_width = max(width + max(c[first:end]) for first, end, width in groups)
+        width = prompt_width + max_new
         num_kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        shape = (config.num_hidden_layers, rows, num_kv_heads, width, head_dim)
         dtype = next(model.parameters()).dtype
-        cache.early_initialization(rows, num_kv_heads, head_dim, dtype, device)
-        if width_cached:
-            for index, layer in enumerate(cache.layers):
-                for row, episode in enumerate(cached):
-                    if episode is not None:
-                        keys, values = episode.layers[index]
-                        layer.keys[row, :, width_cached - c[row] : width_cached] = keys
-                        layer.values[row, :, width_cached - c[row] : width_cached] = values
-                layer.cumulative_length.fill_(width_cached)
+        # torch.empty, not zeros: every column is written below or by the forward passes, except
+        # left padding and not-yet-decoded columns, which are zeroed (masked, but must be finite).
+        keys, values = torch.empty(shape, dtype=dtype, device=device), torch.empty(shape, dtype=dtype, device=device)
+        keys[:, :, :, prompt_width:] = 0
+        values[:, :, :, prompt_width:] = 0
         mask = torch.zeros((rows, width), dtype=torch.long, device=device)
-        input_ids = torch.full((rows, width_new), pad_id, dtype=torch.long, device=device)
-        positions = torch.zeros((rows, width_new), dtype=torch.long, device=device)
-        for row in range(rows):
-            mask[row, width_cached - c[row] : width_cached] = 1
-            mask[row, width_cached + width_new - n[row] : width_cached + width_new] = 1
-            input_ids[row, width_new - n[row] :] = torch.tensor(new[row], dtype=torch.long, device=device)
-            positions[row, width_new - n[row] :] = torch.arange(c[row], c[row] + n[row], device=device)
-        next_position = [c[row] + n[row] for row in range(rows)]
-        return cls(cache, mask, input_ids, positions, next_position, width_cached, width_new)
+        new_width = max(n)
+        input_ids = torch.full((rows, new_width), pad_id, dtype=torch.long, device=device)
+        positions = torch.zeros((rows, new_width), dtype=torch.long, device=device)
+        for first, end, group_width in groups:
+            cached_end = prompt_width - group_width
+            for row in range(first, end):
+                keys[:, row, :, : cached_end - c[row]] = 0
+                values[:, row, :, : cached_end - c[row]] = 0
+                if cached[row] is not None:
+                    _copy_segments(cached[row], keys, values, row, cached_end - c[row])
+                mask[row, cached_end - c[row] : cached_end] = 1
+                mask[row, prompt_width - n[row] : prompt_width] = 1
+                input_ids[row, new_width - n[row] :] = torch.tensor(new[row], dtype=torch.long, device=device)
+                positions[row, new_width - n[row] :] = torch.arange(c[row], c[row] + n[row], device=device)
+        batch = cls(config, keys, values, mask, groups, c, n, prompt_width, input_ids, positions,
+                    [c[row] + n[row] for row in range(rows)])
+        batch.cache = batch._static_cache(slice(None), prompt_width)
+        return batch
 
-    def prefill_inputs(self) -> dict[str, Any]:
-        return {"input_ids": self.input_ids, "attention_mask": self.mask, "position_ids": self.positions}
+    def _static_cache(self, rows: slice, length: int) -> Any:
+        """A transformers StaticCache over ``rows`` of this batch's tensors, ``length`` columns filled."""
+        import torch
+        from transformers import StaticCache
+        from transformers.cache_utils import StaticLayer
+
+        cache = StaticCache(config=self.model_config, max_cache_len=self.keys.shape[3])
+        for index, layer in enumerate(cache.layers):
+            if type(layer) is not StaticLayer:
+                raise ValueError(f"HFBackend needs full-attention layers; layer {index} is a {type(layer).__name__} "
+                                 "(sliding-window models are not supported here: use the vLLM backend)")
+            keys, values = self.keys[index, rows], self.values[index, rows]
+            # what StaticLayer.lazy_initialization sets, on tensors this batch owns
+            layer.dtype, layer.device = keys.dtype, keys.device
+            layer.batch_size, layer.num_heads, _, layer.k_head_dim = keys.shape
+            layer.v_head_dim = values.shape[-1]
+            layer.keys, layer.values = keys, values
+            layer.cumulative_length = torch.tensor(length, device=keys.device)
+            layer.is_initialized = True
+        return cache
+
+    def prefill_passes(self) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """One (cache, inputs) per group: the group's rows, their new tokens written at P - N_g ... P."""
+        for first, end, group_width in self.groups:
+            rows = slice(first, end)
+            columns = slice(self.input_ids.shape[1] - group_width, None)
+            yield self._static_cache(rows, self.prompt_width - group_width), {
+                "input_ids": self.input_ids[rows, columns], "attention_mask": self.mask[rows],
+                "position_ids": self.positions[rows, columns]}
 
     def decode_inputs(self, step: int, tokens: list[int], active: list[bool]) -> dict[str, Any]:
         import torch
 
-        column = self.cached_width + self.new_width + step
+        column = self.prompt_width + step
         device = self.mask.device
-        live = torch.tensor(active, dtype=torch.long, device=device)
-        self.mask[:, column] = live
+        self.mask[:, column] = torch.tensor(active, dtype=torch.long, device=device)
         ids = torch.tensor([t if a else 0 for t, a in zip(tokens, active, strict=True)], device=device).unsqueeze(1)
         positions = torch.tensor(self.next_position, device=device).unsqueeze(1)
         self.next_position = [p + int(a) for p, a in zip(self.next_position, active, strict=True)]
         return {"input_ids": ids, "attention_mask": self.mask, "position_ids": positions}
 
-    def unpack_row(self, row: int, ids: list[int]) -> _EpisodeCache:
-        columns = self.mask[row].nonzero().squeeze(-1)
-        layers = [(layer.keys[row][:, columns].clone(), layer.values[row][:, columns].clone()) for layer in self.cache.layers]
-        if columns.numel() != len(ids):
-            raise RuntimeError(f"KV cache bookkeeping error: {columns.numel()} cached columns for {len(ids)} tokens")
-        return _EpisodeCache(ids, layers)
+    def episode_cache(self, row: int, ids: list[int]) -> _EpisodeCache:
+        """Row ``row``'s cache for ``ids``: its cached run, then its new and decoded tokens."""
+        group_width = next(width for first, end, width in self.groups if first <= row < end)
+        cached_end, c = self.prompt_width - group_width, self.cached_lengths[row]
+        decoded = len(ids) - c - self.new_lengths[row]
+        if decoded != int(self.mask[row, self.prompt_width :].sum()):  # the decoded tokens fed back, one column each
+            raise RuntimeError(f"KV cache bookkeeping error: {len(ids)} tokens for row {row} "
+                               f"({c} cached, {self.new_lengths[row]} new, {decoded} decoded)")
+        segments = [(row, cached_end - c, cached_end)] if c else []
+        segments.append((row, self.prompt_width - self.new_lengths[row], self.prompt_width + decoded))
+        return _EpisodeCache(ids, self.keys, self.values, segments)
+
+
+def _copy_segments(source: _EpisodeCache, keys: Any, values: Any, row: int, start: int) -> None:
+    """Copy ``source``'s keys and values, every layer at once, into ``row`` from column ``start``."""
+    for source_row, first, end in source.segments:
+        stop = start + end - first
+        keys[:, row, :, start:stop] = source.keys[:, source_row, :, first:end]
+        values[:, row, :, start:stop] = source.values[:, source_row, :, first:end]
+        start = stop
+
+
+def prefill_groups(lengths: Sequence[int], group_cost: int | None) -> list[list[int]]:
+    """Split rows into groups encoded in separate passes, minimising padded tokens plus a cost per pass.
+
+    With rows sorted by length, a group is a run ``j..k-1`` and costs ``(k - j) * n_(k-1) + g``:
+    every row padded to the group's longest, plus ``g`` token-equivalents for one more forward
+    pass. Dynamic programming over the sorted rows finds the cheapest split:
+    ``best[k] = min_j best[j] + (k - j) * n_(k-1) + g``. ``group_cost=None`` keeps one group.
+    """
+    rows = list(range(len(lengths)))
+    if group_cost is None or len(rows) < 2:
+        return [rows]
+    order = sorted(rows, key=lambda row: lengths[row])
+    best, start = [0] * (len(order) + 1), [0] * (len(order) + 1)
+    for k in range(1, len(order) + 1):
+        longest = lengths[order[k - 1]]
+        best[k], start[k] = min((best[j] + (k - j) * longest + group_cost, j) for j in range(k))
+    groups, k = [], len(order)
+    while k:
+        groups.append(sorted(order[start[k] : k]))
+        k = start[k]
+    return groups[::-1]
 
 
 def _extends(ids: list[int], prefix: list[int]) -> bool:

@@ -8,8 +8,11 @@ bookkeeping, parsing) and the same backend; only the number of live episodes dif
 
 It prints sampled tokens/s for both and their ratio, and, for the batched run, the share of
 rollout wall time spent outside generation (environment steps, tokenisation, bookkeeping).
+``--repeats N`` alternates the two runs N times and reports the median ratio, since a shared
+machine's speed drifts by several per cent from one minute to the next.
 
-    python bench/rollout_throughput.py                          # SmolLM2-135M-Instruct, CPU, 16 episodes
+    python bench/rollout_throughput.py                          # SmolLM2-135M-Instruct, fp32, CPU, 16 episodes
+    python bench/rollout_throughput.py --repeats 3 --dtype bfloat16
     python bench/rollout_throughput.py --device cuda --model-config qwen2.5-0.5b --episodes 64
 """
 
@@ -17,22 +20,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from agents.backends import HFBackend  # noqa: E402
-from agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
-from agents.rollout import run_episodes  # noqa: E402
-from envs.textworld import materialise, textworld_tasks  # noqa: E402
-from envs.vector import LocalPool  # noqa: E402
+from agents.backends import HFBackend
+from agents.llm import LLMAgent, LLMAgentConfig
+from agents.rollout import run_episodes
+from envs.textworld import materialise, textworld_tasks
+from envs.vector import LocalPool
 
 # Shapes of Qwen2.5-0.5B, for GPU numbers with random weights (no download needed).
 MODEL_CONFIGS = {
-    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                         num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1_000_000.0,
-                         tie_word_embeddings=True),
+    "qwen2.5-0.5b": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+                     "num_key_value_heads": 2, "max_position_embeddings": 32768, "rope_theta": 1_000_000.0,
+                     "tie_word_embeddings": True},
 }
 
 
@@ -72,7 +76,7 @@ def load(args: argparse.Namespace) -> tuple[Any, Any]:
     from agents.models import load_policy
 
     if args.model_config is None:
-        return load_policy(args.model, device=args.device)
+        return load_policy(args.model, device=args.device, dtype=args.dtype)
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     from agents.models import resolve_model
@@ -80,7 +84,7 @@ def load(args: argparse.Namespace) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
     torch.manual_seed(0)
     config = Qwen2Config(vocab_size=len(tokenizer), **MODEL_CONFIGS[args.model_config])
-    dtype = torch.bfloat16 if args.device != "cpu" else torch.float32
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if args.device != "cpu" else torch.float32)
     return Qwen2ForCausalLM(config).to(device=args.device, dtype=dtype).eval(), tokenizer
 
 
@@ -107,6 +111,7 @@ def rollout(model, tokenizer, tasks, live: int, args: argparse.Namespace) -> dic
         "tokens_per_cpu_s": backend.tokens / backend.cpu_seconds,
         "other_share": (wall - backend.seconds) / wall,
         "calls": backend.calls,
+        "forward_passes": backend.inner.forward_passes,
         "turns": sum(t.num_turns for t in trajectories),
     }
 
@@ -120,6 +125,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--turns", type=int, default=None, help="max turns per episode (default: the world's, 2x the walkthrough)")
     parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                        help="weights' dtype (default: float32 on CPU, bfloat16 on GPU)")
+    parser.add_argument("--repeats", type=int, default=1, help="alternate batched and sequential runs this many times")
     args = parser.parse_args()
 
     import torch
@@ -128,21 +136,29 @@ def main() -> None:
     tasks = materialise(textworld_tasks(args.config, "eval", n=args.episodes), workers=2)
     model, tokenizer = load(args)
     rollout(model, tokenizer, tasks.take(2), 2, argparse.Namespace(**{**vars(args), "turns": 2}))  # warm-up: allocator, kernels, engines
-    batched = rollout(model, tokenizer, tasks, args.episodes, args)
-    sequential = rollout(model, tokenizer, tasks, 1, args)
+    runs = []
+    for _ in range(args.repeats):
+        runs.append((rollout(model, tokenizer, tasks, args.episodes, args), rollout(model, tokenizer, tasks, 1, args)))
     name = args.model_config or args.model
-    print(f"\n{name} on {args.device}, torch threads {torch.get_num_threads()}, {args.episodes} TextWorld "
-          f"{args.config} episodes, up to {args.turns or '2x the walkthrough'} turns, up to {args.max_new_tokens} new tokens per turn\n")
-    print("| run | turns | sampled tokens | generate s | wall s | tokens/s | tokens per CPU s | share of wall time outside generation |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for label, r in (("lockstep batched", batched), ("one episode at a time", sequential)):
-        print(f"| {label} | {r['turns']} | {r['tokens']} | {r['generate_s']:.1f} | {r['wall_s']:.1f} | "
-              f"{r['tokens_per_s']:.1f} | {r['tokens_per_cpu_s']:.1f} | {100 * r['other_share']:.1f} % |")
+    print(f"\n{name} ({str(next(model.parameters()).dtype).removeprefix('torch.')}) on {args.device}, torch threads "
+          f"{torch.get_num_threads()}, {args.episodes} TextWorld {args.config} episodes, up to "
+          f"{args.turns or '2x the walkthrough'} turns, up to {args.max_new_tokens} new tokens per turn\n")
+    print("| run | turns | sampled tokens | forward passes | generate s | wall s | tokens/s | tokens per CPU s "
+          "| share of wall time outside generation |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for index, pair in enumerate(runs, 1):
+        for label, r in zip(("lockstep batched", "one episode at a time"), pair, strict=True):
+            label += f" (run {index})" if args.repeats > 1 else ""
+            print(f"| {label} | {r['turns']} | {r['tokens']} | {r['forward_passes']} | {r['generate_s']:.1f} | "
+                  f"{r['wall_s']:.1f} | {r['tokens_per_s']:.1f} | {r['tokens_per_cpu_s']:.1f} | {100 * r['other_share']:.1f} % |")
+    ratios = [batched["tokens_per_s"] / sequential["tokens_per_s"] for batched, sequential in runs]
+    cpu_ratios = [batched["tokens_per_cpu_s"] / sequential["tokens_per_cpu_s"] for batched, sequential in runs]
+    shares = [batched["other_share"] for batched, _ in runs]
+    listed = ", ".join(f"{r:.2f}x" for r in ratios)
     # CPU time is less sensitive than wall time to other work on the machine
-    print(f"\nbatched / sequential tokens per CPU second: {batched['tokens_per_cpu_s'] / sequential['tokens_per_cpu_s']:.2f}x")
-    print(f"batched / sequential tokens/s: {batched['tokens_per_s'] / sequential['tokens_per_s']:.2f}x "
-          f"(target >= 4x at 16 episodes on CPU); environment and bookkeeping share of batched wall time: "
-          f"{100 * batched['other_share']:.1f} % (target < 10 %)")
+    print(f"\nbatched / sequential tokens per CPU second: median {statistics.median(cpu_ratios):.2f}x")
+    print(f"batched / sequential tokens/s: median {statistics.median(ratios):.2f}x ({listed}; target >= 4x at 16 episodes "
+          f"on CPU); environment and bookkeeping share of batched wall time: {100 * max(shares):.1f} % at most (target < 10 %)")
 
 
 if __name__ == "__main__":

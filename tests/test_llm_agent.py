@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 import torch
 
 from agents import OracleAgent, evaluate
 from agents.actions import ActionParser
-from agents.backends import Generation, GenerationRequest, HFBackend, SamplingConfig, ScriptedBackend, VLLMBackend
+from agents.backends import (
+    Generation,
+    GenerationRequest,
+    HFBackend,
+    SamplingConfig,
+    ScriptedBackend,
+    VLLMBackend,
+    prefill_groups,
+)
 from agents.base import EndEpisode
 from agents.chat import ChatFormat, ChatTemplateError, check_chat_template
 from agents.llm import LLMAgent, LLMAgentConfig
@@ -166,10 +175,11 @@ def _reference_logprobs(model, ids, sampled):
     return [logprobs[len(ids) - 1 + k, t].item() for k, t in enumerate(sampled)]
 
 
-@pytest.mark.parametrize("reuse_cache", [True, False])
-def test_hf_backend_batched_turns_match_a_full_forward(model, tokenizer, reuse_cache):
+@pytest.mark.parametrize(("reuse_cache", "group_cost"), [(True, None), (False, None), (True, 0), (False, 0)])
+def test_hf_backend_batched_turns_match_a_full_forward(model, tokenizer, reuse_cache, group_cost):
     chat = ChatFormat(tokenizer, system_prompt="s")
-    backend = HFBackend(model, pad_id=tokenizer.pad_token_id, reuse_cache=reuse_cache)
+    # group_cost=0: every distinct length is its own prefill pass; None: one pass for all rows
+    backend = HFBackend(model, pad_id=tokenizer.pad_token_id, reuse_cache=reuse_cache, prefill_group_cost=group_cost)
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=5)
     requests = [GenerationRequest(i, chat.prompt_ids("room " * (3 * i + 1)), seed=i) for i in range(3)]
     for turn in range(3):  # later turns reuse each episode's cache; rows have different lengths
@@ -205,6 +215,31 @@ def test_hf_backend_one_forward_per_step_for_all_episodes(model, tokenizer):
     backend.generate([GenerationRequest(i, chat.prompt_ids(f"x{i}")) for i in range(6)],
                      SamplingConfig(temperature=1.0, max_new_tokens=4), stop_ids=[-1])
     assert backend.forward_passes == 4  # prefill + 3 decoding steps, whatever the batch size
+
+
+def test_prefill_groups_minimise_padding_plus_a_cost_per_pass():
+    # sorted lengths 10, 12, 100, 110. Cost per pass 32:
+    #   one group: 4 * 110 + 32 = 472; {10, 12} {100, 110}: 2 * 12 + 32 + 2 * 110 + 32 = 308 (cheapest);
+    #   {10, 12} {100} {110}: 24 + 32 + 100 + 32 + 110 + 32 = 330
+    assert prefill_groups([100, 10, 110, 12], 32) == [[1, 3], [0, 2]]
+    assert prefill_groups([100, 10, 110, 12], 1000) == [[0, 1, 2, 3]]  # a pass costs more than any padding
+    assert prefill_groups([100, 10, 110, 12], 0) == [[1], [3], [0], [2]]
+    assert prefill_groups([100, 10, 110, 12], None) == [[0, 1, 2, 3]]
+    assert prefill_groups([7], 0) == [[0]] and prefill_groups([], 32) == [[]]
+
+
+def test_hf_backend_encodes_rows_of_very_different_lengths_in_separate_passes(model, tokenizer):
+    chat = ChatFormat(tokenizer, system_prompt="s")
+    prompts = [chat.prompt_ids("a long room " * 40), chat.prompt_ids("x"), chat.prompt_ids("y")]  # passes: {1, 2}, {0}
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=4)
+    grouped, single = HFBackend(model), HFBackend(model, prefill_group_cost=None)
+    requests = [GenerationRequest(i, p, seed=i) for i, p in enumerate(prompts)]
+    out_grouped = grouped.generate(requests, sampling, stop_ids=[-1])
+    out_single = single.generate(requests, sampling, stop_ids=[-1])
+    assert (grouped.forward_passes, single.forward_passes) == (2 + 3, 1 + 3)  # two prefill passes, then one per step
+    assert [g.ids for g in out_grouped] == [g.ids for g in out_single]  # rows come back in request order
+    for request, generation in zip(requests, out_grouped, strict=True):
+        assert generation.logprobs == pytest.approx(_reference_logprobs(model, request.ids, generation.ids), abs=1e-4)
 
 
 def test_sampling_config_validates():
@@ -385,10 +420,10 @@ def test_vllm_backend_sends_token_ids_and_reads_logprobs():
 
 
 class _ChatServer(BaseHTTPRequestHandler):
-    replies: list[str] = []
-    requests: list[dict] = []
+    replies: ClassVar[list[str]] = []
+    requests: ClassVar[list[dict]] = []
 
-    def do_POST(self):  # noqa: N802 - http.server's naming
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append(body)
         if "fail" in body["messages"][-1]["content"]:
@@ -490,7 +525,7 @@ def test_play_cli_lets_a_person_play_through_stdin():
     done = subprocess.run(
         [sys.executable, "-m", "recipes.cli", "play", "turngym/TextWorld-v0", "--config", "w2-o3-q4",
          "--split", "eval", "--seed", "0", "--max-turns", "2"],
-        input="look\n\\\\ odd \\x00 input\n", capture_output=True, text=True, timeout=120,
+        input="look\n\\\\ odd \\x00 input\n", capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "Episode over after 2 turns: truncated (max_turns)" in done.stdout
