@@ -44,6 +44,7 @@ from recipes.study import (
     Arm,
     Study,
     StudyConfig,
+    add_study_arguments,
     difference_cell,
     load_config,
     moving_average,
@@ -193,12 +194,8 @@ def _mean_over_seeds(series: Sequence[Sequence[Sequence[float]]]) -> tuple[list[
 
 # ---------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="study YAML (see recipes/configs/compare/)")
-    parser.add_argument("--name", help="results/<name>/ (default: the config's name)")
-    parser.add_argument("--seeds", type=int, nargs="+", help="override the config's seeds")
+    add_study_arguments(parser, "recipes/configs/compare/")
     parser.add_argument("--episodes", type=int, help="override the RL budget per algorithm and seed")
-    parser.add_argument("--results-dir", help="parent folder of results/<name>/ (default: results)")
-    parser.add_argument("--restart", action="store_true", help="delete results/<name>/ and start over")
 
 
 def main_with(args: argparse.Namespace) -> int:

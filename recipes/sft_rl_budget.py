@@ -30,6 +30,7 @@ from recipes.study import (
     Arm,
     Study,
     StudyConfig,
+    add_study_arguments,
     difference_cell,
     episodes_per_step,
     load_config,
@@ -131,13 +132,9 @@ def plot(summary: Mapping[str, Any], path: Path) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="study YAML (see recipes/configs/budget/)")
-    parser.add_argument("--name", help="results/<name>/ (default: the config's name)")
-    parser.add_argument("--seeds", type=int, nargs="+", help="override the config's seeds")
+    add_study_arguments(parser, "recipes/configs/budget/")
     parser.add_argument("--budget", type=int, help="override the budget (episodes)")
     parser.add_argument("--demos", type=int, nargs="+", help="override the demo counts swept")
-    parser.add_argument("--results-dir", help="parent folder of results/<name>/ (default: results)")
-    parser.add_argument("--restart", action="store_true", help="delete results/<name>/ and start over")
 
 
 def main_with(args: argparse.Namespace) -> int:

@@ -432,7 +432,6 @@ class Study:
             })
         return out
 
-
     def _curve_success(self, label: str, seed: int) -> float | None:
         """A finished evaluation's success on the learning curve's tasks (None if not evaluated)."""
         file = self.out / "evals" / label / f"seed{seed}-held_out.json"
@@ -537,6 +536,15 @@ def print_outputs(summary: Mapping[str, Any], out: Path, plot: str) -> None:
     print("\n" + (out / "results.md").read_text())
     print(f"table: {out / 'results.md'}\nplot:  {out / plot}\nsummary: {out / 'summary.json'}")
     print(f"measured time: {summary['wall_seconds'] / 60:.1f} min")
+
+
+def add_study_arguments(parser: Any, configs: str) -> None:
+    """The command-line options both recipes share; ``configs`` names the folder of example configs."""
+    parser.add_argument("--config", required=True, help=f"study YAML (see {configs})")
+    parser.add_argument("--name", help="results/<name>/ (default: the config's name)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="override the config's seeds")
+    parser.add_argument("--results-dir", help="parent folder of results/<name>/ (default: results)")
+    parser.add_argument("--restart", action="store_true", help="delete results/<name>/ and start over")
 
 
 def write_json(path: Path, data: Any) -> None:
