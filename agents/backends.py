@@ -149,7 +149,8 @@ class HFBackend:
             results += self._generate_batch(list(requests[start : start + size]), sampling, set(stop_ids))
         return results
 
-    def _generate_batch(self, requests: list[GenerationRequest], sampling: SamplingConfig, stop: set[int]) -> list[Generation]:
+    def _generate_batch(self, requests: list[GenerationRequest], sampling: SamplingConfig,
+                        stop: set[int]) -> list[Generation]:
         import torch
 
         with torch.inference_mode():
@@ -159,7 +160,8 @@ class HFBackend:
             order = [row for group in groups for row in group]  # the batch's rows, group after group
             requests = [requests[row] for row in order]
             batch = _PackedBatch.build(self.model, [cached[row] for row in order], [new[row] for row in order],
-                                       [len(group) for group in groups], sampling.max_new_tokens, self.pad_id, self.device)
+                                       [len(group) for group in groups], sampling.max_new_tokens, self.pad_id,
+                                       self.device)
             logits = self._prefill(batch)
             generators = [_row_generator(r.seed, len(r.ids), self.device) for r in requests]
             sampled: list[list[int]] = [[] for _ in requests]
@@ -183,7 +185,8 @@ class HFBackend:
             if self.reuse_cache:
                 for row, request in enumerate(requests):
                     self._caches[request.key] = batch.episode_cache(row, request.ids + sampled[row][:-1])
-            generations = {row: Generation(s, lp, st) for row, s, lp, st in zip(order, sampled, logprobs, stopped, strict=True)}
+            generations = {row: Generation(s, lp, st)
+                           for row, s, lp, st in zip(order, sampled, logprobs, stopped, strict=True)}
             return [generations[row] for row in range(len(order))]
 
     def _prefill(self, batch: _PackedBatch) -> Any:
@@ -384,7 +387,8 @@ def _row_generator(seed: int, position: int, device: Any) -> Any:
     return generator
 
 
-def _sample(logits: Any, sampling: SamplingConfig, generators: list[Any], active: list[bool]) -> tuple[list[int], list[float]]:
+def _sample(logits: Any, sampling: SamplingConfig, generators: list[Any],
+            active: list[bool]) -> tuple[list[int], list[float]]:
     """Sample one token per active row; return the tokens and ``log softmax(logits / T)`` at them."""
     import torch
 
@@ -481,7 +485,8 @@ class ScriptedBackend:
     Logprobs are 0.
     """
 
-    def __init__(self, reply: Callable[[GenerationRequest], str | list[int]], encode: Callable[[str], list[int]]) -> None:
+    def __init__(self, reply: Callable[[GenerationRequest], str | list[int]],
+                 encode: Callable[[str], list[int]]) -> None:
         self.reply, self.encode = reply, encode
         self.calls: list[int] = []  # batch size of each call
 

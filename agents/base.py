@@ -1,6 +1,6 @@
 """The agent interface: one object acting in many episodes at once.
 
-The rollout loop (:func:`agents.rollout.run_episodes`) drives an agent through four calls, so a
+The rollout loop (:func:`turngym.agents.rollout.run_episodes`) drives an agent through four calls, so a
 batched policy (one forward pass for every live episode) and a simple scripted policy share one
 interface:
 
@@ -8,8 +8,8 @@ interface:
 * ``act(episodes) -> actions``, one action for each listed live episode; an agent may answer
   :class:`EndEpisode` instead, to end that episode as truncated (an LLM whose context is full);
 * ``observe(episode, action, observation, reward, info)`` after each step;
-* ``end(episode) -> dict`` when it finishes; the dict is stored with the trajectory (an LLM
-  agent returns its token record there).
+* ``end(episode) -> record`` when it finishes; the record (an LLM agent's
+  :class:`~turngym.agents.records.TokenRecord`, or ``None``) is stored on the trajectory.
 """
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from turngym.agents.records import AgentRecord
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,9 @@ class Agent(ABC):
     def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
         """Called after each step of ``episode``."""
 
-    def end(self, episode: int) -> dict[str, Any]:
-        """Called once ``episode`` is over; returns data to keep with its trajectory."""
-        return {}
+    def end(self, episode: int) -> AgentRecord | None:
+        """Called once ``episode`` is over; returns what to keep with its trajectory (or ``None``)."""
+        return None
 
 
 class PerEpisodeAgent(Agent):
@@ -79,7 +82,8 @@ class PerEpisodeAgent(Agent):
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
         task_id = str((info.get("task") or {}).get("id"))
-        self._views[episode] = EpisodeView(observation, info, rng=np.random.default_rng(stable_seed(self.seed, task_id)))
+        rng = np.random.default_rng(stable_seed(self.seed, task_id))
+        self._views[episode] = EpisodeView(observation, info, rng=rng)
 
     def act(self, episodes: Sequence[int]) -> list[str]:
         actions = []
@@ -94,9 +98,8 @@ class PerEpisodeAgent(Agent):
         view = self._views[episode]
         view.observation, view.info = observation, {**view.info, **info}
 
-    def end(self, episode: int) -> dict[str, Any]:
+    def end(self, episode: int) -> None:
         self._views.pop(episode, None)
-        return {}
 
 
 def stable_seed(*parts: object) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.base import EpisodeView, PerEpisodeAgent
-from envs.core import normalise_command
+from turngym.agents.base import EpisodeView, PerEpisodeAgent
+from turngym.envs.core import normalise_command
 
 
 def _as_protocol_action(command: str, info: dict[str, Any]) -> str:
@@ -56,7 +56,7 @@ class HumanAgent(PerEpisodeAgent):
 
     name = "human"
 
-    def __init__(self, read=input, write=print) -> None:  # noqa: A002 - injectable for tests
+    def __init__(self, read=input, write=print) -> None:
         super().__init__(seed=0)
         self._read, self._write = read, write
 

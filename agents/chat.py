@@ -152,7 +152,8 @@ def _end_of_turn_text(chat: ChatFormat) -> str:
         raise ChatTemplateError("the chat template drops assistant messages; it cannot render a multi-turn episode")
     after = rendered[at + len(_ASSISTANT_STAND_IN) :]
     specials = sorted(getattr(chat.tokenizer, "all_special_tokens", []) or [], key=len, reverse=True)
-    added = [t.content if hasattr(t, "content") else str(t) for t in (getattr(chat.tokenizer, "added_tokens_decoder", {}) or {}).values()]
+    decoder = getattr(chat.tokenizer, "added_tokens_decoder", {}) or {}
+    added = [t.content if hasattr(t, "content") else str(t) for t in decoder.values()]
     for token in [*specials, *sorted(added, key=len, reverse=True)]:
         if token and after.startswith(token):
             return token
@@ -199,8 +200,10 @@ class TemplateReport:
     def summary(self) -> str:
         lines = [
             f"end-of-turn token {self.end_of_turn!r}, then {self.text_after_end_of_turn!r} (kept in the env delta)",
-            f"append-only: {'yes' if self.append_only else 'NO'}; whole-history tokenisation equals turngym's ids: "
-            f"{'yes' if self.token_exact else 'NO'}",
+            (
+                f"append-only: {'yes' if self.append_only else 'NO'}; whole-history tokenisation equals turngym's ids: "
+                f"{'yes' if self.token_exact else 'NO'}"
+            ),
         ]
         lines += [f"  turn {d.turn}: {d.kind}: {d.detail}" for d in self.drifts]
         if not self.append_only:
@@ -250,7 +253,8 @@ def check_chat_template(
                 append_only = False
                 at = _first_difference(previous_text, rendered)
                 drifts.append(Drift("history_rewritten", turn,
-                                    f"at character {at}: had {previous_text[at:at + 40]!r}, now {rendered[at:at + 40]!r}"))
+                                    f"at character {at}: had {previous_text[at:at + 40]!r}, "
+                                    f"now {rendered[at:at + 40]!r}"))
             previous_text = rendered
         # a finished episode's rendering may end with text after the last end-of-turn token: compare the common part
         template_ids = chat.encode(rendered)[: len(ids)]
@@ -261,11 +265,13 @@ def check_chat_template(
                 drifts.append(Drift("token_boundary", turn,
                                     f"token {at}: template {template_ids[at:at + 3]} vs turngym {ids[at:at + 3]}"))
     after = chat._render(
-        [*chat.messages(_USER_STAND_IN), {"role": "assistant", "content": _ASSISTANT_STAND_IN}], add_generation_prompt=False
+        [*chat.messages(_USER_STAND_IN), {"role": "assistant", "content": _ASSISTANT_STAND_IN}],
+        add_generation_prompt=False,
     ).split(_ASSISTANT_STAND_IN + chat.end_of_turn_text, 1)[-1]
     if after:
         drifts.insert(0, Drift("text_after_end_of_turn", 0,
-                               f"the template writes {after!r} after {chat.end_of_turn_text!r}; turngym keeps it in the env delta"))
+                               f"the template writes {after!r} after {chat.end_of_turn_text!r}; "
+                               "turngym keeps it in the env delta"))
     return TemplateReport(chat.end_of_turn_text, after, append_only, token_exact, drifts)
 
 

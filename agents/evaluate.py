@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.base import Agent
-from agents.rollout import Trajectory, run_episodes
-from envs.tasks import TaskSet
-from envs.vector import EnvPool, LocalPool
+from turngym.agents.base import Agent
+from turngym.agents.rollout import Trajectory, run_episodes
+from turngym.envs.tasks import TaskSet
+from turngym.envs.vector import make_pool
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -78,9 +78,11 @@ class EvalReport:
     seed: int
     overall: Summary
     by_difficulty: dict[str, Summary] = field(default_factory=dict)
+    # The episodes the numbers summarise, in task order (not serialised: write_trajectories does that).
+    trajectories: list[Trajectory] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "trajectories"}
 
 
 def report_from(agent_name: str, env_id: str, env_kwargs: Mapping[str, Any], tasks: TaskSet, seed: int,
@@ -99,6 +101,7 @@ def report_from(agent_name: str, env_id: str, env_kwargs: Mapping[str, Any], tas
         seed=seed,
         overall=summarise(trajectories),
         by_difficulty={k: summarise(v) for k, v in sorted(groups.items())},
+        trajectories=list(trajectories),
     )
 
 
@@ -108,21 +111,26 @@ def evaluate(
     tasks: TaskSet,
     *,
     env_kwargs: Mapping[str, Any] | None = None,
-    num_workers: int = 1,
+    num_workers: int = 0,
+    batch: int = 1,
     seed: int = 0,
     trajectories_path: str | Path | None = None,
-    progress: bool = True,
+    progress: bool | str = True,
 ) -> EvalReport:
-    """Play every task of ``tasks`` once with ``agent`` and summarise.
+    """Play every task of ``tasks`` once with ``agent`` and summarise; the one evaluation entry point.
 
-    With ``num_workers > 1`` episodes run in an :class:`~envs.vector.EnvPool`; with 1 they run
-    in this process. The same seed gives the same result whatever the number of workers.
+    ``num_workers > 0`` plays in that many worker processes (:class:`~turngym.envs.vector.EnvPool`);
+    with 0, ``batch`` episodes play side by side in this process, which an LLM agent answers with
+    one batched forward pass per turn. The same seed gives the same result whatever the number of
+    workers. ``report.trajectories`` holds the episodes.
     """
     kwargs = dict(env_kwargs or {})
     kwargs.setdefault("tasks", tasks)
-    pool = EnvPool.from_id(env_id, num_workers, env_kwargs=kwargs) if num_workers > 1 else LocalPool.from_id(env_id, 1, env_kwargs=kwargs)
+    size = min(num_workers or max(batch, 1), max(len(tasks), 1))
+    pool = make_pool(env_id, size, env_kwargs=kwargs, num_workers=num_workers)
+    label = progress if isinstance(progress, str) else (f"eval {agent.name}" if progress else False)
     try:
-        trajectories = run_episodes(agent, pool, list(tasks), seed=seed, progress=f"eval {agent.name}" if progress else False)
+        trajectories = run_episodes(agent, pool, list(tasks), seed=seed, progress=label)
     finally:
         pool.close()
     if trajectories_path is not None:
@@ -140,7 +148,8 @@ def write_trajectories(trajectories: Sequence[Trajectory], path: str | Path) -> 
 
 def markdown_table(reports: Sequence[EvalReport], *, breakdown: bool = True) -> str:
     """A markdown table of reports: one row per agent (and per difficulty when there are several)."""
-    header = "| agent | protocol | tasks | episodes | success (95 % CI) | return | turns | invalid actions | truncated |"
+    header = ("| agent | protocol | tasks | episodes | success (95 % CI) | return | turns | invalid actions "
+              "| truncated |")
     lines = [header, "|---|---|---|---:|---|---:|---:|---:|---:|"]
     for report in reports:
         rows = [("all", report.overall)]

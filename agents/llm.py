@@ -1,6 +1,6 @@
 """The LLM agent: a language model acting in many episodes at once, keeping exact token ids.
 
-Per episode the agent keeps a :class:`TokenRecord`, the one sequence the model saw and produced:
+Per episode the agent keeps a :class:`~turngym.agents.records.TokenRecord`, the one sequence the model saw and produced:
 
     prompt_ids                      chat template of [system, first observation] + generation prompt
     completion_ids = a_1 e_1 a_2 e_2 ... a_T
@@ -18,13 +18,14 @@ truncated (``context_length``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from agents.actions import ActionParser
-from agents.backends import Generation, GenerationRequest, SamplingConfig, TokenBackend
-from agents.base import Agent, EndEpisode, stable_seed
-from agents.chat import ChatFormat
+from turngym.agents.actions import ActionParser
+from turngym.agents.backends import GenerationRequest, SamplingConfig, TokenBackend
+from turngym.agents.base import Agent, EndEpisode, stable_seed
+from turngym.agents.chat import ChatFormat
+from turngym.agents.records import TokenRecord
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent in a text-based world. Each turn you read what happened and reply with one command "
@@ -71,56 +72,6 @@ class LLMAgentConfig:
 
 
 @dataclass
-class TokenRecord:
-    """One episode as exact token ids (see the module docstring)."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int] = field(default_factory=list)
-    env_mask: list[int] = field(default_factory=list)  # 1: sampled by the model (trained on); 0: environment
-    logprobs: list[float] = field(default_factory=list)  # sampling logprob; 0.0 where env_mask is 0
-    turn_index: list[int] = field(default_factory=list)  # the turn (from 0) each completion token belongs to
-    turn_ends: list[int] = field(default_factory=list)  # index of each turn's last sampled token
-    replies: list[str] = field(default_factory=list)  # decoded model text per turn
-    actions: list[str | None] = field(default_factory=list)  # parsed action per turn (None: none found)
-    forced_end_of_turn: list[bool] = field(default_factory=list)  # turn hit max_new_tokens
-    context_truncated: bool = False
-
-    @property
-    def num_turns(self) -> int:
-        return len(self.replies)
-
-    def __len__(self) -> int:
-        return len(self.prompt_ids) + len(self.completion_ids)
-
-    def all_ids(self) -> list[int]:
-        return self.prompt_ids + self.completion_ids
-
-    def add_model_turn(self, generation: Generation, end_of_turn_id: int) -> None:
-        turn = self.num_turns
-        self.completion_ids += generation.ids
-        self.env_mask += [1] * len(generation.ids)
-        self.logprobs += generation.logprobs
-        self.turn_index += [turn] * len(generation.ids)
-        self.turn_ends.append(len(self.completion_ids) - 1)
-        forced = not generation.stopped
-        if forced:  # close the turn with a token the model did not sample: context, not loss
-            self._add_env(turn, [end_of_turn_id])
-        self.forced_end_of_turn.append(forced)
-
-    def add_env_turn(self, ids: list[int]) -> None:
-        self._add_env(self.num_turns - 1, ids)
-
-    def _add_env(self, turn: int, ids: list[int]) -> None:
-        self.completion_ids += ids
-        self.env_mask += [0] * len(ids)
-        self.logprobs += [0.0] * len(ids)
-        self.turn_index += [turn] * len(ids)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
 class _Live:
     record: TokenRecord
     seed: int
@@ -128,9 +79,10 @@ class _Live:
 
 
 class LLMAgent(Agent):
-    """A causal LM acting through a :class:`~agents.backends.TokenBackend`.
+    """A causal LM acting through a :class:`~turngym.agents.backends.TokenBackend`.
 
-    ``end(episode)`` returns ``{"tokens": TokenRecord.to_dict()}``, kept with the trajectory.
+    ``end(episode)`` returns the episode's :class:`~turngym.agents.records.TokenRecord`, which the
+    rollout keeps as ``trajectory.record``.
     """
 
     batched = True
@@ -140,7 +92,8 @@ class LLMAgent(Agent):
         self.backend = backend
         self.config = config or LLMAgentConfig()
         self.parser = self.config.parser()
-        self.chat = ChatFormat(tokenizer, system_prompt=self.config.system_message(self.parser), response_prefix=self.config.response_prefix)
+        self.chat = ChatFormat(tokenizer, system_prompt=self.config.system_message(self.parser),
+                               response_prefix=self.config.response_prefix)
         self.name = name
         self._live: dict[int, _Live] = {}
         backend.cache_prefix(self.chat.shared_prefix_ids())  # the shared system prompt, encoded once
@@ -187,7 +140,7 @@ class LLMAgent(Agent):
         # Appended lazily, at the next act(): the last observation of an episode is never needed.
         self._live[episode].pending_observation = observation
 
-    def end(self, episode: int) -> dict[str, Any]:
+    def end(self, episode: int) -> TokenRecord:
         live = self._live.pop(episode)
         self.backend.release(episode)
-        return {"tokens": live.record.to_dict()}
+        return live.record

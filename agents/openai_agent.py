@@ -1,7 +1,7 @@
 """Evaluating a served model through an OpenAI-compatible chat API (vLLM, TGI, llama.cpp, OpenAI).
 
 The server owns the tokenizer, so this agent keeps the episode as chat messages, not token ids:
-it is for evaluation, not training (train with :class:`~agents.llm.LLMAgent`). It shares the
+it is for evaluation, not training (train with :class:`~turngym.agents.llm.LLMAgent`). It shares the
 prompt, the action parser and the sampling settings with the LLM agent, and sends the live
 episodes' requests concurrently. An API failure ends that episode as truncated (``api_error``,
 counted as an infrastructure failure, never as the agent losing); a context overflow ends it as
@@ -17,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import Agent, EndEpisode
-from agents.llm import LLMAgentConfig
+from turngym.agents.base import Agent, EndEpisode
+from turngym.agents.llm import LLMAgentConfig
+from turngym.agents.records import ChatRecord
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +101,6 @@ class ChatAPIAgent(Agent):
     def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
         self._live[episode].pending_observation = observation
 
-    def end(self, episode: int) -> dict[str, Any]:
+    def end(self, episode: int) -> ChatRecord:
         live = self._live.pop(episode)
-        return {"messages": live.messages, "replies": live.replies, "actions": live.actions}
+        return ChatRecord(messages=live.messages, replies=live.replies, actions=live.actions)

@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from agents.base import Agent, EndEpisode, stable_seed
-from envs.tasks import Task
-from envs.vector import Reply, StepResult
-
+from turngym.agents.base import Agent, EndEpisode, stable_seed
+from turngym.agents.records import AgentRecord, TokenRecord
+from turngym.envs.tasks import Task
+from turngym.envs.vector import Reply, StepResult
 
 # Truncation reasons that are limits of the episode, not failures of the infrastructure.
 LIMIT_REASONS = ("max_turns", "context_length", "time_limit")
 
 
 class Pool(Protocol):
-    """What the rollout needs of a pool: :class:`~envs.vector.EnvPool` or ``LocalPool``."""
+    """What the rollout needs of a pool: :class:`~turngym.envs.vector.EnvPool` or ``LocalPool``."""
 
     num_envs: int
 
@@ -33,7 +33,8 @@ class Pool(Protocol):
 
 @dataclass
 class Trajectory:
-    """One finished episode, as text (an LLM agent adds its token record in ``agent_data``)."""
+    """One finished episode: its text, its rewards and outcome, and the agent's ``record`` of it
+    (an LLM agent's exact token ids, :class:`~turngym.agents.records.TokenRecord`)."""
 
     task: dict[str, Any]
     observations: list[str]  # the reset observation, then one per turn
@@ -48,7 +49,7 @@ class Trajectory:
     reward_mode: str | None = None
     max_turns: int | None = None
     optimal_length: int | None = None
-    agent_data: dict[str, Any] = field(default_factory=dict)
+    record: AgentRecord | None = None
 
     @property
     def num_turns(self) -> int:
@@ -57,6 +58,11 @@ class Trajectory:
     @property
     def episode_reward(self) -> float:
         return float(sum(self.turn_rewards))
+
+    @property
+    def tokens(self) -> TokenRecord | None:
+        """The exact token ids, when an LLM agent played the episode."""
+        return self.record if isinstance(self.record, TokenRecord) else None
 
     @property
     def infrastructure_failure(self) -> bool:
@@ -101,7 +107,7 @@ def run_episodes(
 
     def finish(worker: int) -> None:
         episode, trajectory = live.pop(worker)
-        trajectory.agent_data = agent.end(episode)
+        trajectory.record = agent.end(episode)
         done[episode] = trajectory
         free.append(worker)
         bar.update()

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from env_throughput import pool, script, timed_episodes
 
-from envs.alfworld import ALFWorldEnv, alfworld_tasks, generate_games, materialise
-from envs.alfworld.generation import GameSpec, split_specs, task_files
+from turngym.envs.alfworld import ALFWorldEnv, alfworld_tasks, generate_games, materialise
+from turngym.envs.alfworld.games import task_files
+from turngym.envs.alfworld.generation import GameSpec, split_specs
 
 ENV_ID = "turngym/ALFWorld-v0"
 

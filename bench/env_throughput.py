@@ -20,12 +20,12 @@ from typing import Any
 
 import textworld
 
-from agents.base import EpisodeView, PerEpisodeAgent
-from agents.rollout import run_episodes
-from envs.textworld import TextWorldEnv, materialise, textworld_tasks
-from envs.textworld.engine import request_infos
-from envs.textworld.generation import task_files
-from envs.vector import EnvPool
+from turngym.agents.base import EpisodeView, PerEpisodeAgent
+from turngym.agents.rollout import run_episodes
+from turngym.envs.textworld import TextWorldEnv, materialise, textworld_tasks
+from turngym.envs.textworld.engine import request_infos
+from turngym.envs.textworld.generation import task_files
+from turngym.envs.vector import EnvPool
 
 
 def script(walkthrough: list[str], noise: int) -> list[str]:
@@ -61,7 +61,8 @@ def raw_textworld(games: list[tuple[str, list[str]]], rounds: int) -> float:
 def turngym_env(tasks, scripts, rounds: int, isolation: str) -> float:
     env = TextWorldEnv(tasks=tasks, engine_isolation=isolation, max_turns=10_000)
     env.reset(options={"task": tasks[0]})  # start the engine outside the timed region
-    rate = timed_episodes(lambda task: env.reset(options={"task": task}), env.step, list(zip(tasks, scripts, strict=True)), rounds)
+    rate = timed_episodes(lambda task: env.reset(options={"task": task}), env.step,
+                          list(zip(tasks, scripts, strict=True)), rounds)
     env.close()
     return rate
 

@@ -7,7 +7,7 @@ chat format (the same replay the SFT warm start uses), so each episode is exactl
 an RL rollout of those replies would train on: the demo's chat format (SmolLM2-135M-Instruct's
 template, the default system prompt, ``Action:`` replies). It prints the mean tokens, model
 tokens and turns per episode, and each row's tokens as a ratio to the first row. This is the
-measurement behind the demo's world and protocol (README "Results").
+measurement behind the demo's world and protocol (docs/results.md).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from transformers import AutoTokenizer
 
-    from agents.models import resolve_model
-    from trainers.sft import TurnGymSFTConfig, collect_demos
+    from turngym.agents.models import resolve_model
+    from turngym.trainers.sft import TurnGymSFTConfig, collect_demos
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
     rows = []

@@ -8,7 +8,7 @@ same work: the same turns, the same new tokens, the same number of decoding step
 * ``prefill_group_cost=None``: each turn's new tokens are encoded in one pass, every row padded
   to the longest;
 * ``prefill_group_cost=32`` (the default): rows are split into groups of similar length
-  (``agents.backends.prefill_groups``).
+  (``turngym.agents.backends.prefill_groups``).
 
 The variants alternate ``--repeats`` times; it prints prefill seconds, padded share and total
 seconds per replay, and the median ratio of single-pass to grouped time.
@@ -26,12 +26,12 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from agents import backends
-from agents.backends import GenerationRequest, HFBackend
-from agents.llm import LLMAgent, LLMAgentConfig
-from agents.rollout import run_episodes
-from envs.textworld import materialise, textworld_tasks
-from envs.vector import LocalPool
+from turngym.agents import backends
+from turngym.agents.backends import GenerationRequest, HFBackend
+from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.rollout import run_episodes
+from turngym.envs.textworld import materialise, textworld_tasks
+from turngym.envs.vector import LocalPool
 
 VARIANTS = {"one padded pass": None, "length groups": 32}
 _real_sample, _real_row_generator = backends._sample, backends._row_generator  # restored after each replay
@@ -133,7 +133,7 @@ def main() -> None:
 
     import torch
 
-    from agents.models import load_policy
+    from turngym.agents.models import load_policy
 
     torch.set_grad_enabled(False)
     tasks = materialise(textworld_tasks(args.config, "eval", n=args.episodes), workers=2)
@@ -152,7 +152,8 @@ def main() -> None:
     for label, runs in results.items():
         for r in runs:
             assert r["cache_misses"] == 0, "a replayed episode missed its cache: the replay did different work"
-            print(f"| {label} | {r['passes']} | {100 * r['padded_share']:.1f} % | {r['prefill_s']:.2f} | {r['total_s']:.2f} |")
+            print(f"| {label} | {r['passes']} | {100 * r['padded_share']:.1f} % | {r['prefill_s']:.2f} | "
+                  f"{r['total_s']:.2f} |")
     single, grouped = results["one padded pass"], results["length groups"]
     prefill = statistics.median(s["prefill_s"] / g["prefill_s"] for s, g in zip(single, grouped, strict=True))
     total = statistics.median(s["total_s"] / g["total_s"] for s, g in zip(single, grouped, strict=True))

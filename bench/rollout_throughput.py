@@ -26,11 +26,11 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from agents.backends import HFBackend
-from agents.llm import LLMAgent, LLMAgentConfig
-from agents.rollout import run_episodes
-from envs.textworld import materialise, textworld_tasks
-from envs.vector import LocalPool
+from turngym.agents.backends import HFBackend
+from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.rollout import run_episodes
+from turngym.envs.textworld import materialise, textworld_tasks
+from turngym.envs.vector import LocalPool
 
 # Shapes of Qwen2.5-0.5B, for GPU numbers with random weights (no download needed).
 MODEL_CONFIGS = {
@@ -73,13 +73,13 @@ def _synchronise(device: Any) -> None:
 def load(args: argparse.Namespace) -> tuple[Any, Any]:
     import torch
 
-    from agents.models import load_policy
+    from turngym.agents.models import load_policy
 
     if args.model_config is None:
         return load_policy(args.model, device=args.device, dtype=args.dtype)
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-    from agents.models import resolve_model
+    from turngym.agents.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
     torch.manual_seed(0)
@@ -123,7 +123,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--config", default="w2-o3-q4", help="TextWorld config of the tasks")
     parser.add_argument("--episodes", type=int, default=16)
-    parser.add_argument("--turns", type=int, default=None, help="max turns per episode (default: the world's, 2x the walkthrough)")
+    parser.add_argument("--turns", type=int, default=None,
+                        help="max turns per episode (default: the world's, 2x the walkthrough)")
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
                         help="weights' dtype (default: float32 on CPU, bfloat16 on GPU)")
@@ -135,7 +136,8 @@ def main() -> None:
     torch.set_grad_enabled(False)
     tasks = materialise(textworld_tasks(args.config, "eval", n=args.episodes), workers=2)
     model, tokenizer = load(args)
-    rollout(model, tokenizer, tasks.take(2), 2, argparse.Namespace(**{**vars(args), "turns": 2}))  # warm-up: allocator, kernels, engines
+    # warm-up: allocator, kernels, engines
+    rollout(model, tokenizer, tasks.take(2), 2, argparse.Namespace(**{**vars(args), "turns": 2}))
     runs = []
     for _ in range(args.repeats):
         runs.append((rollout(model, tokenizer, tasks, args.episodes, args), rollout(model, tokenizer, tasks, 1, args)))
@@ -150,15 +152,17 @@ def main() -> None:
         for label, r in zip(("lockstep batched", "one episode at a time"), pair, strict=True):
             label += f" (run {index})" if args.repeats > 1 else ""
             print(f"| {label} | {r['turns']} | {r['tokens']} | {r['forward_passes']} | {r['generate_s']:.1f} | "
-                  f"{r['wall_s']:.1f} | {r['tokens_per_s']:.1f} | {r['tokens_per_cpu_s']:.1f} | {100 * r['other_share']:.1f} % |")
+                  f"{r['wall_s']:.1f} | {r['tokens_per_s']:.1f} | {r['tokens_per_cpu_s']:.1f} | "
+                  f"{100 * r['other_share']:.1f} % |")
     ratios = [batched["tokens_per_s"] / sequential["tokens_per_s"] for batched, sequential in runs]
     cpu_ratios = [batched["tokens_per_cpu_s"] / sequential["tokens_per_cpu_s"] for batched, sequential in runs]
     shares = [batched["other_share"] for batched, _ in runs]
     listed = ", ".join(f"{r:.2f}x" for r in ratios)
     # CPU time is less sensitive than wall time to other work on the machine
     print(f"\nbatched / sequential tokens per CPU second: median {statistics.median(cpu_ratios):.2f}x")
-    print(f"batched / sequential tokens/s: median {statistics.median(ratios):.2f}x ({listed}; target >= 4x at 16 episodes "
-          f"on CPU); environment and bookkeeping share of batched wall time: {100 * max(shares):.1f} % at most (target < 10 %)")
+    print(f"batched / sequential tokens/s: median {statistics.median(ratios):.2f}x ({listed}; target >= 4x at 16 "
+          f"episodes on CPU); environment and bookkeeping share of batched wall time: {100 * max(shares):.1f} % "
+          "at most (target < 10 %)")
 
 
 if __name__ == "__main__":

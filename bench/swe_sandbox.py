@@ -27,10 +27,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from envs.swe import SWEInstance, shipped_instances
-from envs.swe.instances import local_repo_dir
-from envs.swe.sandbox import PINNED_ENV, SandboxSpec, backend_available, make_sandbox
-from envs.swe.workspace import UNITTEST_RUNNER, Workspace
+from turngym.envs.swe import SWEInstance, shipped_instances
+from turngym.envs.swe.instances import local_repo_dir
+from turngym.envs.swe.sandbox import PINNED_ENV, SandboxSpec, backend_available, make_sandbox
+from turngym.envs.swe.workspace import UNITTEST_RUNNER, Workspace
 
 RUNNER = Path(__file__).resolve().parent.parent / "envs" / "swe" / "tools" / "unittest_runner.py"
 
@@ -99,7 +99,7 @@ def main() -> None:
     for backend in args.backends:
         problem = backend_available(backend)
         if backend == "docker" and problem is None:
-            from envs.swe.sandbox import docker
+            from turngym.envs.swe.sandbox import docker
 
             problem = None if docker.image_exists(docker.DEFAULT_IMAGE) else "image not built (make docker-image)"
         if problem:
@@ -119,7 +119,8 @@ def main() -> None:
 
     base_start, base_tests = rows[0][1], rows[0][3]
     print(f"{len(instances)} shipped tasks, {args.repeats} starts per backend; medians")
-    print("| backend | start + 1 command (ms) | ratio | teardown (ms) | test run per task (ms) | ratio | full grading per task (ms) |")
+    print("| backend | start + 1 command (ms) | ratio | teardown (ms) | test run per task (ms) | ratio "
+          "| full grading per task (ms) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, start, teardown, tests, grading in rows:
         print(f"| {name} | {start:.1f} | {start / base_start:.2f} | {'' if teardown is None else f'{teardown:.1f}'} "

@@ -5,7 +5,7 @@
 One optimizer step (forward, token log-probabilities, backward, AdamW) on a batch of random token
 ids, the shape of a batch of TextWorld episodes. Every variant runs in the same process on the same
 batch, and the script prints each one's best-of-``reps`` time and its ratio to full fp32. This is
-the measurement behind the demo's choice of full fine-tuning under bf16 autocast (README "Results").
+the measurement behind the demo's choice of full fine-tuning under bf16 autocast (docs/results.md).
 LoRA adapters (rank 16 on every linear layer, peft) save only the weight gradients: the activation
 gradients, most of the backward pass, remain.
 """
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from agents.models import resolve_model
+    from turngym.agents.models import resolve_model
 
     torch.manual_seed(0)
     path = resolve_model(args.model)
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     for lora in (False, True):
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).train()
         if lora:
-            model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"))
+            lora_config = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
+            model = get_peft_model(model, lora_config)
         params = [p for p in model.parameters() if p.requires_grad]
         for bf16 in (False, True):
             rows.append(("LoRA r=16" if lora else "full", "bf16 autocast" if bf16 else "fp32",
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
         del model
     baseline = rows[0][2]
     tokens = args.batch * args.tokens
-    print(f"{args.model}: one optimizer step on {args.batch} x {args.tokens} tokens, {torch.get_num_threads()} threads\n")
+    print(f"{args.model}: one optimizer step on {args.batch} x {args.tokens} tokens, "
+          f"{torch.get_num_threads()} threads\n")
     print("| weights trained | precision | s / step | tokens / s | speed vs full fp32 |")
     print("|---|---|---:|---:|---:|")
     for weights, precision, seconds in rows:

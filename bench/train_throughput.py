@@ -1,4 +1,4 @@
-"""Training-step cost: whole-episode packing against one sample per turn, on the same episodes.
+r"""Training-step cost: whole-episode packing against one sample per turn, on the same episodes.
 
 Both layouts train the same model tokens of the same multi-turn episodes, with the same loss:
 
@@ -19,11 +19,14 @@ step's working memory: its peak over what the process held before (weights, grad
 AdamW state), which is the same in both layouts. On CPU every measurement runs in a fresh
 process and memory is the peak RSS; on CUDA, torch's peak allocated memory.
 
-    python bench/train_throughput.py             # SmolLM2-135M-Instruct, fp32, CPU: 2 episodes per turn count, 4/8/16 turns
-    python bench/train_throughput.py --threads 1  # the same at 1 thread: steadier on a busy machine (25-35 minutes here)
+    # SmolLM2-135M-Instruct, fp32, CPU: 2 episodes per turn count, 4/8/16 turns
+    python bench/train_throughput.py
+    # the same at 1 thread: steadier on a busy machine (25-35 minutes here)
+    python bench/train_throughput.py --threads 1
     # GPU: record the episodes where TextWorld is installed, then measure them on the GPU machine
     python bench/train_throughput.py --episodes 8 --repeats 0 --episodes-file episodes.json
-    python bench/train_throughput.py --device cuda --model-config qwen2.5-0.5b --dtype bf16 --episodes 8 --episodes-file episodes.json
+    python bench/train_throughput.py --device cuda --model-config qwen2.5-0.5b --dtype bf16 --episodes 8 \
+        --episodes-file episodes.json
     python bench/train_throughput.py --model-config tiny --turns 2 4 --repeats 1    # a smoke run, under a minute
 """
 
@@ -47,16 +50,16 @@ from typing import TYPE_CHECKING, Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 if TYPE_CHECKING:  # imported where used: measuring needs only torch and transformers (the GPU machine has no gymnasium)
-    from trainers.episodes import Episode
+    from turngym.trainers.episodes import Episode
 
 # Model shapes for runs with random weights (no download needed). qwen2.5-0.5b is the same shape as
 # in bench/rollout_throughput.py; tiny is for smoke runs of this script.
 MODEL_CONFIGS = {
-    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                         num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1_000_000.0,
-                         tie_word_embeddings=True),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=32768, tie_word_embeddings=True),
+    "qwen2.5-0.5b": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+                     "num_attention_heads": 14, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+                     "rope_theta": 1_000_000.0, "tie_word_embeddings": True},
+    "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "max_position_embeddings": 32768, "tie_word_embeddings": True},
 }
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 LAYOUTS = ("packed", "per-turn")
@@ -78,22 +81,23 @@ def play_episodes(tokenizer: Any, env_id: str, turns: int, count: int, *, env_kw
                   seed: int = 0, max_tries: int = 20) -> list[Episode]:
     """``count`` episodes of exactly ``turns`` turns, recorded by the real LLM agent.
 
-    The agent is :class:`~agents.llm.LLMAgent` (chat template, exact token bookkeeping) on a
-    :class:`~agents.backends.ScriptedBackend` that replies with a thought and a random admissible
+    The agent is :class:`~turngym.agents.llm.LLMAgent` (chat template, exact token bookkeeping) on a
+    :class:`~turngym.agents.backends.ScriptedBackend` that replies with a thought and a random admissible
     command, so the token layout is exactly a rollout's. An episode that ends early (a lucky win)
     is replayed with other commands: every episode must have ``turns`` turns.
     """
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the turngym/ ids)
-    from agents.backends import ScriptedBackend
-    from agents.llm import LLMAgent, LLMAgentConfig
-    from agents.rollout import Trajectory
-    from trainers.episodes import Episode
+    from turngym import envs  # noqa: F401  (registers the turngym/ ids)
+    from turngym.agents.backends import ScriptedBackend
+    from turngym.agents.llm import LLMAgent, LLMAgentConfig
+    from turngym.agents.rollout import Trajectory
+    from turngym.trainers.episodes import Episode
 
     rng = random.Random(seed)
     reply = {"text": ""}
-    backend = ScriptedBackend(lambda request: reply["text"], lambda text: tokenizer.encode(text, add_special_tokens=False))
+    backend = ScriptedBackend(lambda request: reply["text"],
+                              lambda text: tokenizer.encode(text, add_special_tokens=False))
     agent = LLMAgent(backend, tokenizer, LLMAgentConfig(max_new_tokens=64, max_context_tokens=1 << 20))
     env = gym.make(env_id, max_turns=turns, **(env_kwargs or {})).unwrapped
     tasks = list(env.tasks)
@@ -113,9 +117,10 @@ def play_episodes(tokenizer: Any, env_id: str, turns: int, count: int, *, env_kw
                     agent.observe(0, action, observation, reward, info)
                     trajectory.actions.append(action)
                     trajectory.turn_rewards.append(float(reward))
-                    trajectory.won, trajectory.terminated, trajectory.truncated = bool(info.get("won")), terminated, truncated
+                    trajectory.won = bool(info.get("won"))
+                    trajectory.terminated, trajectory.truncated = terminated, truncated
                     done = terminated or truncated
-                trajectory.agent_data = agent.end(0)
+                trajectory.record = agent.end(0)
                 if trajectory.num_turns == turns:
                     break
             else:
@@ -131,20 +136,27 @@ def play_episodes(tokenizer: Any, env_id: str, turns: int, count: int, *, env_kw
 
 def textworld_env_kwargs(config: str, count: int) -> dict[str, Any]:
     """Held-out TextWorld games (generated once, then cached), the engine in-process."""
-    from envs.textworld import materialise, textworld_tasks
+    from turngym.envs.textworld import materialise, textworld_tasks
 
     tasks = materialise(textworld_tasks(config, "eval", n=count), workers=2, progress=False)
     return {"tasks": tasks, "engine_isolation": "none"}
 
 
+# What measuring reads of an episode; saved flat, so a GPU machine loads them without turngym.
+SAVED_FIELDS = ("group", "task", "prompt_ids", "completion_ids", "env_mask", "turn_index", "turn_ends", "logprobs",
+                "turn_rewards", "won", "terminated", "truncated", "truncation_reason", "invalid_actions")
+
+
 def save_episodes(path: Path, episodes: dict[int, list[Episode]], *, vocab_size: int, pad_id: int,
                   source: dict[str, Any]) -> None:
     """Write episodes (and what measuring needs of the tokenizer) as JSON."""
-    import dataclasses
     import json
 
+    def flat(episode: Episode) -> dict[str, Any]:
+        return {name: getattr(episode, name) for name in SAVED_FIELDS}
+
     payload = {"source": source, "vocab_size": vocab_size, "pad_id": pad_id,
-               "episodes": {str(turns): [dataclasses.asdict(e) for e in group] for turns, group in episodes.items()}}
+               "episodes": {str(turns): [flat(e) for e in group] for turns, group in episodes.items()}}
     path.write_text(json.dumps(payload))
 
 
@@ -310,7 +322,8 @@ def token_logprobs(model: Any, batch: dict[str, Any], head: str) -> tuple[Any, A
     selected = batch["loss_mask"][:, 1:]
     selective_log_softmax = _selective_log_softmax()
     if head == "trained":
-        hidden = model.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        hidden = model.base_model(input_ids=batch["input_ids"],
+                                  attention_mask=batch["attention_mask"]).last_hidden_state
         logits = model.get_output_embeddings()(hidden[:, :-1][selected]).float()
         logprobs = selective_log_softmax(logits, targets[selected])
     elif head == "all":
@@ -363,7 +376,7 @@ def load_model(spec: ModelSpec) -> Any:
 
     hf_logging.disable_progress_bar()
     if spec.config is None:
-        from agents.models import load_policy
+        from turngym.agents.models import load_policy
 
         model, _ = load_policy(spec.model, device=spec.device, dtype=DTYPES[spec.dtype])
     else:
@@ -477,7 +490,7 @@ def measure_in_fresh_process(*args: Any) -> dict[str, float | None]:
 def load_tokenizer(model: str) -> Any:
     from transformers import AutoTokenizer
 
-    from agents.models import resolve_model
+    from turngym.agents.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
     if tokenizer.pad_token_id is None:
@@ -496,7 +509,8 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[int, dict[
         results[turns] = {}
         for layout in LAYOUTS:
             samples = build_layout(layout, episodes, advantages)
-            results[turns][layout] = {"samples": samples, "counts": token_counts(samples, args.micro_batch_size), "runs": []}
+            results[turns][layout] = {"samples": samples, "counts": token_counts(samples, args.micro_batch_size),
+                                      "runs": []}
         counts = {layout: results[turns][layout]["counts"] for layout in LAYOUTS}
         say(f"{turns} turns: {args.episodes} episodes ({episode_shape(episodes)}); tokens processed: packed "
             f"{counts['packed']['padded']}, per-turn {counts['per-turn']['padded']}")
@@ -550,18 +564,19 @@ def print_table(results: dict[int, dict[str, dict[str, Any]]]) -> None:
             peak = f"{r['peak_mib']:.0f}" if r["peak_mib"] is not None else "-"
             label = "packed (ours)" if layout == "packed" else "per-turn"
             print(f"| {turns} | {label} | {r['samples']} | {r['trained']} | {r['padded']} | {r['unpadded']} | "
-                  f"{r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['trained_per_s']:.0f} | {r['padded_per_s']:.0f} | {peak} |")
+                  f"{r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['trained_per_s']:.0f} | {r['padded_per_s']:.0f} | "
+                  f"{peak} |")
         a, b = rows["packed"], rows["per-turn"]
 
-        def ratio(key: str, bold: bool = False) -> str:
+        def ratio(key: str, bold: bool = False, a: dict[str, Any] = a, b: dict[str, Any] = b) -> str:
             if not a[key] or not b[key]:
                 return "-"
             text = f"{b[key] / a[key]:.2f}x"
             return f"**{text}**" if bold else text
 
         print(f"| {turns} | per-turn / packed | {ratio('samples')} | {ratio('trained')} | {ratio('padded', True)} | "
-              f"{ratio('unpadded')} | {ratio('seconds', True)} | {ratio('cpu_seconds', True)} | {ratio('trained_per_s')} | "
-              f"{ratio('padded_per_s')} | {ratio('peak_mib', True)} |")
+              f"{ratio('unpadded')} | {ratio('seconds', True)} | {ratio('cpu_seconds', True)} | "
+              f"{ratio('trained_per_s')} | {ratio('padded_per_s')} | {ratio('peak_mib', True)} |")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -602,12 +617,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     name = args.model_config or args.model
     isolation = "each measurement in a fresh process" if torch_device_type(args.device) == "cpu" else "in one process"
-    print(f"\n{name} ({args.dtype}) on {args.device}, torch threads {torch.get_num_threads()}, {args.episodes} TextWorld "
-          f"{args.config} episodes per turn count, micro-batch {args.micro_batch_size} samples, output layer at {args.head} "
-          f"positions, median of {args.repeats} steps ({isolation}); {time.perf_counter() - start:.0f} s in all, "
-          f"1-minute load average {load:.2f} at the start and {os.getloadavg()[0]:.2f} at the end\n")
+    print(f"\n{name} ({args.dtype}) on {args.device}, torch threads {torch.get_num_threads()}, {args.episodes} "
+          f"TextWorld {args.config} episodes per turn count, micro-batch {args.micro_batch_size} samples, output layer "
+          f"at {args.head} positions, median of {args.repeats} steps ({isolation}); "
+          f"{time.perf_counter() - start:.0f} s in all, 1-minute load average {load:.2f} at the start and "
+          f"{os.getloadavg()[0]:.2f} at the end\n")
     print_table(results)
-    held = statistics.median(r["baseline_bytes"] for entries in results.values() for e in entries.values() for r in e["runs"])
+    held = statistics.median(r["baseline_bytes"] for entries in results.values() for e in entries.values()
+                             for r in e["runs"])
     what = "allocated by torch" if torch_device_type(args.device) != "cpu" else "resident, with the libraries"
     print(f"\nMemory held before every step (weights, gradient buffers, AdamW state; {what}): {held / 2**20:.0f} MiB. "
           "Peak memory above is the step's own, over that.")

@@ -1,10 +1,11 @@
 """turngym worlds: the text-environment contract, the registry, tasks, and parallel execution.
 
-``import envs`` registers the built-in worlds, so that
+``import turngym`` registers the built-in worlds, so that
 ``gymnasium.make("turngym/TextWorld-v0", config="w2-o3-q4")`` works.
 """
 
-from envs.core import (
+from turngym.envs.checker import TextEnvContractError, check_text_env
+from turngym.envs.core import (
     INFO_KEYS,
     ActionProtocol,
     AnyText,
@@ -14,13 +15,17 @@ from envs.core import (
     dense_turn_reward,
     sparse_turn_reward,
 )
-from envs.registry import NAMESPACE, make, register, text_world_ids
-from envs.tasks import SplitOverlapError, Task, TaskSet, assert_disjoint
+from turngym.envs.registry import NAMESPACE, make, register, text_world_ids
+from turngym.envs.tasks import SplitOverlapError, Task, TaskSet, assert_disjoint
 
-register(f"{NAMESPACE}/TextWorld-v0", entry_point="envs.textworld.env:TextWorldEnv")
-register(f"{NAMESPACE}/Signals-v0", entry_point="envs.signals:SignalsEnv")
-register(f"{NAMESPACE}/SWE-v0", entry_point="envs.swe.env:SWEEnv")
-register(f"{NAMESPACE}/ALFWorld-v0", entry_point="envs.alfworld.env:ALFWorldEnv")
+# Entry points and task panels are "module:name" strings: registering imports no world engine.
+register(f"{NAMESPACE}/TextWorld-v0", entry_point="turngym.envs.textworld.env:TextWorldEnv",
+         task_panel="turngym.envs.textworld:task_panel")
+register(f"{NAMESPACE}/Signals-v0", entry_point="turngym.envs.signals:SignalsEnv",
+         task_panel="turngym.envs.signals:task_panel")
+register(f"{NAMESPACE}/SWE-v0", entry_point="turngym.envs.swe.env:SWEEnv", task_panel="turngym.envs.swe:task_panel")
+register(f"{NAMESPACE}/ALFWorld-v0", entry_point="turngym.envs.alfworld.env:ALFWorldEnv",
+         task_panel="turngym.envs.alfworld:task_panel")
 
 __all__ = [
     "INFO_KEYS",
@@ -32,8 +37,10 @@ __all__ = [
     "Task",
     "TaskSet",
     "TextEnv",
+    "TextEnvContractError",
     "WorldState",
     "assert_disjoint",
+    "check_text_env",
     "dense_turn_reward",
     "make",
     "register",

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 from gymnasium import spaces
 
-from envs.tasks import Task, TaskSet
+from turngym.envs.tasks import Task, TaskSet
 
 # Keys present in every ``info`` dict returned by ``reset`` and ``step``.
 INFO_KEYS = (
@@ -99,6 +99,10 @@ class WorldState:
         extra: further ``info`` entries, e.g. the walkthrough at reset.
         failure: set when the engine hung or crashed; the episode is then truncated.
         optimal_length: length of the best known solution (meaningful at start).
+        outcome: the episode's final score, for a world whose outcome is not a plain win or loss
+            (a test pass ratio, say). Read when the episode ends; ``None`` means 1.0 if ``won``
+            else 0.0. Sparse mode pays it on the last turn; dense mode pays
+            ``outcome - progress_{T-1}``, so dense rewards still sum to it.
     """
 
     text: str
@@ -111,6 +115,7 @@ class WorldState:
     extra: dict[str, Any] = field(default_factory=dict)
     failure: str | None = None
     optimal_length: int | None = None
+    outcome: float | None = None
 
 
 def sparse_turn_reward(won: bool) -> float:
@@ -223,6 +228,13 @@ class TextEnv(gym.Env[str, str]):
     def _close_world(self) -> None:
         """Release the world's resources (engines, processes, files)."""
 
+    def _finish(self, state: WorldState, truncation: str | None) -> WorldState:
+        """Called once when an episode ends (won, lost, truncated or failed), before its last
+        reward is computed. A world that grades at the end (the SWE world runs the tests) sets
+        ``state.outcome`` here and may add ``components``, ``extra`` and text. ``truncation`` is
+        the truncation reason, or ``None`` when the episode terminated."""
+        return state
+
     # ----------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode. ``options={"task": Task | task id | dict}`` picks the task."""
@@ -261,33 +273,15 @@ class TextEnv(gym.Env[str, str]):
                 state.invalid = normalise_command(command) not in admissible
             if state.invalid:
                 invalid_reason = "not an admissible command"
-            text = state.text if state.text.strip() else "[the world gave no response]"
         else:
             # Rejected before reaching the world: the world's state is unchanged.
             state = WorldState(
-                text="",
+                text=f"Invalid action: {invalid_reason}. {self._hint()}",
                 progress=previous.progress,
                 admissible_commands=previous.admissible_commands,
                 components=dict.fromkeys(previous.components, 0.0),
             )
-            text = f"Invalid action: {invalid_reason}. {self._hint()}"
             command = None
-
-        if state.failure:
-            turn_reward = 0.0
-        elif self.reward_mode is RewardMode.SPARSE:
-            turn_reward = sparse_turn_reward(state.won)
-        else:
-            turn_reward = dense_turn_reward(previous.progress, state.progress, state.won)
-        components = {
-            "outcome": sparse_turn_reward(state.won),
-            "progress": dense_turn_reward(previous.progress, state.progress, state.won),
-            **state.components,
-        }
-        if invalid_reason is not None and self.invalid_action_penalty:
-            components["invalid_penalty"] = -self.invalid_action_penalty
-            turn_reward -= self.invalid_action_penalty
-        self._return += turn_reward
 
         terminated = bool(state.won or state.lost) and not state.failure
         truncation = None
@@ -296,6 +290,26 @@ class TextEnv(gym.Env[str, str]):
         elif not terminated and self._turn >= self._max_turns:
             truncation = "max_turns"
         truncated = truncation is not None
+        if terminated or truncated:
+            state = self._finish(state, truncation)
+        text = state.text if state.text.strip() else "[the world gave no response]"
+
+        if state.outcome is not None:  # the world scored the ending itself
+            outcome = float(state.outcome)
+            progress_reward = outcome - previous.progress
+            turn_reward = outcome if self.reward_mode is RewardMode.SPARSE else progress_reward
+        else:
+            outcome = sparse_turn_reward(state.won)
+            progress_reward = dense_turn_reward(previous.progress, state.progress, state.won)
+            if state.failure:
+                turn_reward = 0.0
+            else:
+                turn_reward = outcome if self.reward_mode is RewardMode.SPARSE else progress_reward
+        components = {"outcome": outcome, "progress": progress_reward, **state.components}
+        if invalid_reason is not None and self.invalid_action_penalty:
+            components["invalid_penalty"] = -self.invalid_action_penalty
+            turn_reward -= self.invalid_action_penalty
+        self._return += turn_reward
         self._done = terminated or truncated
         self._state = state if not state.failure else previous
 
@@ -309,7 +323,7 @@ class TextEnv(gym.Env[str, str]):
         if self.render_mode == "ansi":
             return self._last_render
         if self.render_mode == "human":
-            print(self._last_render)  # noqa: T201 - rendering to a terminal is the point of "human"
+            print(self._last_render)
         return None
 
     def close(self) -> None:
@@ -336,7 +350,8 @@ class TextEnv(gym.Env[str, str]):
             return Task.from_dict(task)
         if isinstance(task, str):
             if self.tasks is None:
-                raise ValueError(f"task {task!r} given by id, but {type(self).__name__} has no task set to look it up in")
+                raise ValueError(f"task {task!r} given by id, but {type(self).__name__} has no task set "
+                                 "to look it up in")
             return self.tasks.by_id(task)
         if task is not None:
             raise TypeError(f"options['task'] must be a Task, a task id or a dict, got {type(task).__name__}")

@@ -1,9 +1,9 @@
 """A world's engine session, in this process or isolated in a child, behind one ``call``.
 
 TextWorld and ALFWorld both drive a stateful engine session (an object that answers plain dicts).
-:class:`EngineClient` starts it on first use, in a child process (:class:`~envs.isolation.IsolatedEngine`,
+:class:`EngineClient` starts it on first use, in a child process (:class:`~turngym.envs.isolation.IsolatedEngine`,
 with per-call timeouts) or in this process, and :func:`failure_state` turns an engine failure into
-the :class:`~envs.core.WorldState` that truncates the episode.
+the :class:`~turngym.envs.core.WorldState` that truncates the episode.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from envs.core import WorldState
-from envs.isolation import EngineCrashed, EngineError, EngineTimeout, IsolatedEngine
+from turngym.envs.core import WorldState
+from turngym.envs.isolation import EngineCrashed, EngineError, EngineTimeout, IsolatedEngine
 
 logger = logging.getLogger(__name__)
 

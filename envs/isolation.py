@@ -94,7 +94,7 @@ def factory_path(factory: Callable[[], Any] | str) -> str:
 class IsolatedEngine:
     """An object living in a child process, with per-call timeouts.
 
-    The child is a fresh ``python -m envs.isolation`` process talking over a socket pair. Unlike
+    The child is a fresh ``python -m turngym.envs.isolation`` process talking over a socket pair. Unlike
     multiprocessing's ``spawn``/``forkserver`` it never re-imports the caller's ``__main__``
     script, and unlike ``fork`` it never copies a parent that holds threads, a model or CUDA state.
 
@@ -103,7 +103,8 @@ class IsolatedEngine:
         name: a label for logs and errors.
     """
 
-    def __init__(self, factory: Callable[[], Any] | str, *, name: str = "turngym-engine", private_cwd: bool = False) -> None:
+    def __init__(self, factory: Callable[[], Any] | str, *, name: str = "turngym-engine",
+                 private_cwd: bool = False) -> None:
         self.factory = factory_path(factory)
         self.name = name
         self.private_cwd = private_cwd
@@ -128,7 +129,7 @@ class IsolatedEngine:
             self._workdir = tempfile.TemporaryDirectory(prefix="turngym-engine-")
         with child_sock:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "envs.isolation", str(child_sock.fileno()), self.factory],
+                [sys.executable, "-m", "turngym.envs.isolation", str(child_sock.fileno()), self.factory],
                 pass_fds=(child_sock.fileno(),),
                 stdin=subprocess.DEVNULL,
                 cwd=self._workdir.name if self._workdir else None,
@@ -186,7 +187,7 @@ class IsolatedEngine:
         if os.getpid() == getattr(self, "_owner_pid", None):
             try:
                 self.kill()
-            except Exception:  # noqa: BLE001 - never raise from a finaliser
+            except Exception:  # noqa: BLE001, S110 - never raise from a finaliser
                 pass
 
 

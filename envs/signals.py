@@ -15,10 +15,12 @@ the win); sparse mode gives 1 on the win. A wrong command ends the episode as lo
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from envs.core import TextEnv, WorldState
-from envs.tasks import Task, TaskSet
+from turngym.envs.core import TextEnv, WorldState
+from turngym.envs.tasks import Task, TaskSet
 
 RULE = {"red": "stop", "green": "go", "yellow": "wait", "blue": "turn"}
 COMMANDS = sorted(set(RULE.values()))  # always all four: chance is 1/4 per turn
@@ -44,6 +46,14 @@ def signal_tasks(split: str = "train", n: int = 64, turns: int = 3, colours: int
         tasks.append(Task(world="signals", id=f"signals/{split}/{seed}", split=split,
                           difficulty=f"{turns}x{colours}", payload={"signals": signals}))
     return TaskSet(name=f"signals/{split}", version="1", tasks=tuple(tasks))
+
+
+def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, workers: int | None = None,
+               progress: bool = True) -> TaskSet:
+    """The panel of ``turngym/Signals-v0``: :func:`signal_tasks` with the world's ``turns`` and ``colours``
+    (``n`` defaults to its ``num_tasks``, 64)."""
+    options = {k: env_kwargs[k] for k in ("turns", "colours") if k in env_kwargs}
+    return signal_tasks(split, n=n or env_kwargs.get("num_tasks", 64), **options)
 
 
 class SignalsEnv(TextEnv):
@@ -82,6 +92,7 @@ class SignalsEnv(TextEnv):
     def _prompt(self) -> str:
         return f"The light is {self._signals[self._position]}."
 
-    def _world_state(self, text: str, progress: float | None = None, won: bool = False, lost: bool = False) -> WorldState:
+    def _world_state(self, text: str, progress: float | None = None, won: bool = False,
+                     lost: bool = False) -> WorldState:
         return WorldState(text=text, progress=progress, won=won, lost=lost, admissible_commands=list(COMMANDS),
                           optimal_length=len(self._signals), extra={"walkthrough": [RULE[s] for s in self._signals]})

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 
-
 def cache_root() -> Path:
     """``$TURNGYM_CACHE`` or ``~/.cache/turngym``: generated games and converted models live here,
     outside the repository."""

@@ -118,7 +118,8 @@ class EnvPool(_BatchCalls, AsyncVectorEnv):
         return max([DEFAULT_STEP_TIMEOUT, *(float(h) + 30.0 for h in declared)])
 
     @classmethod
-    def from_id(cls, env_id: str, num_workers: int, *, env_kwargs: Mapping[str, Any] | None = None, **pool_kwargs: Any) -> EnvPool:
+    def from_id(cls, env_id: str, num_workers: int, *, env_kwargs: Mapping[str, Any] | None = None,
+                **pool_kwargs: Any) -> EnvPool:
         """A pool of ``num_workers`` copies of ``gymnasium.make(env_id, **env_kwargs)``."""
         kwargs = dict(env_kwargs or {})
         return cls([_EnvFactory(env_id, kwargs) for _ in range(num_workers)], **pool_kwargs)
@@ -227,7 +228,7 @@ class _EnvFactory:
     """
 
     def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
-        import envs  # noqa: F401 - registers the built-in worlds
+        from turngym import envs  # noqa: F401 - registers the built-in worlds
 
         self.spec = gym.spec(env_id)
         self.kwargs = kwargs
@@ -279,3 +280,21 @@ class LocalPool(_BatchCalls):
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def make_pool(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None = None, num_workers: int = 0,
+              **pool_kwargs: Any) -> EnvPool | LocalPool:
+    """The one pool factory: ``num_envs`` environments that play side by side.
+
+    With ``num_workers > 0`` they are worker processes (an :class:`EnvPool` of
+    ``min(num_envs, num_workers)``, with step deadlines and respawns); with 0 they live in this
+    process (a :class:`LocalPool`), which an LLM agent prefers: every live episode's turn is then one
+    batched forward pass without inter-process traffic.
+    """
+    if num_envs < 1:
+        raise ValueError(f"a pool needs at least one environment, got num_envs={num_envs}")
+    if num_workers < 0:
+        raise ValueError(f"num_workers must be >= 0 (0: in this process), got {num_workers}")
+    if num_workers:
+        return EnvPool.from_id(env_id, min(num_envs, num_workers), env_kwargs=env_kwargs, **pool_kwargs)
+    return LocalPool.from_id(env_id, num_envs, env_kwargs=env_kwargs)

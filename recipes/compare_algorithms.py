@@ -1,7 +1,7 @@
 """Compare RL algorithms on the same tasks with the same budget, and show whether the gaps are real.
 
     turngym compare --config recipes/configs/compare/textworld-demo.yaml [--seeds 0 1 2] [--restart]
-    python -m recipes.compare_algorithms --config ...                         (the same)
+    python -m turngym.recipes.compare_algorithms --config ...                         (the same)
 
 For every seed: one SFT warm start (if the config has ``sft``), then each algorithm from that same
 checkpoint for the same number of environment episodes; then the base model, the SFT-only policy
@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes.study import (
+from turngym.recipes.study import (
     Arm,
     Study,
     StudyConfig,
@@ -100,24 +100,27 @@ def markdown(summary: Mapping[str, Any]) -> str:
     lines = [
         f"# {summary['name']}",
         "",
-        (f"{world.get('env_id')} {world.get('env_kwargs') or ''}, protocol {world.get('action_protocol', 'free_form')}, "
-        f"reward {world.get('reward_mode', 'sparse')}; held-out panel {held['taskset']} ({evaluation['num_tasks']} tasks"
-        f" x {len(seeds)} seed{'s' if len(seeds) > 1 else ''}), "
+        (f"{world.get('env_id')} {world.get('env_kwargs') or ''}, "
+        f"protocol {world.get('action_protocol', 'free_form')}, "
+        f"reward {world.get('reward_mode', 'sparse')}; held-out panel {held['taskset']} "
+        f"({evaluation['num_tasks']} tasks x {len(seeds)} seed{'s' if len(seeds) > 1 else ''}), "
         f"{'greedy' if not evaluation['temperature'] else 'temperature ' + str(evaluation['temperature'])} evaluation. "
         f"RL budget: {config['episodes']} episodes per algorithm and seed."),
         "",
-        f"| policy | RL episodes | sampled tokens | success (95 % CI) | vs {reference} (paired 95 % CI) | return | turns | invalid actions |",
+        (f"| policy | RL episodes | sampled tokens | success (95 % CI) | vs {reference} (paired 95 % CI) | return "
+         "| turns | invalid actions |"),
         "|---|---:|---:|---|---|---:|---:|---:|",
     ]
     for label, arm in arms.items():
         s = arm["panels"]["held_out"]
         tokens = sum(r.get("sampled_tokens", 0) for r in arm["rl"]) / max(len(arm["rl"]), 1)
         vs = "(reference)" if label == reference else difference_cell(s)
-        lines.append(f"| {label} | {arm['episodes']} | {f'{tokens:,.0f}' if arm['rl'] else '-'} | {success_cell(s)} | {vs} | "
-                     f"{s['return']:.3f} | {s['turns']:.2f} | {percent(s['invalid_action_rate'])} % |")
+        lines.append(f"| {label} | {arm['episodes']} | {f'{tokens:,.0f}' if arm['rl'] else '-'} | {success_cell(s)} | "
+                     f"{vs} | {s['return']:.3f} | {s['turns']:.2f} | {percent(s['invalid_action_rate'])} % |")
     lines += ["", f"Differences are paired by task and seed against {reference}; **+** marks an interval above zero."]
     if len(seeds) > 1:
-        lines += ["", "Per seed (held-out success, %):", "", "| policy | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+        lines += ["", "Per seed (held-out success, %):", "",
+                  "| policy | " + " | ".join(f"seed {s}" for s in seeds) + " |",
                   "|---|" + "---:|" * len(seeds)]
         for label, arm in arms.items():
             per = arm["panels"]["held_out"]["success_per_seed"]
@@ -129,10 +132,13 @@ def markdown(summary: Mapping[str, Any]) -> str:
         for label, arm in arms.items():
             s = arm["panels"][panel]
             vs = "(reference)" if label == reference else difference_cell(s)
-            lines.append(f"| {label} | {success_cell(s)} | {vs} | {s['return']:.3f} | {percent(s['invalid_action_rate'])} % |")
-    breakdown = [(label, panel, arm["panels"][panel]["by_difficulty"]) for label, arm in arms.items() for panel in panels]
+            lines.append(f"| {label} | {success_cell(s)} | {vs} | {s['return']:.3f} | "
+                         f"{percent(s['invalid_action_rate'])} % |")
+    breakdown = [(label, panel, arm["panels"][panel]["by_difficulty"])
+                 for label, arm in arms.items() for panel in panels]
     if any(len(b) > 1 for _, _, b in breakdown):
-        lines += ["", "## By difficulty", "", "| policy | panel | difficulty | episodes | success (95 % CI) |", "|---|---|---|---:|---|"]
+        lines += ["", "## By difficulty", "", "| policy | panel | difficulty | episodes | success (95 % CI) |",
+                  "|---|---|---|---:|---|"]
         for label, panel, by in breakdown:
             for difficulty, s in by.items():
                 lines.append(f"| {label} | {panel} | {difficulty} | {s['episodes']} | {success_cell(s)} |")
@@ -162,8 +168,9 @@ def plot_curves(summary: Mapping[str, Any], path: Path, *, smooth: int = 4) -> P
             xs, ys = _mean_over_seeds(series)
             if key == "train_return":
                 ys = moving_average(ys, smooth)
-            axis.plot(xs, [100 * y for y in ys] if key == "held_out" else ys, marker=marker if key == "held_out" else None,
-                      markersize=8 - 1.5 * i, linestyle=dash, label=label, color=colour)
+            axis.plot(xs, [100 * y for y in ys] if key == "held_out" else ys,
+                      marker=marker if key == "held_out" else None, markersize=8 - 1.5 * i, linestyle=dash,
+                      label=label, color=colour)
     for name, style in ((summary["reference_arm"], "--"), (BASE, ":")):
         arm = summary["arms"].get(name)
         if arm and name != BASE or (arm and summary["reference_arm"] == BASE):
@@ -207,7 +214,8 @@ def main_with(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recipes.compare_algorithms", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m turngym.recipes.compare_algorithms",
+                                     description=__doc__.split("\n")[0])
     add_arguments(parser)
     return main_with(parser.parse_args(argv))
 

@@ -1,7 +1,7 @@
 """Split a fixed budget between SFT demonstrations and RL episodes, and see what transfers.
 
     turngym budget --config recipes/configs/budget/textworld.yaml [--seeds 0 1] [--restart]
-    python -m recipes.sft_rl_budget --config ...                          (the same)
+    python -m turngym.recipes.sft_rl_budget --config ...                          (the same)
 
 The reference study prices one expert demo at 10 RL episodes (``demo_cost``) and compares splits
 of one budget: with 60 demos + 400 episodes it reports 85 % in-domain and 59 % on a harder config,
@@ -13,7 +13,7 @@ and evaluates the policy on the held-out panel of the training config ("in-domai
 panel under ``evaluation.panels`` (e.g. ``harder: {env_kwargs: {config: w2-o3-q4}}``). It writes
 ``results/<name>/``: ``results.md`` (a table with 95 % intervals), ``budget.png`` (success against
 the share of the budget spent on demos, one line per panel) and ``summary.json``; the stages are
-resumable exactly as in :mod:`recipes.compare_algorithms`.
+resumable exactly as in :mod:`turngym.recipes.compare_algorithms`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes.study import (
+from turngym.recipes.study import (
     Arm,
     Study,
     StudyConfig,
@@ -43,10 +43,11 @@ from recipes.study import (
 
 def rl_episodes_per_step(config: StudyConfig) -> int:
     """Episodes one RL step consumes under the config's ``rl`` section."""
-    from trainers.config import TurnGymConfig
+    from turngym.trainers.config import TurnGymConfig
 
     with tempfile.TemporaryDirectory() as folder:
-        return episodes_per_step(TurnGymConfig(**{**config.world, **config.rl, "output_dir": folder, "report_to": "none"}))
+        return episodes_per_step(TurnGymConfig(**{**config.world, **config.rl, "output_dir": folder,
+                                                  "report_to": "none"}))
 
 
 def arms_of(config: StudyConfig, per_step: int) -> list[Arm]:
@@ -57,7 +58,8 @@ def arms_of(config: StudyConfig, per_step: int) -> list[Arm]:
     for demos in sorted(set(config.demos)):
         left = config.budget - config.demo_cost * demos
         if demos < 0 or left < 0:
-            raise ValueError(f"{demos} demos cost {config.demo_cost * demos} episodes, more than the budget of {config.budget}")
+            raise ValueError(f"{demos} demos cost {config.demo_cost * demos} episodes, "
+                             f"more than the budget of {config.budget}")
         episodes = left // per_step * per_step
         if demos == 0 and episodes == 0:
             raise ValueError(f"the budget of {config.budget} episodes is less than one RL step ({per_step} episodes)")
@@ -146,7 +148,7 @@ def main_with(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recipes.sft_rl_budget", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m turngym.recipes.sft_rl_budget", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return main_with(parser.parse_args(argv))
 

@@ -6,8 +6,8 @@ A *study* trains and evaluates several *arms* on one world, each the same way:
                                                                       |
                      every arm's policy plays the same held-out panels, greedily by default
 
-:mod:`recipes.compare_algorithms` makes one arm per RL algorithm (same SFT checkpoint, same
-episode budget) plus the base and SFT-only arms; :mod:`recipes.sft_rl_budget` makes one arm per
+:mod:`turngym.recipes.compare_algorithms` makes one arm per RL algorithm (same SFT checkpoint, same
+episode budget) plus the base and SFT-only arms; :mod:`turngym.recipes.sft_rl_budget` makes one arm per
 split of a fixed budget between demos and RL episodes.
 
 Everything lands in ``results/<name>/``. Each stage (an SFT run, an RL run, one evaluation) writes
@@ -49,11 +49,11 @@ class EvaluationOptions:
 
 @dataclass
 class StudyConfig:
-    """What :mod:`recipes.compare_algorithms` and :mod:`recipes.sft_rl_budget` read from YAML.
+    """What :mod:`turngym.recipes.compare_algorithms` and :mod:`turngym.recipes.sft_rl_budget` read from YAML.
 
-    ``world`` holds :class:`~trainers.config.WorldOptions` fields shared by every stage; ``sft``
-    holds :class:`~trainers.sft.TurnGymSFTConfig` fields and ``rl`` holds
-    :class:`~trainers.config.TurnGymConfig` fields (both TRL configs: any of their fields works).
+    ``world`` holds :class:`~turngym.trainers.config.WorldOptions` fields shared by every stage; ``sft``
+    holds :class:`~turngym.trainers.sft.TurnGymSFTConfig` fields and ``rl`` holds
+    :class:`~turngym.trainers.config.TurnGymConfig` fields (both TRL configs: any of their fields works).
     """
 
     name: str
@@ -88,12 +88,13 @@ class StudyConfig:
         return config
 
     def check(self) -> None:
-        from trainers.config import WorldOptions
+        from turngym.trainers.config import WorldOptions
 
         world_fields = {f.name for f in fields(WorldOptions)}
         bad = sorted(set(self.world) - world_fields)
         if bad:
-            raise ValueError(f"world: unknown option(s) {', '.join(bad)}; world options are {', '.join(sorted(world_fields))}")
+            raise ValueError(f"world: unknown option(s) {', '.join(bad)}; "
+                             f"world options are {', '.join(sorted(world_fields))}")
         if not self.seeds:
             raise ValueError("seeds must list at least one seed")
         if any(not isinstance(s, int) for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
@@ -173,7 +174,8 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
 class Study:
     """Runs the arms of a :class:`StudyConfig` into ``results/<name>/``, resumably."""
 
-    def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, restart: bool = False, progress: bool = True) -> None:
+    def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, restart: bool = False,
+                 progress: bool = True) -> None:
         self.config = config
         self.arms = list(arms)
         self.progress = progress
@@ -221,8 +223,8 @@ class Study:
             print(f"\n== {title}", flush=True)
 
     def world(self, panel: str | None = None) -> Any:
-        """World options (a panel's overrides merged in) as a :class:`~trainers.config.WorldOptions`."""
-        from trainers.config import WorldOptions
+        """World options (a panel's overrides merged in) as a :class:`~turngym.trainers.config.WorldOptions`."""
+        from turngym.trainers.config import WorldOptions
 
         fields_ = dict(self.config.world)
         fields_["env_kwargs"] = dict(fields_.get("env_kwargs") or {})
@@ -239,7 +241,7 @@ class Study:
     def tasks(self, panel: str) -> Any:
         """The first ``num_tasks`` tasks of the evaluation split (games generated once and cached)."""
         if panel not in self._panels:
-            from envs.panels import task_panel
+            from turngym.envs.panels import task_panel
 
             world = self.world(None if panel == "held_out" else panel)
             evaluation = self.config.evaluation
@@ -250,7 +252,7 @@ class Study:
     # ---------------------------------------------------------------- stages
     def sft_stage(self, demos: int, seed: int) -> Path:
         """SFT on the first ``demos`` expert episodes of the train split; returns the model folder."""
-        from trainers.sft import TurnGymSFTConfig, run_sft
+        from turngym.trainers.sft import TurnGymSFTConfig, run_sft
 
         folder = self.out / f"seed{seed}" / f"sft-{demos}demos"
         if self._done(folder):
@@ -269,9 +271,9 @@ class Study:
         return folder / "model"
 
     def rl_config(self, arm: Arm, start: str, seed: int, folder: Path) -> Any:
-        """The :class:`~trainers.config.TurnGymConfig` of one RL arm: the study's ``rl`` fields, the
+        """The :class:`~turngym.trainers.config.TurnGymConfig` of one RL arm: the study's ``rl`` fields, the
         algorithm's overrides, the budget as ``max_steps``, and the learning-curve evaluation."""
-        from trainers.config import TurnGymConfig
+        from turngym.trainers.config import TurnGymConfig
 
         overrides = dict(self.config.algorithms.get(arm.algorithm or "", {}))
         if arm.algorithm and "algorithm" not in overrides and arm.algorithm in _algorithm_names():
@@ -282,13 +284,15 @@ class Study:
         per_step = episodes_per_step(TurnGymConfig(**fields_))
         if arm.episodes % per_step:
             raise ValueError(f"{arm.label}: the budget of {arm.episodes} episodes is not a whole number of steps of "
-                             f"{per_step} episodes (per_device_train_batch_size x gradient_accumulation_steps x processes)")
+                             f"{per_step} episodes "
+                             "(per_device_train_batch_size x gradient_accumulation_steps x processes)")
         steps = arm.episodes // per_step
         evaluation = self.config.evaluation
         # Held-out curve points inside the run come from curve_callback; its two ends are the start
         # policy's and the final policy's evaluations, restricted to the curve's tasks.
         fields_.update(eval_split=evaluation.split if evaluation.curve_points > 2 else None,
-                       num_eval_tasks=evaluation.curve_tasks, eval_temperature=evaluation.temperature, eval_strategy="no")
+                       num_eval_tasks=evaluation.curve_tasks, eval_temperature=evaluation.temperature,
+                       eval_strategy="no")
         if fields_.get("save_strategy", "steps") != "no" and not fields_.get("save_steps"):
             fields_["save_steps"] = max(1, steps // 4)  # checkpoints only serve resuming this stage
         fields_.setdefault("save_total_limit", 1)  # the newest checkpoint is all a resume needs
@@ -296,8 +300,8 @@ class Study:
 
     def rl_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
         """RL from ``start`` for the arm's episode budget; returns the policy folder."""
-        from agents.models import load_policy
-        from trainers.trainer import TurnGymTrainer
+        from turngym.agents.models import load_policy
+        from turngym.trainers.trainer import TurnGymTrainer
 
         folder = self.out / f"seed{seed}" / arm.label
         if self._done(folder):
@@ -309,7 +313,8 @@ class Study:
         started = time.perf_counter()
         model, tokenizer = load_policy(str(start))
         points = self.config.evaluation.curve_points
-        interior = sorted({round(config.max_steps * k / (points - 1)) for k in range(1, points - 1)} - {0, config.max_steps})
+        interior = sorted({round(config.max_steps * k / (points - 1)) for k in range(1, points - 1)}
+                          - {0, config.max_steps})
         trainer = TurnGymTrainer(model=model, args=config, processing_class=tokenizer,
                                  eval_tasks=self._curve_tasks() if interior else None)
         trainer.add_callback(curve_callback(trainer, interior))
@@ -332,12 +337,13 @@ class Study:
     def _curve_tasks(self) -> Any:
         """The learning curve's panel: the first ``curve_tasks`` tasks of the held-out panel."""
         tasks = self.tasks("held_out")
-        return tasks.take(self.config.evaluation.curve_tasks) if self.config.evaluation.curve_tasks < len(tasks) else tasks
+        curve_tasks = self.config.evaluation.curve_tasks
+        return tasks.take(curve_tasks) if curve_tasks < len(tasks) else tasks
 
     def eval_stage(self, label: str, model_path: Path | str, seed: int, panel: str) -> dict[str, Any]:
         """One policy on one held-out panel; the report plus every task's outcome."""
-        from agents.models import load_policy
-        from trainers.rollout import play_model
+        from turngym.agents.models import load_policy
+        from turngym.trainers.rollout import evaluate_policy
 
         file = self.out / "evals" / label / f"seed{seed}-{panel}.json"
         if file.exists():
@@ -346,9 +352,8 @@ class Study:
         started = time.perf_counter()
         world, tasks = self.world(None if panel == "held_out" else panel), self.tasks(panel)
         model, tokenizer = load_policy(str(model_path))
-        report, trajectories = play_model(model, tokenizer, world, tasks, temperature=self.config.evaluation.temperature,
-                                          seed=seed, batch=self.config.evaluation.batch, name=label,
-                                          progress=self.progress)
+        report = evaluate_policy(model, tokenizer, world, tasks, temperature=self.config.evaluation.temperature,
+                                 seed=seed, batch=self.config.evaluation.batch, name=label, progress=self.progress)
         del model
         gc.collect()
         result = {
@@ -356,7 +361,7 @@ class Study:
             "report": report.to_dict(),
             "outcomes": [{"task": t.task.get("id"), "difficulty": t.task.get("difficulty"), "won": t.won,
                           "return": t.episode_reward, "turns": t.num_turns, "invalid": sum(t.invalid_actions)}
-                         for t in trajectories],
+                         for t in report.trajectories],
         }
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(json.dumps(result, indent=1))
@@ -386,14 +391,16 @@ class Study:
                     shutil.rmtree(policy, ignore_errors=True)
         return self.summarise(evals, stages)
 
-    def summarise(self, evals: Mapping[str, list[dict[str, Any]]], stages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    def summarise(self, evals: Mapping[str, list[dict[str, Any]]],
+                  stages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
         """Every number of the study (also written to ``summary.json``)."""
         reference = next((a.label for a in self.arms if a.demos and not a.trains_rl), None) or self.arms[0].label
         arms = {}
         for arm in self.arms:
             arms[arm.label] = {
                 **asdict(arm),
-                "panels": {panel: panel_summary(evals[arm.label], evals[reference], panel) for panel in self.panel_names()},
+                "panels": {panel: panel_summary(evals[arm.label], evals[reference], panel)
+                           for panel in self.panel_names()},
                 "rl": [stages[k] for k in stages if k.endswith(f"/{arm.label}")],
             }
         return {
@@ -404,7 +411,8 @@ class Study:
             "curves": {arm.label: self.curves(arm) for arm in self.arms if arm.trains_rl},
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),
-            "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint} for p in self.panel_names()},
+            "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}
+                       for p in self.panel_names()},
             "versions": _versions(),
             "config": self.config.to_dict(),
         }
@@ -428,7 +436,8 @@ class Study:
                 "seed": seed,
                 "held_out": [(x, y) for x, y in ends + during + ends_after if y is not None],
                 "train_return": [(h["step"] * per_step, h["episode/return"]) for h in history if "episode/return" in h],
-                "train_success": [(h["step"] * per_step, h["episode/success"]) for h in history if "episode/success" in h],
+                "train_success": [(h["step"] * per_step, h["episode/success"])
+                                  for h in history if "episode/success" in h],
             })
         return out
 
@@ -460,12 +469,12 @@ def curve_callback(trainer: Any, steps: Iterable[int]) -> Any:
 
 
 def episodes_per_step(config: Any) -> int:
-    """Episodes one optimizer step of a :class:`~trainers.config.TurnGymConfig` consumes."""
+    """Episodes one optimizer step of a :class:`~turngym.trainers.config.TurnGymConfig` consumes."""
     return config.per_device_train_batch_size * config.gradient_accumulation_steps * config.world_size
 
 
 def _algorithm_names() -> tuple[str, ...]:
-    from trainers.config import ALGORITHMS
+    from turngym.trainers.config import ALGORITHMS
 
     return ALGORITHMS
 
@@ -482,10 +491,11 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[str, Any]], panel: str) -> dict[str, Any]:
+def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[str, Any]],
+                  panel: str) -> dict[str, Any]:
     """Pooled over seeds: success with its Wilson interval, per-seed rates, the paired difference to
     the reference arm on the same (seed, task) pairs, and the breakdown by difficulty."""
-    from agents.evaluate import wilson_interval
+    from turngym.agents.evaluate import wilson_interval
 
     rows = [r for r in rows if r["panel"] == panel]
     outcomes = [(r["seed"], o) for r in rows for o in r["outcomes"]]
@@ -507,7 +517,8 @@ def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[
         "turns": turns / n if n else 0.0,
         "invalid_action_rate": sum(o["invalid"] for _, o in outcomes) / turns if turns else 0.0,
         "vs_reference": {"mean": diff[0], "ci95": [diff[1], diff[2]], "pairs": len(paired)},
-        "by_difficulty": {k: {"episodes": len(v), "success": sum(v) / len(v), "success_ci95": wilson_interval(sum(v), len(v))}
+        "by_difficulty": {k: {"episodes": len(v), "success": sum(v) / len(v),
+                              "success_ci95": wilson_interval(sum(v), len(v))}
                           for k, v in sorted(by_difficulty.items())},
         "taskset": rows[0]["report"]["taskset"] if rows else None,
         "protocol": rows[0]["report"]["action_protocol"] if rows else None,

@@ -23,7 +23,7 @@ if str(REPO_ROOT) not in sys.path:
 
 @pytest.fixture
 def engine_pythonpath(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Let ``python -m envs.isolation`` child processes import ``tests.helpers_engines``.
+    """Let ``python -m turngym.envs.isolation`` child processes import ``tests.helpers_engines``.
 
     The child inherits the parent's ``sys.path`` only through ``PYTHONPATH``.
     """

@@ -16,12 +16,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from accelerate.utils import gather_object  # noqa: E402
+from accelerate.utils import gather_object
+from helpers_llm import tiny_llama, word_tokenizer
+from test_trainer import SIGNALS, make_args, scripted
 
-from test_trainer import SIGNALS, make_args, scripted  # noqa: E402
-from envs.signals import signal_tasks  # noqa: E402
-from helpers_llm import tiny_llama, word_tokenizer  # noqa: E402
-from trainers.trainer import TurnGymTrainer  # noqa: E402
+from turngym.envs.signals import signal_tasks
+from turngym.trainers.trainer import TurnGymTrainer
 
 GLOBAL_BATCH = 12  # 3 groups of 4: with 2 processes, the middle group is split across them
 
@@ -52,7 +52,8 @@ def main(out: str, algorithm: str = "turn_rloo") -> None:
     trainer._generate_and_score_completions = capture
     trainer.train()
     if trainer.accelerator.is_main_process:
-        delta = torch.cat([(p.detach() - s).flatten() for p, s in zip(trainer.accelerator.unwrap_model(trainer.model).parameters(), start, strict=True)])
+        parameters = trainer.accelerator.unwrap_model(trainer.model).parameters()
+        delta = torch.cat([(p.detach() - s).flatten() for p, s in zip(parameters, start, strict=True)])
         losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
         torch.save({"advantages": captured["advantages"], "delta": delta, "loss": losses[0], "world": world}, out)
     # Leave together and tear gloo down explicitly: a rank that exits while its peer still holds the

@@ -1,7 +1,7 @@
 """Engine sessions that fail on purpose, for the engine-failure tests of TextWorldEnv.
 
 They must live at module level in an importable module: the isolated engine runs in a child
-process (``python -m envs.isolation <fd> tests.helpers_engines:HangingSession``) that imports its
+process (``python -m turngym.envs.isolation <fd> tests.helpers_engines:HangingSession``) that imports its
 factory by name. The tests make ``tests.helpers_engines`` importable in the child through
 ``PYTHONPATH`` (see ``tests/conftest.py``).
 """
@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Any
 
-from envs.textworld.engine import TextWorldSession
+from turngym.envs.textworld.engine import TextWorldSession
 
 HANG_COMMAND = "hang now"
 CRASH_COMMAND = "crash now"

@@ -87,8 +87,8 @@ def save_tiny_policy(directory: Path) -> Path:
 
 def signals_vocabulary() -> list[str]:
     """Every word the Signals world, the agent's default system prompt and its feedback use."""
-    from agents.llm import DEFAULT_SYSTEM_PROMPT
-    from envs.signals import COMMANDS, RULE
+    from turngym.agents.llm import DEFAULT_SYSTEM_PROMPT
+    from turngym.envs.signals import COMMANDS, RULE
 
     text = " ".join([
         DEFAULT_SYSTEM_PROMPT, "Reply with one command after Action:", "Obey the traffic lights. The light is",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from envs import TextEnv, WorldState
+from turngym.envs import TextEnv, WorldState
 
 
 class MisbehavingWorld(TextEnv):

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from trainers.advantages import (
+from turngym.trainers.advantages import (
     EPSILON,
     episode_grpo,
     episode_rloo,

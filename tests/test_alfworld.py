@@ -18,20 +18,28 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import envs
-from agents import OracleAgent, evaluate
-from envs.alfworld import TASK_TYPES, ALFWorldEnv, GameSpec, alfworld_tasks, generate_game, materialise, official_tasks
-from envs.alfworld.generation import (
+from tests.test_textworld import play
+from turngym import envs
+from turngym.agents import OracleAgent, evaluate
+from turngym.envs.alfworld import (
+    TASK_TYPES,
+    ALFWorldEnv,
+    GameSpec,
+    alfworld_tasks,
+    generate_game,
+    materialise,
+    official_tasks,
+)
+from turngym.envs.alfworld.generation import (
     SPLIT_SIZES,
     game_directory,
     sample_goal,
     split_specs,
     train_goal_keys,
 )
-from envs.alfworld.progress import goal_progress
-from envs.alfworld.scenes import load_scene, scene_numbers
-from envs.core import normalise_command
-from tests.test_textworld import play
+from turngym.envs.alfworld.progress import goal_progress
+from turngym.envs.alfworld.scenes import load_scene, scene_numbers
+from turngym.envs.core import normalise_command
 
 ENV = "turngym/ALFWorld-v0"
 

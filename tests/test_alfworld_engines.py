@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from envs.alfworld import ALFWorldEnv, alfworld_tasks, materialise
-from envs.alfworld.engine import ALFWorldSession
+from turngym.envs.alfworld import ALFWorldEnv, alfworld_tasks, materialise
+from turngym.envs.alfworld.engine import ALFWorldSession
 
 
 class HangingSession(ALFWorldSession):

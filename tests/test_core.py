@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import warnings
 from pathlib import Path
@@ -10,9 +11,9 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import envs
-from envs.core import TRUNCATION_MARKER, normalise_command, truncate_text
-from envs.tasks import Task, TaskSet
+from turngym import envs
+from turngym.envs.core import normalise_command, truncate_text
+from turngym.envs.tasks import Task, TaskSet
 
 
 # --------------------------------------------------------------------------- worlds under test
@@ -148,7 +149,7 @@ def readme_world_code() -> str:
 
 def test_readme_example_runs_verbatim_and_wins():
     """The README says this module plays its exact example: run the block as written, then play on."""
-    namespace: dict = {"__name__": "readme_example"}
+    namespace: dict = {"__name__": "__main__"}  # the block runs its demo lines as a script
     exec(compile(readme_world_code(), str(README), "exec"), namespace)  # noqa: S102 - our own README
     env = namespace["env"]
     assert isinstance(env.unwrapped, namespace["GuessNumber"])
@@ -284,7 +285,7 @@ def test_reward_functions_exact_values():
     assert envs.dense_turn_reward(0.0, 0.0, False) == 0.0
     # telescoping: any path of potentials ending in a win sums to 1 - phi_0
     potentials = [0.0, 0.3, -0.2, 0.6, 0.1]
-    total = sum(envs.dense_turn_reward(a, b, False) for a, b in zip(potentials, potentials[1:]))
+    total = sum(envs.dense_turn_reward(a, b, False) for a, b in itertools.pairwise(potentials))
     total += envs.dense_turn_reward(potentials[-1], 0.0, True)
     assert total == pytest.approx(1.0)
 
@@ -653,3 +654,112 @@ def test_text_world_ids_filters_by_namespace():
     assert "turngym/TextWorld-v0" in envs.text_world_ids("turngym")
     assert "testorg/GuessNumber-v0" not in envs.text_world_ids("turngym")
     assert "testorg/GuessNumber-v0" in envs.text_world_ids()
+
+
+# --------------------------------------------------------------------------- graded endings (WorldState.outcome)
+class Graded(envs.TextEnv):
+    """Ends on 'submit' or at the turn limit; _finish grades it with a score that is not 0 or 1."""
+
+    def __init__(self, score: float = 0.4, **kwargs):
+        super().__init__(**kwargs)
+        self.score, self.finished = score, []
+
+    def _start(self, task):
+        return envs.WorldState(text="Edit, then submit.", optimal_length=2)
+
+    def _execute(self, command):
+        if command == "edit":
+            return envs.WorldState(text="edited", progress=0.25)
+        return envs.WorldState(text="submitted", lost=command == "submit")
+
+    def _finish(self, state, truncation):
+        self.finished.append(truncation)
+        state.outcome = self.score
+        state.extra = {**state.extra, "graded": True}
+        state.text += f" [graded {self.score}]"
+        return state
+
+
+@pytest.mark.parametrize("mode, expected", [("sparse", [0.0, 0.4]), ("dense", [0.25, 0.15])])
+def test_a_graded_outcome_is_paid_on_the_last_turn_and_dense_rewards_sum_to_it(mode, expected):
+    env = Graded(reward_mode=mode)
+    env.reset(seed=0)
+    env.step("edit")
+    obs, reward, terminated, truncated, info = env.step("submit")
+    assert terminated and not truncated and env.finished == [None]
+    assert [0.25 if mode == "dense" else 0.0, reward] == pytest.approx(expected)
+    assert info["episode_reward"] == pytest.approx(0.4) and info["reward_components"]["outcome"] == pytest.approx(0.4)
+    assert info["graded"] and obs.endswith("[graded 0.4]")
+
+
+def test_finish_also_grades_a_truncated_episode():
+    env = Graded(max_turns=2)
+    env.reset(seed=0)
+    env.step("edit")
+    _, reward, terminated, truncated, info = env.step("")  # an invalid last action still ends and is graded
+    assert truncated and not terminated and info["truncation_reason"] == "max_turns"
+    assert env.finished == ["max_turns"] and reward == pytest.approx(0.4) and info["invalid_action"]
+
+
+def test_without_an_outcome_the_ending_pays_the_plain_win():
+    env = GuessNumber(tasks=secret_tasks(7))
+    env.reset(options={"task": "guess/7"})
+    _, reward, _, _, info = env.step("7")
+    assert reward == 1.0 and info["reward_components"]["outcome"] == 1.0
+
+
+# --------------------------------------------------------------------------- check_text_env
+def test_check_text_env_passes_the_worked_example_and_signals():
+    ran = envs.check_text_env(GuessNumber())
+    assert "reset is reproducible" in ran and "huge action is invalid" in ran
+    assert "the walkthrough wins" not in ran  # GuessNumber has no walkthrough
+    signals = envs.make("turngym/Signals-v0", reward_mode="dense")
+    assert "dense rewards sum to the outcome" in envs.check_text_env(signals)
+
+
+class CrashesOnNewlines(GuessNumber):
+    def _interpret(self, action):
+        if "\n" in action:
+            raise ValueError("cannot parse")
+        return super()._interpret(action)
+
+
+class Irreproducible(GuessNumber):
+    calls = 0
+
+    def _start(self, task):
+        Irreproducible.calls += 1
+        state = super()._start(task)
+        state.text = f"Round {Irreproducible.calls}. {state.text}"
+        return state
+
+
+class LiesAboutItsReturn(GuessNumber):
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if info["episode_reward"] is not None:
+            info["episode_reward"] += 1.0
+        return obs, reward, terminated, truncated, info
+
+
+class WalkthroughLoses(Corridor):
+    def _start(self, task):
+        state = super()._start(task)
+        state.extra = {"walkthrough": ["go south", "go south"]}
+        return state
+
+
+@pytest.mark.parametrize("world, complaint", [
+    (CrashesOnNewlines, "multi-line action is invalid, not an error: step raised ValueError"),
+    (Irreproducible, "reset is reproducible"),
+    (LiesAboutItsReturn, "episode_reward on the last step is the sum of turn rewards"),
+    (WalkthroughLoses, "the walkthrough wins"),
+])
+def test_check_text_env_names_each_broken_promise(world, complaint):
+    with pytest.raises(envs.TextEnvContractError, match=re.escape(complaint)):
+        envs.check_text_env(world(), check_gymnasium=False)
+
+
+def test_check_text_env_refuses_a_non_text_env():
+    with pytest.raises(TypeError, match="not a turngym TextEnv"):
+        envs.check_text_env(gymnasium.make("CartPole-v1"))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agents.backends import HFBackend
-from agents.llm import LLMAgent, LLMAgentConfig
-from agents.rollout import run_episodes
-from envs.textworld import materialise, textworld_tasks
-from envs.vector import LocalPool
 from tests.helpers_llm import tiny_llama, train_tokenizer
-from trainers.advantages import token_rewards
-from trainers.episodes import Episode, episodes_from
+from turngym.agents.backends import HFBackend
+from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.rollout import run_episodes
+from turngym.envs.textworld import materialise, textworld_tasks
+from turngym.envs.vector import LocalPool
+from turngym.trainers.advantages import token_rewards
+from turngym.trainers.episodes import Episode, episodes_from
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,8 @@ def episodes(tmp_path_factory):
     tasks = materialise(textworld_tasks("w2-o3-q4", "eval", n=2), workers=2, progress=False)
     group_tasks = [tasks[0], tasks[0], tasks[1], tasks[1]]  # two groups of two
     agent = LLMAgent(HFBackend(tiny_llama(len(tokenizer))), tokenizer, LLMAgentConfig(max_new_tokens=6))
-    pool = LocalPool.from_id("turngym/TextWorld-v0", 2, env_kwargs={"tasks": tasks, "max_turns": 3, "reward_mode": "dense"})
+    pool = LocalPool.from_id("turngym/TextWorld-v0", 2,
+                             env_kwargs={"tasks": tasks, "max_turns": 3, "reward_mode": "dense"})
     try:
         trajectories = run_episodes(agent, pool, group_tasks, seed=1)
     finally:
@@ -57,8 +58,29 @@ def test_each_turn_reward_sits_on_its_last_sampled_token(episodes):
 def test_validate_catches_a_broken_record(episodes):
     _, records = episodes
     good = records[0]
-    broken = Episode(**{**good.__dict__, "turn_ends": [good.turn_ends[0] + 1, *good.turn_ends[1:]]})
+    fields = {name: getattr(good, name) for name in ("prompt_ids", "completion_ids", "env_mask", "turn_index",
+                                                     "turn_ends", "logprobs", "turn_rewards")}
+    Episode.from_ids(**fields).validate()
+    broken = Episode.from_ids(**{**fields, "turn_ends": [good.turn_ends[0] + 1, *good.turn_ends[1:]]})
     with pytest.raises(ValueError, match="not a sampled token"):
         broken.validate()
     with pytest.raises(ValueError, match="one entry per token"):
-        Episode(**{**good.__dict__, "env_mask": good.env_mask[:-1]}).validate()
+        Episode.from_ids(**{**fields, "env_mask": good.env_mask[:-1]}).validate()
+
+
+def test_an_episode_is_a_view_of_its_trajectory_and_token_record(episodes):
+    trajectories, records = episodes
+    for trajectory, episode in zip(trajectories, records, strict=True):
+        assert episode.trajectory is trajectory and episode.tokens is trajectory.record  # held once, not copied
+        assert episode.won == trajectory.won and episode.episode_reward == trajectory.episode_reward
+        assert episode.turn_rewards == trajectory.turn_rewards
+
+
+def test_only_token_records_make_training_episodes():
+    from turngym.agents.records import ChatRecord
+    from turngym.agents.rollout import Trajectory
+
+    with pytest.raises(ValueError, match="no record.*train with an LLMAgent"):
+        Episode.from_trajectory(Trajectory(task={"id": "t"}, observations=["o"]))
+    with pytest.raises(ValueError, match="ChatRecord"):
+        Episode.from_trajectory(Trajectory(task={"id": "t"}, observations=["o"], record=ChatRecord()))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainers.config import TurnGymConfig
-from trainers.sft import TurnGymSFTConfig
+from turngym.trainers.config import TurnGymConfig
+from turngym.trainers.sft import TurnGymSFTConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = ROOT / "recipes" / "configs" / "gpu"
@@ -146,7 +146,7 @@ def test_header_launch_commands_name_this_file_and_real_launch_configs(name):
         for command in launches:
             launch_config = ROOT / command[command.index("--config_file") + 1]
             assert launch_config.is_file() and launch_config.stem == recipe.launcher
-            assert command[command.index("-m") + 1: command.index("-m") + 3] == ["recipes.cli", "train"]
+            assert command[command.index("-m") + 1: command.index("-m") + 3] == ["turngym.recipes.cli", "train"]
             assert yaml.safe_load(launch_config.read_text())["num_processes"] == GPUS
     else:
         assert [c for c in own if c[:2] == ["turngym", recipe.algorithm]]
@@ -161,7 +161,8 @@ def test_the_alfworld_ppo_recipe_continues_from_the_sft_run_in_the_same_chat_for
                  "action_format", "response_prefix", "max_new_tokens_per_turn"):
         assert getattr(ppo, name) == getattr(sft, name), name
     commands = [" ".join(c) for c in header_commands(path_of("alfworld-ppo"))]
-    sft_at = next(i for i, c in enumerate(commands) if c.startswith("turngym sft --config recipes/configs/gpu/alfworld-sft.yaml"))
+    sft_at = next(i for i, c in enumerate(commands)
+                  if c.startswith("turngym sft --config recipes/configs/gpu/alfworld-sft.yaml"))
     assert any("recipes/configs/gpu/alfworld-ppo.yaml" in c for c in commands[sft_at + 1:])  # SFT first, then PPO
 
 
@@ -173,21 +174,21 @@ def small_panel(config: TurnGymConfig, split: str, n: int):
     """The world's own first ``n`` tasks of ``split``. TextWorld and ALFWorld games are generated
     when first played, not when listed, so building a trainer on these generates nothing."""
     if config.env_id == TEXTWORLD:
-        from envs.textworld import textworld_tasks
+        from turngym.envs.textworld import textworld_tasks
 
         return textworld_tasks(config.env_kwargs["config"], split, n=n)
     if config.env_id == ALFWORLD:
-        from envs.alfworld import alfworld_tasks
+        from turngym.envs.alfworld import alfworld_tasks
 
         return alfworld_tasks(split, n=n)
-    from envs.panels import task_panel
+    from turngym.envs.panels import task_panel
 
     return task_panel(config.env_id, split, n, config.world_kwargs(), progress=False)
 
 
 @pytest.mark.parametrize("name", RL)
 def test_rl_recipe_builds_its_trainer_on_cpu(name, policy, tmp_path):
-    from trainers.trainer import TurnGymTrainer
+    from turngym.trainers.trainer import TurnGymTrainer
 
     recipe, written = RECIPES[name], parse(path_of(name))
     config = parse(path_of(name), "--model_name_or_path", str(policy), "--output_dir", str(tmp_path), *CPU,
@@ -229,8 +230,8 @@ def test_rl_recipe_builds_its_trainer_on_cpu(name, policy, tmp_path):
 def test_alfworld_sft_recipe_builds_its_trainer_on_cpu(policy, tmp_path):
     from transformers import AutoTokenizer
 
-    from trainers.episodes import Episode
-    from trainers.sft import build_trainer, demo_dataset
+    from turngym.trainers.episodes import Episode
+    from turngym.trainers.sft import build_trainer, demo_dataset
 
     raw, written = yaml.safe_load(path_of("alfworld-sft").read_text()), parse(path_of("alfworld-sft"))
     assert raw["bf16"] is True and written.env_id == ALFWORLD and written.num_demos == 60
@@ -242,20 +243,22 @@ def test_alfworld_sft_recipe_builds_its_trainer_on_cpu(policy, tmp_path):
     # One two-turn demo in the recipe's chat format: the prompt ends with the response prefix, each
     # reply is the command and the end-of-turn token (in the loss), the observation is not.
     agent = config.agent_config()
-    prompt = tokenizer.apply_chat_template([{"role": "system", "content": agent.system_prompt.format(format_instruction="")},
+    system_prompt = agent.system_prompt.format(format_instruction="")
+    prompt = tokenizer.apply_chat_template([{"role": "system", "content": system_prompt},
                                             {"role": "user", "content": "You are in the middle of a room."}],
                                            add_generation_prompt=True, tokenize=True, return_dict=False)
     prompt = list(prompt) + tokenizer.encode(config.response_prefix, add_special_tokens=False)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     reply = [*tokenizer.encode(" go to fridge 1", add_special_tokens=False), end]
-    observation = tokenizer.encode("\n<|im_start|>user\nYou arrive at fridge 1.<|im_end|>\n<|im_start|>assistant\nAction:",
-                                   add_special_tokens=False)
+    observation = tokenizer.encode("\n<|im_start|>user\nYou arrive at fridge 1.<|im_end|>\n"
+                                   "<|im_start|>assistant\nAction:", add_special_tokens=False)
     completion = reply + observation + reply
     mask = [1] * len(reply) + [0] * len(observation) + [1] * len(reply)
     turns = [0] * (len(reply) + len(observation)) + [1] * len(reply)
-    demo = Episode(group=0, task={"id": "alfworld/train/demo/0"}, prompt_ids=prompt, completion_ids=completion,
+    demo = Episode.from_ids(group=0, task={"id": "alfworld/train/demo/0"}, prompt_ids=prompt, completion_ids=completion,
                    env_mask=mask, turn_index=turns, turn_ends=[len(reply) - 1, len(completion) - 1],
-                   logprobs=[0.0] * len(completion), turn_rewards=[0.0, 1.0], won=True, terminated=True, truncated=False)
+                   logprobs=[0.0] * len(completion), turn_rewards=[0.0, 1.0], won=True, terminated=True,
+                   truncated=False)
     demo.validate()
     trainer = build_trainer(config, tokenizer, demo_dataset([demo]))
     assert trainer.model.config.num_hidden_layers == 2
@@ -296,7 +299,8 @@ def test_gpu_image_pins_a_coherent_torch_vllm_transformers_trl_set():
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["gpu"]]
+    extras = project["optional-dependencies"]
+    wanted = [Requirement(r) for r in project["dependencies"] + extras["train"] + extras["gpu"]]
     pinned = {"torch": torch_version, "transformers": args["TRANSFORMERS_VERSION"], "trl": args["TRL_VERSION"],
               "vllm": vllm, "deepspeed": args["DEEPSPEED_VERSION"]}
     for requirement in wanted:
@@ -305,7 +309,8 @@ def test_gpu_image_pins_a_coherent_torch_vllm_transformers_trl_set():
     assert not pinned, f"pinned but not required by pyproject.toml: {pinned}"
     # The documentation states the same versions.
     readme = (ROOT / "docker" / "README.md").read_text()
-    for text in (f"torch {torch_version}", f"vLLM {vllm}", f"CUDA {pins['cuda_major']}", f"transformers {args['TRANSFORMERS_VERSION']}"):
+    for text in (f"torch {torch_version}", f"vLLM {vllm}", f"CUDA {pins['cuda_major']}",
+                 f"transformers {args['TRANSFORMERS_VERSION']}"):
         assert text in readme, text
 
 

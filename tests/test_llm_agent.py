@@ -10,9 +10,16 @@ from typing import ClassVar
 import pytest
 import torch
 
-from agents import OracleAgent, evaluate
-from agents.actions import ActionParser
-from agents.backends import (
+from tests.helpers_llm import (
+    QWEN_CHATML_TEMPLATE,
+    SMOLLM2_TEMPLATE,
+    THINK_STRIPPING_TEMPLATE,
+    tiny_llama,
+    train_tokenizer,
+)
+from turngym.agents import OracleAgent, evaluate
+from turngym.agents.actions import ActionParser
+from turngym.agents.backends import (
     Generation,
     GenerationRequest,
     HFBackend,
@@ -21,19 +28,12 @@ from agents.backends import (
     VLLMBackend,
     prefill_groups,
 )
-from agents.base import EndEpisode
-from agents.chat import ChatFormat, ChatTemplateError, check_chat_template
-from agents.llm import LLMAgent, LLMAgentConfig
-from agents.rollout import run_episodes
-from envs.textworld import materialise, textworld_tasks
-from envs.vector import LocalPool
-from tests.helpers_llm import (
-    QWEN_CHATML_TEMPLATE,
-    SMOLLM2_TEMPLATE,
-    THINK_STRIPPING_TEMPLATE,
-    tiny_llama,
-    train_tokenizer,
-)
+from turngym.agents.base import EndEpisode
+from turngym.agents.chat import ChatFormat, ChatTemplateError, check_chat_template
+from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.rollout import run_episodes
+from turngym.envs.textworld import materialise, textworld_tasks
+from turngym.envs.vector import LocalPool
 
 ENV = "turngym/TextWorld-v0"
 
@@ -103,7 +103,7 @@ def test_template_conformance_report(tokenizer, template, append_only):
 def test_default_smollm2_tokenizer_conforms():
     from transformers import AutoTokenizer
 
-    from agents.models import DEFAULT_MODEL, resolve_model
+    from turngym.agents.models import DEFAULT_MODEL, resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(DEFAULT_MODEL))
     report = check_chat_template(tokenizer)
@@ -202,7 +202,8 @@ def test_hf_backend_greedy_is_the_same_alone_or_batched(model, tokenizer):
     chat = ChatFormat(tokenizer, system_prompt="s")
     greedy = SamplingConfig(temperature=0, max_new_tokens=8)
     prompts = [chat.prompt_ids("a " * (i * 5 + 1)) for i in range(4)]
-    batched = HFBackend(model).generate([GenerationRequest(i, p) for i, p in enumerate(prompts)], greedy, chat.stop_ids())
+    batched = HFBackend(model).generate([GenerationRequest(i, p) for i, p in enumerate(prompts)], greedy,
+                                        chat.stop_ids())
     alone = [HFBackend(model).generate([GenerationRequest(0, p)], greedy, chat.stop_ids())[0] for p in prompts]
     assert [g.ids for g in batched] == [g.ids for g in alone]
     for b, a in zip(batched, alone, strict=True):
@@ -257,9 +258,9 @@ def test_stored_ids_are_the_sampled_ids_plus_template_deltas(model, tokenizer, g
     trajectories = run_episodes(agent, pool(games, max_turns=4), list(games)[:3], seed=0)
     chat = agent.chat
     for episode, trajectory in enumerate(trajectories):
-        record = trajectory.agent_data["tokens"]
+        record = trajectory.tokens
         generations = [g for key, _, g in backend.log if key == episode]
-        assert len(generations) == trajectory.num_turns == len(record["replies"])
+        assert len(generations) == trajectory.num_turns == len(record.replies)
         expected, mask, logprobs = [], [], []
         for turn, generation in enumerate(generations):
             expected += generation.ids
@@ -272,30 +273,31 @@ def test_stored_ids_are_the_sampled_ids_plus_template_deltas(model, tokenizer, g
             if turn + 1 < len(generations):
                 delta = chat.env_delta_ids(trajectory.observations[turn + 1])
                 # decoding the env delta gives back the observation, in the template's framing
-                assert chat.decode(delta) == f"\n<|im_start|>user\n{trajectory.observations[turn + 1]}<|im_end|>\n<|im_start|>assistant\n"
+                assert chat.decode(delta) == (f"\n<|im_start|>user\n{trajectory.observations[turn + 1]}<|im_end|>\n"
+                                              "<|im_start|>assistant\n")
                 expected += delta
                 mask += [0] * len(delta)
                 logprobs += [0.0] * len(delta)
-        assert record["prompt_ids"] == chat.prompt_ids(trajectory.observations[0])
-        assert record["completion_ids"] == expected
-        assert record["env_mask"] == mask  # the loss mask covers exactly the sampled tokens
-        assert record["logprobs"] == logprobs
+        assert record.prompt_ids == chat.prompt_ids(trajectory.observations[0])
+        assert record.completion_ids == expected
+        assert record.env_mask == mask  # the loss mask covers exactly the sampled tokens
+        assert record.logprobs == logprobs
         # what the backend was asked to continue is always the stored sequence so far
         for key, ids, _ in [x for x in backend.log if x[0] == episode]:
-            assert (record["prompt_ids"] + record["completion_ids"])[: len(ids)] == ids
-        assert [record["completion_ids"][i] for i in record["turn_ends"]] == [g.ids[-1] for g in generations]
+            assert (record.prompt_ids + record.completion_ids)[: len(ids)] == ids
+        assert [record.completion_ids[i] for i in record.turn_ends] == [g.ids[-1] for g in generations]
 
 
 def test_a_turn_that_hits_the_token_cap_gets_an_unsampled_end_of_turn(tokenizer, games):
     never_stops = ScriptedBackend(lambda r: [tokenizer.convert_tokens_to_ids("Ġlook")] * 50, encode=lambda t: [])
     agent = LLMAgent(never_stops, tokenizer, LLMAgentConfig(max_new_tokens=7))
     [trajectory] = run_episodes(agent, pool(games, max_turns=2), list(games)[:1])
-    record = trajectory.agent_data["tokens"]
+    record = trajectory.tokens
     eot = agent.chat.end_of_turn_id
-    assert record["forced_end_of_turn"] == [True, True]
-    first_turn = record["completion_ids"][:8]
-    assert first_turn[-1] == eot and record["env_mask"][:8] == [1] * 7 + [0]
-    assert record["turn_ends"][0] == 6  # the turn's reward sits on its last *sampled* token
+    assert record.forced_end_of_turn == [True, True]
+    first_turn = record.completion_ids[:8]
+    assert first_turn[-1] == eot and record.env_mask[:8] == [1] * 7 + [0]
+    assert record.turn_ends[0] == 6  # the turn's reward sits on its last *sampled* token
 
 
 # ---------------------------------------------------------------------- oracle through the LLM path
@@ -376,13 +378,13 @@ def test_context_guard_ends_the_episode_cleanly_as_truncated(model, tokenizer, g
     agent = LLMAgent(HFBackend(model), tokenizer, LLMAgentConfig(max_new_tokens=8, max_context_tokens=900))
     trajectories = run_episodes(agent, pool(games, max_turns=50), list(games)[:2])
     for trajectory in trajectories:
-        record = trajectory.agent_data["tokens"]
+        record = trajectory.tokens
         assert trajectory.truncated and trajectory.truncation_reason == "context_length"
         assert not trajectory.infrastructure_failure
-        assert record["context_truncated"]
-        assert len(record["prompt_ids"]) + len(record["completion_ids"]) <= 900
-        assert trajectory.num_turns == len(record["replies"]) >= 1
-        assert record["env_mask"][-1] == 1 or record["forced_end_of_turn"][-1]  # ends on a model turn
+        assert record.context_truncated
+        assert len(record.prompt_ids) + len(record.completion_ids) <= 900
+        assert trajectory.num_turns == len(record.replies) >= 1
+        assert record.env_mask[-1] == 1 or record.forced_end_of_turn[-1]  # ends on a model turn
     assert agent._live == {} and agent.backend._caches == {}  # nothing leaks
 
 
@@ -432,7 +434,8 @@ class _ChatServer(BaseHTTPRequestHandler):
             return
         reply = type(self).replies[len(type(self).requests) % len(type(self).replies)]
         payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                   "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}]}
+                   "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": reply}}]}
         data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -445,7 +448,7 @@ class _ChatServer(BaseHTTPRequestHandler):
 
 
 def test_openai_compatible_agent_over_real_http(games):
-    from agents.openai_agent import ChatAPIAgent
+    from turngym.agents.openai_agent import ChatAPIAgent
 
     _ChatServer.replies, _ChatServer.requests = ["Action: look", "no action", "Action: inventory"], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
@@ -458,8 +461,9 @@ def test_openai_compatible_agent_over_real_http(games):
         server.shutdown()
     for trajectory in trajectories:
         assert trajectory.num_turns == 3 and trajectory.truncation_reason == "max_turns"
-        messages = trajectory.agent_data["messages"]
-        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+        messages = trajectory.record.messages
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user",
+                                                 "assistant"]
         assert messages[1]["content"] == trajectory.observations[0]
     assert any(t.invalid_actions for t in trajectories)  # "no action" became an invalid action
     first = _ChatServer.requests[0]
@@ -467,7 +471,7 @@ def test_openai_compatible_agent_over_real_http(games):
 
 
 def test_openai_agent_turns_api_failure_into_a_truncated_episode():
-    from agents.openai_agent import ChatAPIAgent
+    from turngym.agents.openai_agent import ChatAPIAgent
 
     _ChatServer.replies, _ChatServer.requests = ["Action: look"], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
@@ -483,7 +487,7 @@ def test_openai_agent_turns_api_failure_into_a_truncated_episode():
 
 # ---------------------------------------------------------------------- models and the CLI
 def test_resolve_model_paths_and_offline_errors(tmp_path, monkeypatch):
-    from agents.models import resolve_model
+    from turngym.agents.models import resolve_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert resolve_model(str(tmp_path)) == str(tmp_path)
@@ -492,7 +496,7 @@ def test_resolve_model_paths_and_offline_errors(tmp_path, monkeypatch):
 
 
 def test_eval_cli_runs_an_llm_agent_from_a_local_folder(tmp_path, tokenizer, model, games):
-    from recipes.cli import main as cli
+    from turngym.recipes.cli import main as cli
 
     folder = tmp_path / "policy"
     tokenizer.save_pretrained(folder)
@@ -504,14 +508,14 @@ def test_eval_cli_runs_an_llm_agent_from_a_local_folder(tmp_path, tokenizer, mod
     [name] = [p.stem for p in out.glob("*.jsonl")]
     rows = [json.loads(line) for line in (out / f"{name}.jsonl").read_text().splitlines()]
     assert len(rows) == 2
-    tokens = rows[0]["agent_data"]["tokens"]
+    tokens = rows[0]["record"]
     assert len(tokens["completion_ids"]) == len(tokens["env_mask"]) == len(tokens["logprobs"])
     report = json.loads((out / f"{name}.json").read_text())
     assert report["action_protocol"] == "free_form" and report["overall"]["episodes"] == 2
 
 
 def test_check_template_cli_reports_the_default_model(capsys):
-    from recipes.cli import main as cli
+    from turngym.recipes.cli import main as cli
 
     assert cli(["check-template"]) == 0
     out = capsys.readouterr().out
@@ -523,7 +527,7 @@ def test_play_cli_lets_a_person_play_through_stdin():
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "recipes.cli", "play", "turngym/TextWorld-v0", "--config", "w2-o3-q4",
+        [sys.executable, "-m", "turngym.recipes.cli", "play", "turngym/TextWorld-v0", "--config", "w2-o3-q4",
          "--split", "eval", "--seed", "0", "--max-turns", "2"],
         input="look\n\\\\ odd \\x00 input\n", capture_output=True, text=True, timeout=120, check=False,
     )
@@ -533,10 +537,11 @@ def test_play_cli_lets_a_person_play_through_stdin():
 
 def test_same_seed_same_episodes_and_greedy_does_not_depend_on_batching(model, tokenizer, games):
     def play(live, temperature, seed=5):
-        agent = LLMAgent(HFBackend(model), tokenizer, LLMAgentConfig(max_new_tokens=6, temperature=temperature, seed=seed))
+        agent = LLMAgent(HFBackend(model), tokenizer,
+                         LLMAgentConfig(max_new_tokens=6, temperature=temperature, seed=seed))
         env_pool = LocalPool.from_id(ENV, live, env_kwargs={"tasks": games, "max_turns": 3})
         try:
-            return [t.agent_data["tokens"]["completion_ids"] for t in run_episodes(agent, env_pool, list(games)[:4])]
+            return [t.tokens.completion_ids for t in run_episodes(agent, env_pool, list(games)[:4])]
         finally:
             env_pool.close()
 

@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from recipes import compare_algorithms, sft_rl_budget
-from recipes.study import Arm, Study, StudyConfig, episodes_per_step, load_config, moving_average, paired_difference
+from turngym.recipes import compare_algorithms, sft_rl_budget
+from turngym.recipes.study import (
+    Arm,
+    Study,
+    StudyConfig,
+    episodes_per_step,
+    load_config,
+    moving_average,
+    paired_difference,
+)
 
 CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
 
@@ -96,16 +104,18 @@ def tiny_study(tmp_path: Path, policy: Path, **overrides) -> StudyConfig:
     data = {
         "name": "tiny",
         "results_dir": str(tmp_path / "results"),
-        "world": {"model_name_or_path": str(policy), "env_id": "turngym/Signals-v0", "env_kwargs": {"turns": 2, "colours": 2},
-                  "reward_mode": "dense", "system_prompt": "Obey the lights. {format_instruction}",
-                  "max_new_tokens_per_turn": 4, "num_train_tasks": 8},
+        "world": {"model_name_or_path": str(policy), "env_id": "turngym/Signals-v0",
+                  "env_kwargs": {"turns": 2, "colours": 2}, "reward_mode": "dense",
+                  "system_prompt": "Obey the lights. {format_instruction}", "max_new_tokens_per_turn": 4,
+                  "num_train_tasks": 8},
         "sft": {"num_demos": 4, "num_train_epochs": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3,
                 "max_length": 512, "gradient_checkpointing": False},
         "rl": {"num_generations": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "beta": 0.0,
                "max_completion_length": 128, "save_strategy": "steps", "save_steps": 1},
         "algorithms": {"ppo": {"critic_learning_rate": 1e-3}, "turn_rloo": {}},
         "episodes": 8,
-        "evaluation": {"num_tasks": 4, "curve_tasks": 2, "curve_points": 3, "panels": {"longer": {"env_kwargs": {"turns": 3}}}},
+        "evaluation": {"num_tasks": 4, "curve_tasks": 2, "curve_points": 3,
+                       "panels": {"longer": {"env_kwargs": {"turns": 3}}}},
     }
     data.update(overrides)
     return StudyConfig.from_dict(data)
@@ -154,9 +164,9 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
     def refuse(*args, **kwargs):
         raise AssertionError("a finished stage ran again")
 
-    monkeypatch.setattr("trainers.sft.run_sft", refuse)
-    monkeypatch.setattr("trainers.trainer.TurnGymTrainer.train", refuse)
-    monkeypatch.setattr("trainers.rollout.play_model", refuse)
+    monkeypatch.setattr("turngym.trainers.sft.run_sft", refuse)
+    monkeypatch.setattr("turngym.trainers.trainer.TurnGymTrainer.train", refuse)
+    monkeypatch.setattr("turngym.trainers.rollout.evaluate_policy", refuse)
     again, _ = compare_algorithms.run(config, progress=False)
     assert json.loads(json.dumps(again["arms"])) == json.loads(json.dumps(summary["arms"]))
 
@@ -170,9 +180,10 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
 
 
 def test_an_interrupted_rl_stage_resumes_from_its_checkpoint(tmp_path, policy, monkeypatch):
-    from trainers.trainer import TurnGymTrainer
+    from turngym.trainers.trainer import TurnGymTrainer
 
-    config = tiny_study(tmp_path, policy, algorithms={"turn_rloo": {}}, sft=None, evaluation={"num_tasks": 2, "curve_points": 0})
+    config = tiny_study(tmp_path, policy, algorithms={"turn_rloo": {}}, sft=None,
+                        evaluation={"num_tasks": 2, "curve_points": 0})
     study = Study(config, compare_algorithms.arms_of(config), progress=False)
     arm = study.arms[-1]
     train = TurnGymTrainer.train
@@ -222,9 +233,10 @@ def test_budget_sweep_writes_table_and_plot(tmp_path, policy):
 def test_turngym_compare_command(tmp_path, policy, capsys):
     import yaml
 
-    from recipes.cli import main
+    from turngym.recipes.cli import main
 
-    config = tiny_study(tmp_path, policy, algorithms={"grpo": {}}, sft=None, evaluation={"num_tasks": 2, "curve_points": 0})
+    config = tiny_study(tmp_path, policy, algorithms={"grpo": {}}, sft=None,
+                        evaluation={"num_tasks": 2, "curve_points": 0})
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config.to_dict()))
     assert main(["compare", "--config", str(path), "--name", "cli"]) == 0

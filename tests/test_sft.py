@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.backends import Generation, ScriptedBackend
-from agents.llm import LLMAgent
-from agents.rollout import run_episodes
-from envs.panels import task_panel
-from envs.vector import LocalPool
-from recipes.cli import main
-from trainers.episodes import Episode
-from trainers.sft import (
+from turngym.agents.backends import Generation, ScriptedBackend
+from turngym.agents.llm import LLMAgent
+from turngym.agents.rollout import run_episodes
+from turngym.envs.panels import task_panel
+from turngym.envs.vector import LocalPool
+from turngym.recipes.cli import main
+from turngym.trainers.episodes import Episode
+from turngym.trainers.sft import (
     EVAL_REPORT_FILE,
     NoDemosError,
     TurnGymSFTConfig,
@@ -25,7 +25,6 @@ from trainers.sft import (
     collect_demos,
     demo_dataset,
     demo_reply,
-    evaluate_policy,
     parse_config,
     run_sft,
     sft_example,
@@ -52,12 +51,12 @@ def tokenizer(policy):
 
 
 def sft_config(tmp_path: Path, policy: Path, **overrides) -> TurnGymSFTConfig:
-    options = dict(
-        output_dir=str(tmp_path / "sft"), model_name_or_path=str(policy), env_id=SIGNALS,
-        env_kwargs={"turns": 3, "colours": 2}, reward_mode="dense", num_demos=4, max_length=8192,
-        system_prompt="Obey the lights. {format_instruction}", report_to="none", save_strategy="no",
-        gradient_checkpointing=False, disable_tqdm=True, seed=0,
-    )
+    options = {
+        "output_dir": str(tmp_path / "sft"), "model_name_or_path": str(policy), "env_id": SIGNALS,
+        "env_kwargs": {"turns": 3, "colours": 2}, "reward_mode": "dense", "num_demos": 4, "max_length": 8192,
+        "system_prompt": "Obey the lights. {format_instruction}", "report_to": "none", "save_strategy": "no",
+        "gradient_checkpointing": False, "disable_tqdm": True, "seed": 0,
+    }
     return TurnGymSFTConfig(**{**options, **overrides})
 
 
@@ -76,7 +75,7 @@ def rl_rollout(config: TurnGymSFTConfig, tokenizer, tasks, actions: list[list[st
         t = turn[request.key] = turn.get(request.key, -1) + 1
         return written_reply(actions[request.key][t], action_format, config.response_prefix)
 
-    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
     agent = LLMAgent(ScriptedBackend(reply, encode), tokenizer, config.agent_config())
     pool = LocalPool.from_id(config.env_id, 1, env_kwargs={**config.world_kwargs(), "tasks": tasks})
     try:
@@ -105,12 +104,12 @@ def test_demo_tokens_equal_an_rl_rollout_of_the_same_actions(tmp_path, policy, t
     tasks = task_panel(env_id, "eval", 2, config.world_kwargs(), progress=False)
     rollouts = rl_rollout(config, tokenizer, tasks, [d.actions for d in demos], action_format)
     for trajectory, rollout in zip(demos, rollouts, strict=True):
-        demo, record = Episode.from_trajectory(trajectory), rollout.agent_data["tokens"]
+        demo, record = Episode.from_trajectory(trajectory), rollout.tokens
         assert rollout.won
-        assert demo.prompt_ids == record["prompt_ids"]
-        assert demo.completion_ids == record["completion_ids"]
-        assert demo.env_mask == record["env_mask"]
-        assert sft_example(demo)["assistant_masks"] == [0] * len(record["prompt_ids"]) + record["env_mask"]
+        assert demo.prompt_ids == record.prompt_ids
+        assert demo.completion_ids == record.completion_ids
+        assert demo.env_mask == record.env_mask
+        assert sft_example(demo)["assistant_masks"] == [0] * len(record.prompt_ids) + record.env_mask
         if not response_prefix:  # the chat template's own rendering of the conversation gives the same ids
             assert sft_example(demo)["input_ids"] == template_ids(tokenizer, config, rollout, action_format)
 
@@ -184,7 +183,7 @@ def test_an_unsampled_end_of_turn_token_is_not_in_the_loss(tmp_path, policy, tok
     pool = LocalPool.from_id(SIGNALS, 1, env_kwargs={**config.world_kwargs(), "tasks": tasks})
     (trajectory,) = run_episodes(agent, pool, list(tasks))
     episode = Episode.from_trajectory(trajectory)
-    assert trajectory.agent_data["tokens"]["forced_end_of_turn"] == [True, True]
+    assert trajectory.tokens.forced_end_of_turn == [True, True]
     trainer = build_trainer(config, tokenizer, demo_dataset([episode]))
     batch = collate(trainer, 1)
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
@@ -211,7 +210,11 @@ def test_sft_on_signals_beats_chance_on_held_out_tasks(tmp_path, policy, tokeniz
                         logging_steps=10)
     from transformers import AutoModelForCausalLM
 
-    base = evaluate_policy(AutoModelForCausalLM.from_pretrained(policy), tokenizer, config, "eval", 16, progress=False)
+    from turngym.envs.panels import task_panel
+    from turngym.trainers.rollout import evaluate_policy
+
+    held_out = task_panel(config.env_id, "eval", 16, config.world_kwargs(), progress=False)
+    base = evaluate_policy(AutoModelForCausalLM.from_pretrained(policy), tokenizer, config, held_out, progress=False)
     output = run_sft(config)
     report = json.loads((output / EVAL_REPORT_FILE).read_text())["overall"]
     chance = chance_of_winning(turns=3, max_turns=6)  # 6 turns: the world's default, 2x the optimal length
@@ -243,7 +246,7 @@ def test_cli_help_lists_the_config_fields(capsys):
 
 
 def test_cli_one_step_run_saves_a_model_rl_can_start_from(tmp_path, policy):
-    from agents.models import load_policy
+    from turngym.agents.models import load_policy
 
     output = tmp_path / "out"
     rc = main(["sft", "--config", str(SIGNALS_YAML), "--model_name_or_path", str(policy), "--output_dir", str(output),

@@ -6,10 +6,10 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import envs  # noqa: F401 - registers the worlds
-from agents import OracleAgent, RandomAgent, evaluate
-from envs.signals import RULE, signal_tasks
-from envs.tasks import SplitOverlapError, assert_disjoint
+from turngym import envs  # noqa: F401 - registers the worlds
+from turngym.agents import OracleAgent, RandomAgent, evaluate
+from turngym.envs.signals import RULE, signal_tasks
+from turngym.envs.tasks import SplitOverlapError, assert_disjoint
 
 
 def test_check_env_and_a_dense_win():
@@ -20,7 +20,7 @@ def test_check_env_and_a_dense_win():
     assert info["admissible_commands"] == sorted(set(RULE.values())) and info["max_turns"] == 6
     rewards = []
     for command in info["walkthrough"]:
-        observation, reward, terminated, truncated, info = env.step(command)
+        observation, reward, terminated, _truncated, info = env.step(command)
         rewards.append(reward)
     assert terminated and info["won"] and rewards == pytest.approx([1 / 3] * 3)
 

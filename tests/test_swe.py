@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from envs.swe import (
+from turngym.envs.swe import (
     GradeReport,
     SWEEnv,
     SWEInstance,
@@ -28,10 +28,10 @@ from envs.swe import (
     swe_tasks,
     swe_taskset,
 )
-from envs.swe.grading import MISSING, patch_paths
-from envs.swe.instances import local_repo_dir
-from envs.swe.sandbox import SandboxUnavailable, backend_available, resolve_backend
-from envs.tasks import assert_disjoint
+from turngym.envs.swe.grading import MISSING, patch_paths
+from turngym.envs.swe.instances import local_repo_dir
+from turngym.envs.swe.sandbox import SandboxUnavailable, backend_available, resolve_backend
+from turngym.envs.tasks import assert_disjoint
 
 BWRAP_PROBLEM = backend_available("bwrap")
 needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
@@ -98,8 +98,10 @@ def test_bad_replies_are_invalid_with_a_reason(reply, error):
         (4, 4, 10, 10, 1.0, 0.0),
     ],
 )
-def test_pass_ratio_reward_matches_hand_computed_values(f2p_passed, f2p_total, p2p_failed, p2p_total, penalty, expected):
-    assert pass_ratio_reward(f2p_passed, f2p_total, p2p_failed, p2p_total, penalty) == pytest.approx(expected, abs=1e-12)
+def test_pass_ratio_reward_matches_hand_computed_values(f2p_passed, f2p_total, p2p_failed, p2p_total, penalty,
+                                                        expected):
+    reward = pass_ratio_reward(f2p_passed, f2p_total, p2p_failed, p2p_total, penalty)
+    assert reward == pytest.approx(expected, abs=1e-12)
 
 
 def test_pass_ratio_reward_rejects_bad_arguments():
@@ -132,8 +134,9 @@ def test_grade_report_counts_like_swe_bench():
 
 
 def test_parse_test_log_reads_pytest_summaries_and_verbose_lines():
-    ids = ["tests/test_a.py::test_x", "tests/test_a.py::test_y[a - b]", "tests/test_b.py::TestB::test_z", "tests/test_c.py::test_w"]
-    log = "\n".join(
+    ids = ["tests/test_a.py::test_x", "tests/test_a.py::test_y[a - b]", "tests/test_b.py::TestB::test_z",
+           "tests/test_c.py::test_w"]
+    log = "\n".join(  # noqa: FLY002 - one element per log line reads like the log
         [
             "tests/test_b.py::TestB::test_z PASSED                          [ 50%]",
             "tests/test_c.py::test_w FAILED                                 [100%]",
@@ -172,8 +175,14 @@ def test_patch_paths():
 SWE_GYM_RECORD = {
     "instance_id": "getmoto__moto-5752",
     "hints_text": "Thanks for raising this @example - marking it as an enhancement.",
-    "patch": "diff --git a/moto/ssm/models.py b/moto/ssm/models.py\n--- a/moto/ssm/models.py\n+++ b/moto/ssm/models.py\n@@ -1 +1 @@\n-a\n+b\n",
-    "test_patch": "diff --git a/tests/test_ssm/test_ssm_boto3.py b/tests/test_ssm/test_ssm_boto3.py\n--- a/tests/test_ssm/test_ssm_boto3.py\n+++ b/tests/test_ssm/test_ssm_boto3.py\n@@ -1 +1 @@\n-a\n+b\n",
+    "patch": (
+        "diff --git a/moto/ssm/models.py b/moto/ssm/models.py\n--- a/moto/ssm/models.py\n+++ b/moto/ssm/models.py\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    ),
+    "test_patch": (
+        "diff --git a/tests/test_ssm/test_ssm_boto3.py b/tests/test_ssm/test_ssm_boto3.py\n"
+        "--- a/tests/test_ssm/test_ssm_boto3.py\n+++ b/tests/test_ssm/test_ssm_boto3.py\n@@ -1 +1 @@\n-a\n+b\n"
+    ),
     "created_at": "2022-12-10 20:23:01",
     "problem_statement": "Describe parameters with a filter on the Name key fails",
     "repo": "getmoto/moto",
@@ -284,8 +293,14 @@ def test_a_missing_backend_says_how_to_install_it(monkeypatch):
 
 # --------------------------------------------------------------------------- episodes (bwrap)
 TASK = "turngym__intervals-2"  # the regression task: the naive fix breaks merge()
-NAIVE_FIX = "```bash\nsed -i 's/self.start <= other.end and other.start <= self.end/self.start < other.end and other.start < self.end/' intervals/core.py\n```"
-MERGE_FIX = "```bash\nsed -i 's/if merged and merged\\[-1\\].overlaps(interval):/if merged and interval.start <= merged[-1].end:/' intervals/core.py\n```"
+NAIVE_FIX = (
+    "```bash\nsed -i 's/self.start <= other.end and other.start <= self.end/"
+    "self.start < other.end and other.start < self.end/' intervals/core.py\n```"
+)
+MERGE_FIX = (
+    "```bash\nsed -i 's/if merged and merged\\[-1\\].overlaps(interval):/"
+    "if merged and interval.start <= merged[-1].end:/' intervals/core.py\n```"
+)
 
 
 @pytest.fixture
@@ -376,7 +391,8 @@ def test_binary_reward_mode(make_env):
 def test_editing_the_tests_earns_nothing(make_env):
     env = make_env()
     env.reset(options={"task": TASK})
-    cheat = "```bash\nprintf 'import unittest\\nclass TestInterval(unittest.TestCase):\\n    pass\\n' > tests/test_core.py\n```"
+    cheat = ("```bash\nprintf 'import unittest\\nclass TestInterval(unittest.TestCase):\\n    pass\\n' "
+             "> tests/test_core.py\n```")
     *_, (_, reward, _, _, info) = play(env, [cheat, "submit"])
     assert reward == 0.0 and not info["resolved"]
     assert info["tests"]["tests/test_core.py::TestMerge::test_merges_touching"] == "PASSED"  # restored, not deleted
@@ -409,7 +425,8 @@ def test_hidden_tests_never_appear_in_the_working_tree(make_env):
     env = make_env(reward_mode="dense")
     env.reset(options={"task": TASK})
     env.step(NAIVE_FIX)  # triggers a grading in a copy
-    obs, *_ = env.step("```bash\ngrep -rc test_touching_intervals_do_not_overlap /testbed /scratch /tmp; ls -a /scratch\n```")
+    obs, *_ = env.step("```bash\ngrep -rc test_touching_intervals_do_not_overlap /testbed /scratch /tmp; "
+                       "ls -a /scratch\n```")
     assert "test_core.py:0" in obs and ".turngym-grade" not in obs
 
 
@@ -479,7 +496,7 @@ def test_a_task_from_a_json_file_with_an_archived_repository(make_env, tmp_path,
 @needs_bwrap
 def test_thousands_of_test_ids_fit(make_env):
     """SWE-bench instances list thousands of PASS_TO_PASS tests: more than one argument may hold."""
-    instance = dict((i.instance_id, i) for _, i in shipped_instances())[TASK]
+    instance = {i.instance_id: i for _, i in shipped_instances()}[TASK]
     many = tuple(f"tests/test_absent_{n:05d}.py::TestAbsent::test_absent_{n:05d}" for n in range(3000))
     assert len(" ".join(many)) > 131_072  # Linux's MAX_ARG_STRLEN
     big = replace(instance, instance_id="big__intervals-2", pass_to_pass=instance.pass_to_pass + many)
@@ -504,9 +521,10 @@ def test_the_sandbox_outlives_the_rollout_deadline_plus_grading(make_env):
 
 
 def test_env_pool_deadline_follows_the_worlds_declared_step_time():
-    from envs.vector import DEFAULT_STEP_TIMEOUT, EnvPool
+    from turngym.envs.vector import DEFAULT_STEP_TIMEOUT, EnvPool
 
-    pool = EnvPool.from_id("turngym/SWE-v0", 1, env_kwargs={"split": "eval", "timeouts": {"test": 200, "exec": 30, "teardown": 20}})
+    pool = EnvPool.from_id("turngym/SWE-v0", 1,
+                           env_kwargs={"split": "eval", "timeouts": {"test": 200, "exec": 30, "teardown": 20}})
     try:
         assert pool.step_timeout == 30 + 2 * (30 + 200 + 200 + 20) + 20 + 30  # max_step_seconds + 30 s margin
     finally:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import gymnasium
 import pytest
 
-import envs  # noqa: F401 - registers turngym/SWE-v0
-from envs.swe import SWEInstance, shipped_instances, swe_taskset, validate
-from envs.swe.instances import local_repo_dir
-from envs.swe.sandbox import backend_available
+from turngym import envs  # noqa: F401 - registers turngym/SWE-v0
+from turngym.envs.swe import SWEInstance, shipped_instances, swe_taskset, validate
+from turngym.envs.swe.instances import local_repo_dir
+from turngym.envs.swe.sandbox import backend_available
 
 pytestmark = pytest.mark.docker
 
@@ -23,7 +23,7 @@ def docker_ready():
     problem = backend_available("docker")
     if problem:
         pytest.skip(f"docker sandbox unavailable: {problem}")
-    from envs.swe.sandbox import docker
+    from turngym.envs.swe.sandbox import docker
 
     if not docker.image_exists(docker.DEFAULT_IMAGE):
         pytest.skip(f"docker image {docker.DEFAULT_IMAGE} is not built: run `make docker-image`")
@@ -44,7 +44,8 @@ def test_episode_in_docker(docker_ready):
         assert info["sandbox"] == "docker"
         obs, *_ = env.step("```bash\nid -u; python3 --version; ls /testbed\n```")
         assert "65534" in obs and "intervals" in obs
-        naive = "```bash\nsed -i 's/self.start <= other.end and other.start <= self.end/self.start < other.end and other.start < self.end/' intervals/core.py\n```"
+        naive = ("```bash\nsed -i 's/self.start <= other.end and other.start <= self.end/"
+                 "self.start < other.end and other.start < self.end/' intervals/core.py\n```")
         env.step(naive)
         *_, info = env.step("submit")
         assert info["episode_reward"] == pytest.approx(1 - 1 / 21) and not info["resolved"]

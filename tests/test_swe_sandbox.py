@@ -18,10 +18,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from envs.swe import SandboxLimits, SWEEnv, swe_tasks
-from envs.swe.sandbox import PhaseTimeouts, SandboxSpec, backend_available, make_sandbox
-from envs.swe.sandbox.base import running_as_root
-from envs.swe.sandbox.bwrap import CGROUP_PARENT, CGROUP_V1, cgroups_usable, reap_stale
+from turngym.envs.swe import SandboxLimits, SWEEnv, swe_tasks
+from turngym.envs.swe.sandbox import PhaseTimeouts, SandboxSpec, backend_available, make_sandbox
+from turngym.envs.swe.sandbox.base import running_as_root
+from turngym.envs.swe.sandbox.bwrap import CGROUP_PARENT, CGROUP_V1, cgroups_usable, reap_stale
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LIMITS = SandboxLimits(memory_mb=256, max_processes=64, max_output_bytes=200_000, cpu_seconds=30, max_file_mb=64,
@@ -37,7 +37,7 @@ def skip_unless_available(backend: str) -> None:
     if problem:
         pytest.skip(f"{backend} sandbox unavailable: {problem}")
     if backend == "docker":
-        from envs.swe.sandbox import docker
+        from turngym.envs.swe.sandbox import docker
 
         if not docker.image_exists(docker.DEFAULT_IMAGE):
             pytest.skip(f"docker image {docker.DEFAULT_IMAGE} is not built: run `make docker-image`")
@@ -230,7 +230,7 @@ def _mounts_under(root: Path) -> list[str]:
 
 
 def _docker_containers() -> list[str]:
-    from envs.swe.sandbox.docker import LABEL, _client
+    from turngym.envs.swe.sandbox.docker import LABEL, _client
 
     client = _client(timeout=10)
     try:
@@ -250,7 +250,8 @@ def test_fifty_episodes_leave_nothing_behind(backend, tmp_path):
     containers_before = _docker_containers() if backend == "docker" else []
     tasks = swe_tasks(None)
     env = SWEEnv(tasks=tasks, sandbox=backend, workspace_root=root, limits=LIMITS)
-    messy = "```bash\n(sleep 987656 &); echo x > /tmp/junk; echo y > /scratch/junk; mkdir -p build && touch build/out\n```"
+    messy = ("```bash\n(sleep 987656 &); echo x > /tmp/junk; echo y > /scratch/junk; "
+             "mkdir -p build && touch build/out\n```")
     rewards = []
     try:
         for episode in range(50):
@@ -288,7 +289,7 @@ def test_an_env_dropped_without_close_still_tears_down(tmp_path):
 CRASHING_RUNNER = """
 import os, signal, sys
 from pathlib import Path
-from envs.swe.sandbox import SandboxSpec, make_sandbox
+from turngym.envs.swe.sandbox import SandboxSpec, make_sandbox
 spec = SandboxSpec(repo_dir=Path(sys.argv[1]), name="crash", lifetime_s=0.5)
 box = make_sandbox("bwrap", spec, workspace_root=Path(sys.argv[2])).start()
 box.exec("echo started")
@@ -301,8 +302,8 @@ def test_a_sigkilled_runner_is_reaped_after_the_sandbox_lifetime(repo, tmp_path)
     skip_unless_available("bwrap")
     root = tmp_path / "sandboxes"
     cgroups_before = _cgroup_leaves()
-    child = subprocess.run([sys.executable, "-c", CRASHING_RUNNER, str(repo), str(root)], capture_output=True, text=True,
-                           cwd=REPO_ROOT, timeout=60, check=False)
+    child = subprocess.run([sys.executable, "-c", CRASHING_RUNNER, str(repo), str(root)], capture_output=True,
+                           text=True, cwd=REPO_ROOT, timeout=60, check=False)
     assert child.returncode == -9 and "READY" in child.stdout, child.stderr
     left = list(root.iterdir())
     assert len(left) == 1  # the workspace (and its tmpfs and cgroups, as root) was left behind

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from envs.swe import shipped_instances, validate
-from envs.swe.grading import patch_paths
-from envs.swe.sandbox import backend_available
+from turngym.envs.swe import shipped_instances, validate
+from turngym.envs.swe.grading import patch_paths
+from turngym.envs.swe.sandbox import backend_available
 
 INSTANCES = [pytest.param(instance, id=instance.instance_id) for _, instance in shipped_instances()]
 BWRAP_PROBLEM = backend_available("bwrap")
@@ -32,7 +32,9 @@ def test_task_data_is_consistent(instance):
         assert "def " + test_id.rsplit("::", 1)[1] in instance.test_patch
     assert not set(instance.fail_to_pass) & set(instance.pass_to_pass)
     # the setup patch injects exactly the lines the gold patch removes
-    removed = sorted(line[1:] for line in instance.patch.splitlines() if line.startswith("-") and not line.startswith("---"))
-    added = sorted(line[1:] for line in instance.setup_patch.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    removed = sorted(line[1:] for line in instance.patch.splitlines()
+                     if line.startswith("-") and not line.startswith("---"))
+    added = sorted(line[1:] for line in instance.setup_patch.splitlines()
+                   if line.startswith("+") and not line.startswith("+++"))
     assert removed == added
     assert instance.patch not in instance.problem_statement

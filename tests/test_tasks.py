@@ -8,20 +8,20 @@ import json
 import numpy as np
 import pytest
 
-import envs
-from envs.tasks import SplitOverlapError, Task, TaskSet, assert_disjoint
-from envs.textworld.generation import textworld_tasks
+from turngym import envs
+from turngym.envs.tasks import SplitOverlapError, Task, TaskSet, assert_disjoint
+from turngym.envs.textworld.generation import textworld_tasks
 
 
 def make_task(seed: int, split: str = "train", **changes) -> Task:
-    fields = dict(
-        world="toy",
-        id=f"toy/{seed}",
-        split=split,
-        difficulty="easy",
-        payload={"seed": seed},
-        content_hash=None,
-    )
+    fields = {
+        "world": "toy",
+        "id": f"toy/{seed}",
+        "split": split,
+        "difficulty": "easy",
+        "payload": {"seed": seed},
+        "content_hash": None,
+    }
     fields.update(changes)
     return Task(**fields)
 

@@ -7,7 +7,6 @@ of ``w2-o3-q4`` (and 1-10 for the random-agent report) so a warm cache keeps the
 from __future__ import annotations
 
 import json
-
 import os
 import warnings
 
@@ -16,11 +15,11 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import envs
-from envs.core import normalise_command
-from envs.textworld import TextWorldEnv, generate_game, textworld_tasks
-from envs.textworld.generation import game_content_hash
 from tests.helpers_engines import CrashingSession, HangingSession, RaisingSession
+from turngym import envs
+from turngym.envs.core import normalise_command
+from turngym.envs.textworld import TextWorldEnv, generate_game, textworld_tasks
+from turngym.envs.textworld.generation import game_content_hash
 
 CONFIG = "w2-o3-q4"
 SEEDS = (1, 2, 3, 4, 5)
@@ -141,7 +140,8 @@ def test_same_seed_gives_the_same_game(tmp_path):
     second = generate_game(CONFIG, 3, root=tmp_path / "b")
     assert first.directory != second.directory
     assert first.content_hash == second.content_hash
-    assert json.loads((first.directory / "game.json").read_text()) == json.loads((second.directory / "game.json").read_text())
+    assert (json.loads((first.directory / "game.json").read_text())
+            == json.loads((second.directory / "game.json").read_text()))
     assert first.walkthrough == second.walkthrough and first.objective == second.objective
     assert first.game_file.is_file() and second.game_file.is_file()
     # and the same as the game in the shared cache
@@ -425,12 +425,12 @@ def test_random_agent_success_is_reported(make_env, record_property):
         _, info = env.reset(options={"task": task_id(seed)})
         done = False
         while not done:
-            obs, reward, terminated, truncated, info = env.step(str(rng.choice(info["admissible_commands"])))
+            _obs, _reward, terminated, truncated, info = env.step(str(rng.choice(info["admissible_commands"])))
             done = terminated or truncated
         assert info["turn"] <= info["max_turns"]
         assert info["episode_reward"] == (1.0 if info["won"] else 0.0)
         wins.append(info["won"])
     rate = sum(wins) / len(wins)
     record_property("random_agent_success_rate", rate)
-    print(f"random agent success on {CONFIG} eval seeds 1-10: {rate:.0%}")  # noqa: T201
+    print(f"random agent success on {CONFIG} eval seeds 1-10: {rate:.0%}")
     assert len(textworld_tasks(CONFIG, "eval", n=10)) == len(wins)

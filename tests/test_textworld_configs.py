@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs.textworld import TextWorldEnv, textworld_tasks
+from turngym.envs.textworld import TextWorldEnv, textworld_tasks
 
 
 @pytest.mark.timeout(300)
@@ -35,8 +35,8 @@ def test_generated_game_is_won_by_its_walkthrough(config, dense_source):
 
 
 def test_train_and_eval_panels_of_every_reference_config_are_disjoint():
-    from envs import assert_disjoint
-    from envs.textworld import REFERENCE_CONFIGS
+    from turngym.envs import assert_disjoint
+    from turngym.envs.textworld import REFERENCE_CONFIGS
 
     for config in REFERENCE_CONFIGS:
         assert_disjoint(textworld_tasks(config, "train"), textworld_tasks(config, "eval"))

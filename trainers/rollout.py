@@ -1,7 +1,7 @@
-"""The trainer's rollouts: the one rollout loop (``agents.rollout``), played by the policy in training.
+"""The trainer's rollouts: the one rollout loop (``turngym.agents.rollout``), played by the policy in training.
 
 Each training step plays one episode per entry of TRL's prompt list (a task id, repeated
-``num_generations`` times in a row, so a group is consecutive) with an :class:`~agents.llm.LLMAgent`
+``num_generations`` times in a row, so a group is consecutive) with an :class:`~turngym.agents.llm.LLMAgent`
 whose backend generates with the current weights. Episodes keep the exact sampled ids; nothing
 is re-tokenised between rollout and loss.
 """
@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents.backends import HFBackend, TokenBackend
-from agents.base import stable_seed
-from agents.llm import LLMAgent, LLMAgentConfig
-from agents.rollout import Trajectory, run_episodes
-from envs.tasks import TaskSet
-from envs.vector import EnvPool, LocalPool
-from trainers.config import TurnGymConfig, WorldOptions
-from trainers.episodes import Episode
+from turngym.agents.backends import HFBackend, TokenBackend
+from turngym.agents.base import stable_seed
+from turngym.agents.evaluate import EvalReport, evaluate
+from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.rollout import Trajectory, run_episodes
+from turngym.envs.tasks import TaskSet
+from turngym.envs.vector import EnvPool, LocalPool, make_pool
+from turngym.trainers.config import TurnGymConfig, WorldOptions
+from turngym.trainers.episodes import Episode
 
 # Truncations after which the world's state is still good to bootstrap from (PPO's critic).
 BOOTSTRAP_REASONS = ("max_turns", "time_limit")
@@ -34,10 +35,11 @@ class EpisodeRunner:
         tasks: the tasks the prompts name.
         tokenizer: the policy's tokenizer (its chat template renders prompts and env turns).
         backend: builds the generation backend from the model to sample with; default: batched
-            Hugging Face generation on that model (:class:`~agents.backends.HFBackend`).
+            Hugging Face generation on that model (:class:`~turngym.agents.backends.HFBackend`).
     """
 
-    def __init__(self, args: TurnGymConfig, tasks: TaskSet, tokenizer: Any, backend: BackendFactory | None = None) -> None:
+    def __init__(self, args: TurnGymConfig, tasks: TaskSet, tokenizer: Any,
+                 backend: BackendFactory | None = None) -> None:
         self.args = args
         self.tasks = {task.id: task for task in tasks}
         self.tokenizer = tokenizer
@@ -73,18 +75,19 @@ class EpisodeRunner:
         """One environment per episode (in this process), so the whole batch generates in lockstep."""
         if self._pool is None or self._pool.num_envs != min(size, self.args.num_env_workers or size):
             self.close()
-            self._pool = make_pool(self.args, size)
+            self._pool = policy_pool(self.args, size)
         return self._pool
 
     def _episode(self, agent: LLMAgent, trajectory: Trajectory) -> Episode:
         episode = Episode.from_trajectory(trajectory)
-        if self.args.algorithm == "ppo" and self.args.bootstrap_truncated and trajectory.truncation_reason in BOOTSTRAP_REASONS:
+        if (self.args.algorithm == "ppo" and self.args.bootstrap_truncated
+                and trajectory.truncation_reason in BOOTSTRAP_REASONS):
             # The critic bootstraps from the state after the last turn: append the final observation
             # (environment tokens, out of the loss) when it fits under the completion cap.
             delta = agent.chat.env_delta_ids(trajectory.observations[-1])
             cap = self.args.max_completion_length
             if cap is None or len(episode.completion_ids) + len(delta) <= cap:
-                episode.append_environment_tokens(delta)
+                episode.tokens.add_env_turn(delta)
         episode.validate()
         return episode
 
@@ -94,39 +97,26 @@ def rollout_seed(base_seed: int, step: int) -> int:
     return stable_seed(base_seed, "rollout", step) % 2**62
 
 
-def make_pool(options: WorldOptions, size: int, tasks: TaskSet | None = None) -> EnvPool | LocalPool:
-    """``num_env_workers`` worker processes (at most ``size``), or ``size`` environments in this process."""
+def policy_pool(options: WorldOptions, size: int, tasks: TaskSet | None = None) -> EnvPool | LocalPool:
+    """``size`` environments of the run's world: ``num_env_workers`` processes, or in this process."""
     kwargs = {**options.world_kwargs(), **({"tasks": tasks} if tasks is not None else {})}
-    if options.num_env_workers:
-        return EnvPool.from_id(options.env_id, min(size, options.num_env_workers), env_kwargs=kwargs)
-    return LocalPool.from_id(options.env_id, size, env_kwargs=kwargs)
+    return make_pool(options.env_id, size, env_kwargs=kwargs, num_workers=options.num_env_workers or 0)
 
 
-def evaluate_model(model: Any, tokenizer: Any, options: WorldOptions, tasks: TaskSet, *, temperature: float = 0.0,
-                   seed: int = 0, batch: int = 16, name: str = "policy", progress: bool | str = True) -> Any:
-    """Play every task once with ``model`` in the run's chat format; an :class:`~agents.evaluate.EvalReport`.
+def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, tasks: TaskSet, *, temperature: float = 0.0,
+                    seed: int = 0, batch: int = 16, name: str = "policy", progress: bool | str = True) -> EvalReport:
+    """Play every task once with ``model`` in the run's chat format, through the one evaluation
+    entry point (:func:`turngym.agents.evaluate.evaluate`); ``report.trajectories`` holds the episodes.
 
     Greedy by default. Without env workers, up to ``batch`` episodes run side by side in this
     process, so each turn is one batched forward pass. The model's train/eval mode is restored.
     """
-    report, _ = play_model(model, tokenizer, options, tasks, temperature=temperature, seed=seed, batch=batch, name=name,
-                           progress=progress)
-    return report
-
-
-def play_model(model: Any, tokenizer: Any, options: WorldOptions, tasks: TaskSet, *, temperature: float = 0.0,
-               seed: int = 0, batch: int = 16, name: str = "policy", progress: bool | str = True) -> tuple[Any, list]:
-    """:func:`evaluate_model`'s report together with the trajectories it summarises."""
-    from agents.evaluate import report_from
-
     was_training = model.training
     agent = LLMAgent(HFBackend(model, pad_id=tokenizer.pad_token_id or 0), tokenizer,
                      options.agent_config(temperature=temperature), name=name)
-    pool = make_pool(options, min(len(tasks), batch), tasks)
     try:
-        trajectories = run_episodes(agent, pool, list(tasks), seed=seed,
-                                    progress=f"eval {name}" if progress is True else progress)
+        return evaluate(agent, options.env_id, tasks, env_kwargs=options.world_kwargs(), seed=seed,
+                        num_workers=options.num_env_workers or 0, batch=batch,
+                        progress=f"eval {name}" if progress is True else progress)
     finally:
-        pool.close()
         model.train(was_training)
-    return report_from(agent.name, options.env_id, options.world_kwargs(), tasks, seed, trajectories), trajectories

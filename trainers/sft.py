@@ -14,8 +14,8 @@ budget study), because a small base model rarely wins and leaves RL no signal. t
    - your own world: whatever it puts in ``info["walkthrough"]`` at reset.
 
 2. **Rendering.** Each command is written as the reply the agent's parser reads back (``Action:
-   go north`` for the ``prefix`` format) and played through a real :class:`~agents.llm.LLMAgent`,
-   configured from the same :class:`~trainers.config.WorldOptions` as the RL run, whose backend
+   go north`` for the ``prefix`` format) and played through a real :class:`~turngym.agents.llm.LLMAgent`,
+   configured from the same :class:`~turngym.trainers.config.WorldOptions` as the RL run, whose backend
    replays those replies. So a demo *is* an RL rollout record: the same prompt ids, the same
    environment deltas, the same end-of-turn token, the same context cap. Only episodes the oracle
    wins, and whose every reply parsed back to the oracle's command, are kept.
@@ -47,13 +47,14 @@ from typing import Any
 
 from trl import SFTConfig
 
-from agents.actions import ActionFormat
-from agents.base import Agent, EndEpisode
-from agents.llm import LLMAgent, LLMAgentConfig
-from agents.rollout import Trajectory
-from trainers.config import WorldOptions
-from trainers.episodes import Episode
-from trainers.rollout import evaluate_model, make_pool
+from turngym.agents.actions import ActionFormat
+from turngym.agents.base import Agent, EndEpisode
+from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.records import TokenRecord
+from turngym.agents.rollout import Trajectory
+from turngym.trainers.config import WorldOptions
+from turngym.trainers.episodes import Episode
+from turngym.trainers.rollout import evaluate_policy, policy_pool
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ class OracleThroughLLM(Agent):
 
     Each turn the oracle chooses a command; it is written as a reply (:func:`demo_reply`), encoded
     and closed with the chat template's end-of-turn token (not ``stop_ids[0]``, which may be EOS),
-    and replayed by a :class:`~agents.backends.ScriptedBackend`. The LLM agent then does exactly
+    and replayed by a :class:`~turngym.agents.backends.ScriptedBackend`. The LLM agent then does exactly
     what it does in RL: records the ids, parses the action, appends environment deltas. An episode
     whose parsed action differs from the oracle's command (a reply cut at ``max_new_tokens``) is
     listed in ``unfaithful``.
@@ -137,8 +138,8 @@ class OracleThroughLLM(Agent):
     batched = True
 
     def __init__(self, tokenizer: Any, config: LLMAgentConfig, oracle: Agent | None = None) -> None:
-        from agents.backends import ScriptedBackend
-        from agents.baselines import OracleAgent
+        from turngym.agents.backends import ScriptedBackend
+        from turngym.agents.baselines import OracleAgent
 
         self.oracle = oracle or OracleAgent()
         self.name = f"{getattr(self.oracle, 'name', 'oracle')}-through-llm"
@@ -170,11 +171,9 @@ class OracleThroughLLM(Agent):
         self.oracle.observe(episode, action, observation, reward, info)
         self.llm.observe(episode, action, observation, reward, info)
 
-    def end(self, episode: int) -> dict[str, Any]:
+    def end(self, episode: int) -> TokenRecord:
         self.oracle.end(episode)
-        data = self.llm.end(episode)
-        data["faithful"] = episode not in self.unfaithful
-        return data
+        return self.llm.end(episode)
 
 
 # ---------------------------------------------------------------------- demos
@@ -193,8 +192,8 @@ class DemoStats:
     total_tokens: int = 0
 
 
-def _drop_reason(trajectory: Trajectory) -> str | None:
-    if not trajectory.agent_data.get("faithful", True):
+def _drop_reason(trajectory: Trajectory, faithful: bool) -> str | None:
+    if not faithful:
         return "reply_cut_by_max_new_tokens_per_turn"
     if trajectory.won:
         return None
@@ -206,23 +205,25 @@ def _drop_reason(trajectory: Trajectory) -> str | None:
 def collect_demos(options: TurnGymSFTConfig, tokenizer: Any, *,
                   progress: bool = True) -> tuple[list[Trajectory], DemoStats]:
     """Play the oracle through the LLM agent on the train panel; keep the won, faithful episodes
-    (each with its token record in ``agent_data["tokens"]``)."""
-    from agents.rollout import run_episodes
-    from envs.panels import task_panel
+    (each with its token record in ``trajectory.record``)."""
+    from turngym.agents.rollout import run_episodes
+    from turngym.envs.panels import task_panel
 
     world = options.world_kwargs()
     tasks = task_panel(options.env_id, options.train_split, options.num_demos, world, progress=progress)
     context = options.max_length or LLMAgentConfig.max_context_tokens
     config = options.agent_config(temperature=0.0, max_context_tokens=context, seed=options.demo_seed)
     agent = OracleThroughLLM(tokenizer, config)
-    pool = make_pool(options, 1, tasks)
+    pool = policy_pool(options, 1, tasks)
     try:
         trajectories = run_episodes(agent, pool, list(tasks), seed=options.demo_seed,
                                     progress="oracle demos" if progress else False)
     finally:
         pool.close()
-    reasons = Counter(reason for t in trajectories if (reason := _drop_reason(t)) is not None)
-    demos = [t for t in trajectories if _drop_reason(t) is None]
+    # run_episodes numbers episodes 0..n-1 in task order: the oracle's word on episode i is trajectory i's.
+    reasons = [_drop_reason(t, i not in agent.unfaithful) for i, t in enumerate(trajectories)]
+    demos = [t for t, reason in zip(trajectories, reasons, strict=True) if reason is None]
+    reasons = Counter(reason for reason in reasons if reason is not None)
     records = [Episode.from_trajectory(t) for t in demos]
     stats = DemoStats(options.env_id, options.train_split, tasks.name, tasks.fingerprint, len(trajectories), len(demos),
                       dict(reasons), sum(r.num_model_tokens for r in records),
@@ -268,7 +269,7 @@ def build_trainer(config: TurnGymSFTConfig, tokenizer: Any, dataset: Any) -> Any
     ``model_init_kwargs``), so the default SmolLM2 works offline."""
     from trl import SFTTrainer
 
-    from agents.models import resolve_model
+    from turngym.agents.models import resolve_model
 
     return SFTTrainer(model=resolve_model(config.model_name_or_path), args=config, train_dataset=dataset,
                       processing_class=tokenizer)
@@ -282,8 +283,8 @@ def run_sft(config: TurnGymSFTConfig) -> Path:
     """
     from transformers import AutoTokenizer
 
-    from agents.evaluate import markdown_table
-    from agents.models import resolve_model
+    from turngym.agents.evaluate import markdown_table
+    from turngym.agents.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.model_name_or_path))
     demos, stats = collect_demos(config, tokenizer)
@@ -294,22 +295,15 @@ def run_sft(config: TurnGymSFTConfig) -> Path:
     tokenizer.save_pretrained(str(output))
     (output / DEMO_STATS_FILE).write_text(json.dumps(asdict(stats), indent=1))
     if config.eval_split:
-        report = evaluate_policy(trainer.model, tokenizer, config, config.eval_split, config.num_eval_tasks)
+        from turngym.envs.panels import task_panel
+
+        tasks = task_panel(config.env_id, config.eval_split, config.num_eval_tasks, config.world_kwargs())
+        report = evaluate_policy(trainer.model, tokenizer, config, tasks,
+                                 name=f"sft:{Path(config.model_name_or_path).name}")
         (output / EVAL_REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1))
         logger.info("after SFT, greedy on %s:\n%s", config.eval_split, markdown_table([report]))
     logger.info("SFT model and tokenizer saved to %s", output)
     return output
-
-
-def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, split: str, num_tasks: int, *,
-                    temperature: float = 0.0, seed: int = 0, progress: bool = True) -> Any:
-    """Greedy (by default) evaluation of ``model`` on the first ``num_tasks`` tasks of ``split``,
-    through the same agent configuration as the demos and RL rollouts."""
-    from envs.panels import task_panel
-
-    tasks = task_panel(options.env_id, split, num_tasks, options.world_kwargs(), progress=progress)
-    return evaluate_model(model, tokenizer, options, tasks, temperature=temperature, seed=seed,
-                          name=f"sft:{Path(options.model_name_or_path).name}", progress=progress)
 
 
 def parse_config(argv: Sequence[str] | None = None, *, prog: str = "turngym sft") -> TurnGymSFTConfig:

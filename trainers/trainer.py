@@ -4,11 +4,11 @@ One training step, top to bottom:
 
 1. TRL's sampler hands each process task ids, each repeated ``num_generations`` times in a row
    (a group). ``rollout_func`` plays one whole episode per entry with the current weights
-   (:class:`~trainers.rollout.EpisodeRunner`) and returns the exact ids, the sampling logprobs and
+   (:class:`~turngym.trainers.rollout.EpisodeRunner`) and returns the exact ids, the sampling logprobs and
    ``env_mask``, which TRL keeps as its tool mask: environment tokens stay out of the loss.
 2. TRL scores the episodes with one reward function, the episode return, and computes its own
    episode-level advantages. We replace them (``_generate_and_score_completions``) with per-token
-   advantages from ``trainers.advantages``, computed on *every* process's episodes (gathered), so
+   advantages from ``turngym.trainers.advantages``, computed on *every* process's episodes (gathered), so
    a group split across processes is baselined whole.
 3. PPO only: the critic's values for every token give GAE advantages and value targets; the critic
    takes its own optimizer step on the clipped value loss next to TRL's policy step.
@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from accelerate.utils import gather_object
@@ -31,20 +32,20 @@ from datasets import Dataset
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
-from envs.tasks import TaskSet
-from trainers import advantages as adv
-from trainers.config import TurnGymConfig
-from trainers.episodes import Episode
-from trainers.rollout import BackendFactory, EpisodeRunner, evaluate_model, rollout_seed
+from turngym.envs.tasks import TaskSet
+from turngym.trainers import advantages as adv
+from turngym.trainers.config import TurnGymConfig
+from turngym.trainers.episodes import Episode
+from turngym.trainers.rollout import BackendFactory, EpisodeRunner, evaluate_policy, rollout_seed
 
 CRITIC_DIR = "critic"
 CRITIC_OPTIMIZER = "critic_optimizer.pt"
 LOGGED_TURNS = 8  # per-turn advantage statistics for turns 0..7
 
 
-def episode_return(prompts: list, completions: list, episode_reward: list[float], **_: Any) -> list[float]:
+def episode_return(prompts: list, completions: list, episode: list[Episode], **_: Any) -> list[float]:
     """TRL reward function: the episode's return, computed by the world during the rollout."""
-    return [float(r) for r in episode_reward]
+    return [e.episode_reward for e in episode]
 
 
 # ---------------------------------------------------------------------- pure helpers
@@ -119,7 +120,7 @@ def build_critic(policy: Any, name_or_path: str | None = None) -> Any:
     from transformers import AutoModelForTokenClassification
 
     if name_or_path:
-        from agents.models import resolve_model
+        from turngym.agents.models import resolve_model
 
         critic = AutoModelForTokenClassification.from_pretrained(resolve_model(name_or_path), num_labels=1)
     else:
@@ -141,7 +142,7 @@ class TurnGymTrainer(GRPOTrainer):
 
     Args:
         model: the policy (a model, or a Hub name / local folder; default ``args.model_name_or_path``).
-        args: a :class:`~trainers.config.TurnGymConfig`.
+        args: a :class:`~turngym.trainers.config.TurnGymConfig`.
         tasks: the training tasks (default: ``args.train_split`` of ``args.env_id``'s panel).
         eval_tasks: held-out tasks that ``evaluate()`` plays (default: ``args.eval_split``, if set).
         processing_class: the policy's tokenizer (loaded with the model when ``model`` is a name).
@@ -150,37 +151,40 @@ class TurnGymTrainer(GRPOTrainer):
             batched Hugging Face generation; vLLM when ``use_vllm``).
     """
 
-    _tag_names = ["trl", "turngym"]
+    _tag_names: ClassVar[list[str]] = ["trl", "turngym"]
 
     def __init__(self, model: Any = None, args: TurnGymConfig | None = None, *, tasks: TaskSet | None = None,
-                 eval_tasks: TaskSet | None = None, processing_class: Any = None, critic: Any = None, backend: BackendFactory | None = None,
-                 callbacks: list | None = None, peft_config: Any = None) -> None:
+                 eval_tasks: TaskSet | None = None, processing_class: Any = None, critic: Any = None,
+                 backend: BackendFactory | None = None, callbacks: list | None = None,
+                 peft_config: Any = None) -> None:
         if args is None:
             raise ValueError("TurnGymTrainer needs args=TurnGymConfig(...)")
         if model is None or isinstance(model, str):
-            from agents.models import load_policy
+            from turngym.agents.models import load_policy
 
             model, tokenizer = load_policy(model or args.model_name_or_path)
             processing_class = processing_class or tokenizer
         if processing_class is None:
             raise ValueError("pass processing_class= (the policy's tokenizer) with a model object")
         if tasks is None:
-            from envs.panels import task_panel
+            from turngym.envs.panels import task_panel
 
             tasks = task_panel(args.env_id, args.train_split, args.num_train_tasks, args.world_kwargs())
         if eval_tasks is None and args.eval_split:
-            from envs.panels import task_panel
+            from turngym.envs.panels import task_panel
 
             eval_tasks = task_panel(args.env_id, args.eval_split, args.num_eval_tasks, args.world_kwargs())
         self.eval_tasks = eval_tasks
         self.runner = EpisodeRunner(args, tasks, processing_class, backend)
-        self._episodes: list[Episode] = []
         dataset = Dataset.from_dict({"prompt": [task.id for task in tasks]})
         held_out = Dataset.from_dict({"prompt": [task.id for task in eval_tasks]}) if eval_tasks else None
-        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's documented hook
-        super().__init__(model=model, reward_funcs=[episode_return], args=args, train_dataset=dataset,
-                         eval_dataset=held_out, processing_class=processing_class, rollout_func=self._rollout,
-                         callbacks=callbacks, peft_config=peft_config)
+        with warnings.catch_warnings():
+            # rollout_func is TRL's documented hook; its "experimental" notice is for this call only
+            # (TRL_EXPERIMENTAL_SILENCE would silence every experimental TRL feature of the process).
+            warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
+            super().__init__(model=model, reward_funcs=[episode_return], args=args, train_dataset=dataset,
+                             eval_dataset=held_out, processing_class=processing_class, rollout_func=self._rollout,
+                             callbacks=callbacks, peft_config=peft_config)
         if backend is None and self.use_vllm:
             self.runner.backend = self._vllm_backend
         self.critic = self.critic_optimizer = None
@@ -193,29 +197,36 @@ class TurnGymTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ rollout
     def _rollout(self, prompts: list[str], trainer: Any) -> dict[str, list]:
-        """TRL's ``rollout_func``: one episode per prompt (a task id), in order."""
+        """TRL's ``rollout_func``: one episode per prompt (a task id), in order.
+
+        Besides the ids TRL needs, the typed :class:`Episode` records go out under ``"episode"``:
+        TRL merges extra keys into each input row, where the reward function and
+        :meth:`_generate_and_score_completions` read them back.
+        """
         first = self.accelerator.process_index * len(prompts)  # global episode numbers seed sampling
-        with unwrap_model_for_generation(self.model_wrapped, self.accelerator,
-                                         gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                                         gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as model, \
-                torch.no_grad():
+        with (
+            unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                        gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                        gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as model,
+            torch.no_grad(),
+        ):
             was_training = model.training
             try:
-                _, episodes = self.runner.play(prompts, model, seed=rollout_seed(self.args.seed, self.state.global_step),
+                _, episodes = self.runner.play(prompts, model,
+                                               seed=rollout_seed(self.args.seed, self.state.global_step),
                                                first_episode=first)
             finally:
                 model.train(was_training)  # the generation backend switches to eval mode
-        self._episodes = episodes
         return {
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
             "logprobs": [e.logprobs for e in episodes],
             "env_mask": [e.env_mask for e in episodes],
-            "episode_reward": [e.episode_reward for e in episodes],
+            "episode": episodes,
         }
 
     def _vllm_backend(self, model: Any) -> Any:
-        from agents.backends import VLLMBackend
+        from turngym.agents.backends import VLLMBackend
 
         generation = self.vllm_generation
         llm = getattr(generation, "llm", None)
@@ -225,7 +236,7 @@ class TurnGymTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
-        episodes = self._episodes
+        episodes: list[Episode] = [row["episode"] for row in inputs]  # put there by TRL from _rollout's output
         everyone = gather_object([(e.task.get("id"), e.turn_rewards) for e in episodes])
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         groups = group_keys([task for task, _ in everyone], num_generations)
@@ -237,7 +248,8 @@ class TurnGymTrainer(GRPOTrainer):
                                        scale=self.args.scale_rewards, alone=self.args.turn_baseline_alone)
             start = self.accelerator.process_index * len(episodes)
             per_turn = per_turn[start: start + len(episodes)]
-            token_advantages = [adv.spread_over_tokens(a, e.turn_index, e.env_mask) for a, e in zip(per_turn, episodes, strict=True)]
+            token_advantages = [adv.spread_over_tokens(a, e.turn_index, e.env_mask)
+                                for a, e in zip(per_turn, episodes, strict=True)]
         output["advantages"] = padded(token_advantages, width, device)
         self._log_episodes(episodes, token_advantages, groups, mode)
         return output
@@ -260,7 +272,8 @@ class TurnGymTrainer(GRPOTrainer):
                 rewards = [r - args.beta * k * m for r, k, m in zip(rewards, kl[row], episode.env_mask, strict=False)]
             bootstrap = episode.truncated and args.bootstrap_truncated
             last_value = float(every_value[row, prompt_width + length - 1]) if bootstrap else 0.0
-            a, g = adv.token_gae(rewards, values[row, :length].tolist(), episode.env_mask, args.gamma, args.lam, last_value)
+            a, g = adv.token_gae(rewards, values[row, :length].tolist(), episode.env_mask, args.gamma, args.lam,
+                                 last_value)
             token_advantages.append(a)
             targets.append(g)
         mask = padded([e.env_mask for e in episodes], width, values.device)
@@ -280,14 +293,16 @@ class TurnGymTrainer(GRPOTrainer):
         policy = policy.tolist() if policy is not None else [e.logprobs for e in episodes]
         reference = output["ref_per_token_logps"].tolist()
         kl = [[p - r for p, r in zip(ps, rs, strict=False)] for ps, rs in zip(policy, reference, strict=True)]
-        model_tokens = [(k, m) for row, e in zip(kl, episodes, strict=True) for k, m in zip(row, e.env_mask, strict=False)]
+        model_tokens = [(k, m) for row, e in zip(kl, episodes, strict=True)
+                        for k, m in zip(row, e.env_mask, strict=False)]
         self._metrics["train" if self.model.training else "eval"]["kl_in_reward"].append(
             sum(k for k, m in model_tokens if m) / max(1, sum(m for _, m in model_tokens)))
         return kl
 
     def _whiten(self, token_advantages: list[list[float]], episodes: list[Episode]) -> list[list[float]]:
         """(A - mean) / (std + eps) over every process's model tokens."""
-        values = [a for row, e in zip(token_advantages, episodes, strict=True) for a, m in zip(row, e.env_mask, strict=True) if m]
+        values = [a for row, e in zip(token_advantages, episodes, strict=True)
+                  for a, m in zip(row, e.env_mask, strict=True) if m]
         stats = torch.tensor([sum(values), sum(v * v for v in values), len(values)], dtype=torch.float64,
                              device=self.accelerator.device)
         total, squares, count = self.accelerator.reduce(stats, reduction="sum").tolist()
@@ -321,7 +336,8 @@ class TurnGymTrainer(GRPOTrainer):
         # The share of the generation batch's loss tokens one micro-batch stands for (as TRL's DAPO loss).
         normalizer = (inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
                       * self.current_gradient_accumulation_steps / self.args.steps_per_generation)
-        loss, clipped = value_loss(values, inputs["old_values"], inputs["returns"], mask, self.args.value_clip, normalizer)
+        loss, clipped = value_loss(values, inputs["old_values"], inputs["returns"], mask, self.args.value_clip,
+                                   normalizer)
         self.accelerator.backward(loss)
         metrics = self._metrics["train"]
         metrics["critic/value_loss"].append(self.accelerator.gather(loss.detach()).mean().item())
@@ -363,7 +379,8 @@ class TurnGymTrainer(GRPOTrainer):
             if values:
                 mean = sum(values) / len(values)
                 metrics[f"advantages/turn_{turn}/mean"].append(mean)
-                metrics[f"advantages/turn_{turn}/std"].append((sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5)
+                variance = sum((v - mean) ** 2 for v in values) / len(values)
+                metrics[f"advantages/turn_{turn}/std"].append(variance ** 0.5)
 
     def _log_critic_fit(self, values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, mode: str) -> None:
         """Explained variance 1 - Var(R - V) / Var(R) over every process's model tokens."""
@@ -379,7 +396,8 @@ class TurnGymTrainer(GRPOTrainer):
         self._metrics[mode]["critic/value_mean"].append(float((values * mask).sum() / mask.sum().clamp(min=1.0)))
 
     # ------------------------------------------------------------------ held-out evaluation
-    def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
+    def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None,
+                 metric_key_prefix: str = "eval") -> dict[str, float]:
         """Play every held-out task once with the current policy (``eval_temperature``), per episode.
 
         Runs on the main process only; reported as ``eval/success`` (with its 95 % Wilson interval),
@@ -389,7 +407,7 @@ class TurnGymTrainer(GRPOTrainer):
             return {}
         metrics: dict[str, float] = {}
         if self.accelerator.is_main_process:
-            report = evaluate_model(self.accelerator.unwrap_model(self.model), self.processing_class, self.args,
+            report = evaluate_policy(self.accelerator.unwrap_model(self.model), self.processing_class, self.args,
                                     self.eval_tasks, temperature=self.args.eval_temperature, seed=self.args.seed,
                                     progress="held-out evaluation")
             summary = report.overall
@@ -422,18 +440,21 @@ class TurnGymTrainer(GRPOTrainer):
             return
         folder = os.path.join(checkpoint, CRITIC_DIR)
         if not os.path.isdir(folder):
-            raise FileNotFoundError(f"checkpoint {checkpoint} has no critic ({CRITIC_DIR}/): was it saved by a non-PPO run?")
+            raise FileNotFoundError(f"checkpoint {checkpoint} has no critic ({CRITIC_DIR}/): "
+                                    "was it saved by a non-PPO run?")
         from transformers import AutoModelForTokenClassification
 
         saved = AutoModelForTokenClassification.from_pretrained(folder)
         self.accelerator.unwrap_model(self.critic).load_state_dict(saved.state_dict())
-        state = torch.load(os.path.join(checkpoint, CRITIC_OPTIMIZER), map_location=self.accelerator.device, weights_only=True)
+        state = torch.load(os.path.join(checkpoint, CRITIC_OPTIMIZER), map_location=self.accelerator.device,
+                           weights_only=True)
         self.critic_optimizer.load_state_dict(state)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         super().save_model(output_dir, _internal_call)
         if self.critic is not None and not _internal_call and self.args.should_save:
-            self.accelerator.unwrap_model(self.critic).save_pretrained(os.path.join(output_dir or self.args.output_dir, CRITIC_DIR))
+            folder = os.path.join(output_dir or self.args.output_dir, CRITIC_DIR)
+            self.accelerator.unwrap_model(self.critic).save_pretrained(folder)
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         try:

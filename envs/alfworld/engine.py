@@ -2,8 +2,8 @@
 
 :class:`ALFWorldSession` runs a game the way ``AlfredTWEnv`` does (``textworld.envs.PddlEnv`` +
 ``AlfredDemangler``, so objects read "apple 1") and answers with plain dicts, so it can live
-behind an :class:`~envs.isolation.IsolatedEngine`. Besides the text and the admissible commands it
-reports the goal-condition progress (:func:`envs.alfworld.progress.goal_progress`), computed from
+behind an :class:`~turngym.envs.isolation.IsolatedEngine`. Besides the text and the admissible commands it
+reports the goal-condition progress (:func:`turngym.envs.alfworld.progress.goal_progress`), computed from
 the engine's facts on its side of the pipe.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from envs.alfworld.progress import goal_progress
+from turngym.envs.alfworld.progress import goal_progress
 
 SPEEDUP_CACHE_SIZE = 16  # translations of 8 games (a game is translated twice), ~3 MB each
 _installed = False

@@ -1,13 +1,13 @@
-"""``turngym/ALFWorld-v0``: ALFWorld's text games on alfworld's own engine, as a :class:`~envs.core.TextEnv`.
+"""``turngym/ALFWorld-v0``: ALFWorld's text games on alfworld's own engine, as a :class:`~turngym.envs.core.TextEnv`.
 
-Games come from the offline generator (:mod:`envs.alfworld.generation`, the default) or from the
-official ALFWorld data (``source="official"``, :mod:`envs.alfworld.official`). Both play through
+Games come from the offline generator (:mod:`turngym.envs.alfworld.generation`, the default) or from the
+official ALFWorld data (``source="official"``, :mod:`turngym.envs.alfworld.official`). Both play through
 textworld's PDDL environment with alfworld's demangler, exactly as ``AlfredTWEnv`` plays them.
 
-Rewards (shared definitions in :mod:`envs.core`):
+Rewards (shared definitions in :mod:`turngym.envs.core`):
 
 * ``sparse``: 1 on the winning turn, 0 otherwise (ALFWorld's own reward).
-* ``dense``: potential-based goal-condition progress (:mod:`envs.alfworld.progress`), which sums to
+* ``dense``: potential-based goal-condition progress (:mod:`turngym.envs.alfworld.progress`), which sums to
   exactly 1 on a won episode. ``info["reward_components"]["goal_conditions"]`` carries the potential.
 
 ``info`` at reset carries ``walkthrough`` (the planner's plan, which the oracle replays),
@@ -31,13 +31,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from envs.alfworld.engine import ALFWorldSession, plain_session
-from envs.alfworld.generation import GameFiles, alfworld_tasks, task_files
-from envs.alfworld.official import is_official, official_tasks, save_plan
-from envs.core import TextEnv, WorldState, normalise_command
-from envs.engine_client import EngineClient, check_isolation, failure_state
-from envs.isolation import EngineError
-from envs.tasks import Task, TaskSet
+from turngym.envs.alfworld.engine import ALFWorldSession, plain_session
+from turngym.envs.alfworld.games import task_files
+from turngym.envs.alfworld.generation import GameFiles, alfworld_tasks
+from turngym.envs.alfworld.official import is_official, official_tasks, save_plan
+from turngym.envs.core import TextEnv, WorldState, normalise_command
+from turngym.envs.engine_client import EngineClient, check_isolation, failure_state
+from turngym.envs.isolation import EngineError
+from turngym.envs.tasks import Task, TaskSet
 
 MAX_COMMAND_CHARS = 200  # ALFWorld's longest commands are about 50 characters
 ALFWORLD_STEP_LIMIT = 50  # ALFWorld's max_nb_steps_per_episode
@@ -61,8 +62,8 @@ class ALFWorldEnv(TextEnv):
         start_timeout: seconds loading and resetting a game may take (a first reset of an
             official game also runs the planner).
         speedups: memoise textworld's parsing and PDDL translation in the engine process
-            (:func:`envs.alfworld.engine.install_speedups`); games play identically.
-        **kwargs: :class:`~envs.core.TextEnv` options (reward_mode, action_protocol, max_turns...).
+            (:func:`turngym.envs.alfworld.engine.install_speedups`); games play identically.
+        **kwargs: :class:`~turngym.envs.core.TextEnv` options (reward_mode, action_protocol, max_turns...).
     """
 
     world_name = "alfworld"

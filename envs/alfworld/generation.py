@@ -3,7 +3,7 @@
 alfworld's game files cannot be downloaded here, but the package ships everything a game is made
 of: the PDDL domain (``alfred.pddl``), the text grammar (``alfred.twl2``), the goal templates
 (``gen/goal_library.py``), ALFRED's object and receptacle tables (``gen/constants.py``) and the
-scene layouts (``gen/layouts``, see :mod:`envs.alfworld.scenes`). A game is written exactly in the
+scene layouts (``gen/layouts``, see :mod:`turngym.envs.alfworld.scenes`). A game is written exactly in the
 format ``AlfredTWEnv`` loads:
 
 * ``game.tw-pddl``: JSON with ``pddl_domain``, ``grammar`` (the task sentence filled in, as
@@ -40,9 +40,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from envs.alfworld.scenes import LAMP_HOSTS, Scene, constants, load_scene, location_name, scene_numbers
-from envs.tasks import Task, TaskSet, canonical_json, sha256_text
-from envs.textworld.generation import cache_root
+from turngym.envs.alfworld.scenes import LAMP_HOSTS, Scene, constants, load_scene, location_name, scene_numbers
+from turngym.envs.tasks import Task, TaskSet, canonical_json, sha256_text
+from turngym.envs.textworld.generation import cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -454,7 +454,7 @@ def solve(game_file: Path, goal: Goal) -> tuple[list[str], list[str]]:
     """(planner plan, handcoded-expert run) for a game; raise Unsolvable if the planner fails.
 
     The plan comes from fast-downward through textworld on the task's objects
-    (:func:`envs.alfworld.engine.planner_plan`) and must win when replayed in the full game: that
+    (:func:`turngym.envs.alfworld.engine.planner_plan`) and must win when replayed in the full game: that
     is what keeps a game. ALFWorld's ``HandCodedTWAgent`` is then driven as ``alfworld-generate`` drives
     it (``AlfredExpert``); unlike the planner it does not know where objects are, so its winning
     run is a demonstration an agent could imitate. It is empty when the expert does not win
@@ -467,7 +467,7 @@ def solve(game_file: Path, goal: Goal) -> tuple[list[str], list[str]]:
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
     from textworld.envs import PddlEnv
 
-    from envs.alfworld.engine import install_speedups, planner_plan
+    from turngym.envs.alfworld.engine import install_speedups, planner_plan
 
     install_speedups()
     plan = planner_plan(json.loads(game_file.read_text()), {"task_type": goal.task_type, **goal.pddl_params})
@@ -575,14 +575,14 @@ def _serve_batch(root: Path | None) -> None:
             result = {"spec": spec.payload, "content_hash": files.content_hash}
         except Exception as error:  # noqa: BLE001 - reported to the parent, which raises
             result = {"spec": spec.payload, "error": f"{type(error).__name__}: {error}"}
-        print(json.dumps(result), flush=True)  # noqa: T201 - the protocol with the parent process
+        print(json.dumps(result), flush=True)
 
 
 def _run_batch(specs: Sequence[GameSpec], root: Path | None, on_result) -> None:
     import threading
 
     environment = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    command = [sys.executable, "-m", "envs.alfworld.generation", str(root or "")]
+    command = [sys.executable, "-m", "turngym.envs.alfworld.generation", str(root or "")]
     with tempfile.TemporaryFile("w+") as stderr, subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, env=environment
     ) as process:
@@ -672,31 +672,6 @@ def alfworld_tasks(split: str = "train", n: int | None = None, task_types: Itera
         ]
     version = f"alfworld-{alfworld_version()}/gen-{GENERATOR_VERSION}"
     return TaskSet(name=f"alfworld/{split}", version=version, tasks=tuple(tasks))
-
-
-def materialise(
-    tasks: TaskSet, *, workers: int | None = None, progress: bool = True, data_dir: str | Path | None = None
-) -> TaskSet:
-    """Generate every game of ``tasks``; return the set with content hashes (splits re-checked).
-
-    Official games (``data_dir``, default ``$ALFWORLD_DATA``) are hashed, not generated.
-    """
-    from envs.alfworld.official import is_official, official_content_hash
-
-    generated = [t for t in tasks if not is_official(t)]
-    hashes = generate_games([GameSpec.from_payload(t.payload) for t in generated], workers=workers, progress=progress)
-    by_id = {t.id: hashes[GameSpec.from_payload(t.payload)] for t in generated}
-    by_id.update({t.id: official_content_hash(t, data_dir) for t in tasks if is_official(t)})
-    return tasks.with_content_hashes(by_id)
-
-
-def task_files(task: Task, data_dir: str | Path | None = None) -> GameFiles:
-    """The files of a task: generated on first use, or the official trial under ``data_dir``."""
-    from envs.alfworld.official import is_official, official_files
-
-    if is_official(task):
-        return official_files(task, data_dir)
-    return generate_game(GameSpec.from_payload(task.payload))
 
 
 if __name__ == "__main__":

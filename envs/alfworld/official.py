@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from envs.alfworld.generation import (
+from turngym.envs.alfworld.generation import (
     SPLITS,
     TASK_TYPES,
     GameFiles,
@@ -28,8 +28,8 @@ from envs.alfworld.generation import (
     canonical_split,
     game_content_hash,
 )
-from envs.tasks import Task, TaskSet
-from envs.textworld.generation import cache_root
+from turngym.envs.tasks import Task, TaskSet
+from turngym.envs.textworld.generation import cache_root
 
 OFFICIAL_SPLITS = {"train": "train", "eval_seen": "valid_seen", "eval_unseen": "valid_unseen"}
 _TASK_SENTENCE = re.compile(r"Your task is to: (.*?)\.?\"", re.DOTALL)

@@ -1,7 +1,7 @@
 """Goal-condition progress of an ALFWorld task, from the engine's PDDL facts.
 
 The dense reward of ``turngym/ALFWorld-v0`` is potential-based, r_t = phi(s_t) - phi(s_{t-1}) with
-phi = 1 on a win (:func:`envs.core.dense_turn_reward`), so it sums to the sparse outcome. Its
+phi = 1 on a win (:func:`turngym.envs.core.dense_turn_reward`), so it sums to the sparse outcome. Its
 potential is the fraction of the task's goal conditions met, in the spirit of ALFRED's
 goal-condition success, with each task split into the stages every solution passes through:
 

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 SUBMIT = "submit"
 SUBMIT_SENTINELS = ("submit", "echo complete_task_and_submit_final_output")
 COMMAND_LANGUAGES = frozenset({"", "bash", "sh", "shell", "console", "zsh"})
-FORMAT_HINT = "Reply with exactly one shell command in a fenced block (```bash\\n<command>\\n```), or `submit` when done."
+FORMAT_HINT = (
+    "Reply with exactly one shell command in a fenced block (```bash\\n<command>\\n```), or `submit` when done."
+)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _ALLOWED_CONTROLS = frozenset("\n\t")
 

@@ -1,14 +1,14 @@
 """``turngym/SWE-v0``: fix a bug in a real repository with shell commands, judged by its tests.
 
 Each turn the agent runs one shell command, written in a fenced block (mini-swe-agent style; see
-:mod:`envs.swe.actions`), or submits. The observation is the command's exit code and output,
+:mod:`turngym.envs.swe.actions`), or submits. The observation is the command's exit code and output,
 truncated with a visible marker past ``max_observation_chars``. A reply without a command is an
 invalid action with a one-line hint. The episode ends on submit (*terminated*: ``won`` when the
 instance is resolved, ``lost`` otherwise), at the turn limit or at the wall-clock limit
 (*truncated*, ``truncation_reason`` ``"max_turns"`` or ``"wall_clock"``). Every episode is graded
 when it ends, however it ends, as SWE-agent auto-submits.
 
-Rewards (:mod:`envs.swe.grading` holds the estimators):
+Rewards (:mod:`turngym.envs.swe.grading` holds the estimators):
 
 * ``reward="ratio"`` (default): the test pass ratio, r = clip(F2P passing / |F2P| - λ · P2P
   regressed / |P2P|, 0, 1) with λ = ``regression_penalty``;
@@ -32,11 +32,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from envs.core import RewardMode, TextEnv, WorldState, truncate_text
-from envs.swe.actions import FORMAT_HINT, SUBMIT, parse_action
-from envs.swe.grading import GradeReport
-from envs.swe.instances import SWEInstance, local_repo_dir
-from envs.swe.sandbox import (
+from turngym.envs.core import RewardMode, TextEnv, WorldState, truncate_text
+from turngym.envs.swe.actions import FORMAT_HINT, SUBMIT, parse_action
+from turngym.envs.swe.grading import GradeReport
+from turngym.envs.swe.instances import SWEInstance, local_repo_dir, oracle_actions
+from turngym.envs.swe.sandbox import (
     PhaseTimeouts,
     Sandbox,
     SandboxError,
@@ -45,9 +45,10 @@ from envs.swe.sandbox import (
     make_sandbox,
     resolve_backend,
 )
-from envs.swe.sandbox.base import WORKDIR, ExecResult
-from envs.swe.workspace import Workspace
-from envs.tasks import Task, TaskSet
+from turngym.envs.swe.sandbox.base import WORKDIR, ExecResult
+from turngym.envs.swe.taskset import swe_tasks
+from turngym.envs.swe.workspace import Workspace
+from turngym.envs.tasks import Task, TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class SWEEnv(TextEnv):
     Args:
         split: ``"train"`` or ``"eval"`` of the shipped task set (used when ``tasks`` is not given).
         num_tasks: keep the first ``num_tasks`` tasks of the split.
-        tasks: an explicit task set of the ``swe`` world (see :func:`envs.swe.swe_taskset`).
+        tasks: an explicit task set of the ``swe`` world (see :func:`turngym.envs.swe.swe_taskset`).
         sandbox: ``"auto"`` (docker when a daemon answers and the image is built, else bwrap),
             ``"bwrap"`` or ``"docker"``.
         limits: :class:`SandboxLimits` (or a dict of its fields).
@@ -102,7 +103,7 @@ class SWEEnv(TextEnv):
         reward: ``"ratio"`` (test pass ratio) or ``"resolved"`` (binary).
         regression_penalty: λ, the weight of PASS_TO_PASS regressions in the pass ratio.
         workspace_root: where bwrap workspaces live (default ``$TURNGYM_SANDBOX_ROOT`` or /tmp).
-        **kwargs: :class:`~envs.core.TextEnv` options (reward_mode, max_turns,
+        **kwargs: :class:`~turngym.envs.core.TextEnv` options (reward_mode, max_turns,
             max_observation_chars, max_action_chars, invalid_action_penalty...).
     """
 
@@ -132,8 +133,6 @@ class SWEEnv(TextEnv):
         kwargs.setdefault("max_action_chars", 32_768)
         kwargs.setdefault("max_observation_chars", 10_000)
         if tasks is None:
-            from envs.swe.taskset import swe_tasks
-
             tasks = swe_tasks(split, n=num_tasks)
         super().__init__(tasks=tasks, **kwargs)
         self.limits = _dataclass_from(SandboxLimits, limits)
@@ -164,7 +163,7 @@ class SWEEnv(TextEnv):
     @property
     def max_step_seconds(self) -> float:
         """The most one ``step`` can take (a command, a dense grading, the final grading, teardown).
-        Give an :class:`~envs.vector.EnvPool` a ``step_timeout`` above it."""
+        Give an :class:`~turngym.envs.vector.EnvPool` a ``step_timeout`` above it."""
         return self.timeouts.exec + 2 * self._grading_seconds() + self.timeouts.teardown
 
     @property
@@ -252,17 +251,12 @@ class SWEEnv(TextEnv):
         self._teardown()
 
     # ----------------------------------------------------------------- the end of an episode
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """The base step, then, on the last turn: grade (if not yet), and set the turn reward.
+    def _finish(self, state: WorldState, truncation: str | None) -> WorldState:
+        """Grade the episode (if submit has not already) and tear the sandbox down.
 
-        The base class knows sparse 0/1 outcomes and potential differences; the pass ratio is
-        neither on a truncated or lost episode, so the last turn's reward is set here:
-        sparse: r_T = R(final); dense: r_T = R(final) - φ_{T-1} (so rewards sum to R(final)).
+        The episode's outcome is the reward R(final) of :mod:`turngym.envs.swe.grading`; the base
+        class pays it as r_T = R(final) (sparse) or R(final) - φ_{T-1} (dense, so rewards sum to it).
         """
-        phi_before = self._phi
-        observation, reward, terminated, truncated, info = super().step(action)
-        if not (terminated or truncated):
-            return observation, reward, terminated, truncated, info
         try:
             report = self._final or self._grade_final()
         except SandboxError as error:  # the sandbox died: the episode ends with nothing to grade
@@ -270,21 +264,17 @@ class SWEEnv(TextEnv):
             report = None
         finally:
             self._teardown()
-        final = report.reward(self.reward_kind, self.regression_penalty) if report is not None else phi_before
-        penalty = info["reward_components"].get("invalid_penalty", 0.0)
-        turn_reward = (final if self.reward_mode is RewardMode.SPARSE else final - phi_before) + penalty
-        self._return += turn_reward - reward
-        self._phi = final
-        info["turn_reward"] = turn_reward
-        info["episode_reward"] = self._return
-        info["reward_components"].update(outcome=final, progress=final - phi_before)
-        if report is not None:
-            info["reward_components"].update(report.components(self.regression_penalty))
-            info.update(resolved=report.resolved, pass_ratio=report.pass_ratio(self.regression_penalty),
-                        tests=dict(report.statuses), grading_error=report.error, patch=self._patch)
-            if truncated:
-                observation += f"\n[turngym] Episode over ({info['truncation_reason']}); graded: {report.summary()}."
-        return observation, turn_reward, terminated, truncated, info
+        if report is None:
+            state.outcome = self._phi
+            return state
+        state.outcome = self._phi = report.reward(self.reward_kind, self.regression_penalty)
+        state.components = {**state.components, **report.components(self.regression_penalty)}
+        state.extra = {**state.extra, "resolved": report.resolved,
+                       "pass_ratio": report.pass_ratio(self.regression_penalty), "tests": dict(report.statuses),
+                       "grading_error": report.error, "patch": self._patch}
+        if truncation is not None:
+            state.text += f"\n[turngym] Episode over ({truncation}); graded: {report.summary()}."
+        return state
 
     def _grade_final(self) -> GradeReport:
         self._patch = truncate_text(self._workspace.diff(), MAX_PATCH_CHARS)
@@ -310,10 +300,3 @@ class SWEEnv(TextEnv):
         if self._sandbox is not None:
             self._sandbox.close()
         self._sandbox, self._workspace = None, None
-
-
-def oracle_actions(instance: SWEInstance) -> list[str]:
-    """The gold solution as actions: apply the gold patch, then submit (used by the oracle agent)."""
-    patch = instance.patch if instance.patch.endswith("\n") else instance.patch + "\n"
-    return [f"```bash\ngit apply <<'TURNGYM_GOLD_PATCH'\n{patch}TURNGYM_GOLD_PATCH\n```", f"```bash\n{SUBMIT}\n```"]
-

@@ -37,12 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.tasks import Task, TaskSet, canonical_json, sha256_text
+from turngym.envs.swe.actions import SUBMIT
+from turngym.envs.tasks import Task, TaskSet, canonical_json, sha256_text
 
 logger = logging.getLogger(__name__)
 
 WORLD = "swe"
-REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
+REQUIRED = (
+    "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS",
+)
 DEFAULT_TEST_CMD = "pytest -rA {tests}"
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 
@@ -138,7 +141,7 @@ class SWEInstance:
         return tuple(dict.fromkeys(self.fail_to_pass + self.pass_to_pass))
 
     def to_task(self, split: str) -> Task:
-        """A :class:`~envs.tasks.Task` of the ``swe`` world; its payload is the record itself."""
+        """A :class:`~turngym.envs.tasks.Task` of the ``swe`` world; its payload is the record itself."""
         record = self.to_record()
         content = {k: v for k, v in record.items() if k != "repo_path"}
         tree = tree_hash(Path(self.repo_path)) if self.repo_path and Path(self.repo_path).is_dir() else ""
@@ -226,7 +229,9 @@ def local_repo_dir(repo_path: str) -> Path:
     if path.is_dir():
         return path
     if not path.is_file():
-        raise FileNotFoundError(f"local repository {repo_path} does not exist (repo_path must be a directory or an archive)")
+        raise FileNotFoundError(
+            f"local repository {repo_path} does not exist (repo_path must be a directory or an archive)"
+        )
     if not path.name.endswith(ARCHIVE_SUFFIXES):
         raise ValueError(f"{repo_path} is a file but not an archive turngym can unpack ({', '.join(ARCHIVE_SUFFIXES)})")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:24]
@@ -246,3 +251,10 @@ def local_repo_dir(repo_path: str) -> Path:
                 raise
     entries = list(target.iterdir())
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else target
+
+
+def oracle_actions(instance: SWEInstance) -> list[str]:
+    """The gold solution as actions: apply the gold patch, then submit (used by the oracle agent)."""
+    patch = instance.patch if instance.patch.endswith("\n") else instance.patch + "\n"
+    return [f"```bash\ngit apply <<'TURNGYM_GOLD_PATCH'\n{patch}TURNGYM_GOLD_PATCH\n```", f"```bash\n{SUBMIT}\n```"]
+

@@ -11,12 +11,12 @@ Layout of ``envs/swe/data`` (all text, no binaries)::
         bug.patch               applied to the clean project to make the base ("setup_patch")
 
 Tests run inside the sandbox with the sandbox's own ``python3`` and the standard library's
-``unittest`` (through :mod:`envs.swe.tools.unittest_runner`, which takes pytest-style ids), so no
+``unittest`` (through :mod:`turngym.envs.swe.tools.unittest_runner`, which takes pytest-style ids), so no
 test dependency has to be readable by the sandbox user. :func:`validate` checks a task the way
 SWE-bench does: the untouched repository fails every FAIL_TO_PASS test and passes every
 PASS_TO_PASS test; the gold patch resolves it.
 
-    python -m envs.swe.taskset --validate          # every shipped task, in the bwrap sandbox
+    python -m turngym.envs.swe.taskset --validate          # every shipped task, in the bwrap sandbox
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from envs.swe.grading import PASSING, GradeReport
-from envs.swe.instances import SWEInstance, local_repo_dir
-from envs.swe.sandbox import PhaseTimeouts, SandboxLimits, SandboxSpec, make_sandbox, resolve_backend
-from envs.swe.workspace import Workspace
-from envs.tasks import TaskSet
+from turngym.envs.swe.grading import PASSING, GradeReport
+from turngym.envs.swe.instances import SWEInstance, local_repo_dir, oracle_actions
+from turngym.envs.swe.sandbox import PhaseTimeouts, SandboxLimits, SandboxSpec, make_sandbox, resolve_backend
+from turngym.envs.swe.workspace import Workspace
+from turngym.envs.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +90,6 @@ class Validation:
 
 def validate(instance: SWEInstance, backend: str = "bwrap", workspace_root: Path | None = None) -> Validation:
     """Grade the untouched repository (in a copy), apply the gold patch, grade again."""
-    from envs.swe.env import oracle_actions
-
     spec = SandboxSpec(repo_dir=local_repo_dir(instance.repo_path) if instance.repo_path else None,
                        image=instance.image, limits=SandboxLimits(), timeouts=PhaseTimeouts(test=120.0),
                        name=f"validate-{instance.instance_id}")

@@ -23,9 +23,9 @@ import secrets
 import shlex
 import time
 
-from envs.swe.grading import GradeReport, parse_test_log, patch_paths
-from envs.swe.instances import DEFAULT_TEST_CMD, SWEInstance
-from envs.swe.sandbox.base import SCRATCH, TOOLS, WORKDIR, ExecResult, Sandbox, SandboxError
+from turngym.envs.swe.grading import GradeReport, parse_test_log, patch_paths
+from turngym.envs.swe.instances import DEFAULT_TEST_CMD, SWEInstance
+from turngym.envs.swe.sandbox.base import SCRATCH, TOOLS, WORKDIR, ExecResult, Sandbox, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -80,17 +80,21 @@ class Workspace:
             f"  {GIT} init -q && {GIT} add -A && {GIT} commit -q --allow-empty -m 'turngym base'",
             "else",
             f"  if [ -n {base} ] && [ \"$({GIT} rev-parse HEAD)\" != {base} ]; then {GIT} checkout -q -f {base}; fi",
-            f"  if [ -s /tmp/turngym-setup.patch ]; then {apply_setup} && {GIT} add -A && {GIT} commit -q -m 'turngym setup'; fi",
+            (
+                f"  if [ -s /tmp/turngym-setup.patch ]; then {apply_setup} && {GIT} add -A && "
+                f"{GIT} commit -q -m 'turngym setup'; fi"
+            ),
             "fi",
         ]
         lines.append(f"printf 'BASE %s\\n' \"$({GIT} rev-parse HEAD)\"")
         for path in self.test_paths:
             quoted = shlex.quote(path)
-            lines.append(f"if [ -f {quoted} ]; then printf 'FILE %s\\n' {shlex.quote(_b64(path))}; base64 -w0 {quoted}; "
-                         f"printf '\\n'; else printf 'NONE %s\\n' {shlex.quote(_b64(path))}; fi")
+            lines.append(f"if [ -f {quoted} ]; then printf 'FILE %s\\n' {shlex.quote(_b64(path))}; "
+                         f"base64 -w0 {quoted}; printf '\\n'; else printf 'NONE %s\\n' {shlex.quote(_b64(path))}; fi")
         result = self._script("\n".join(lines), timeout)
         if not result.ok:
-            raise SandboxError(f"setting up {instance.instance_id} failed (exit {result.exit_code}):\n{result.output[-2000:]}")
+            raise SandboxError(f"setting up {instance.instance_id} failed (exit {result.exit_code}):\n"
+                               f"{result.output[-2000:]}")
         rows = result.output.splitlines()
         for index, row in enumerate(rows):
             kind, _, value = row.partition(" ")
@@ -145,7 +149,8 @@ class Workspace:
         try:
             prepared = self._script(self._grading_script(directory, in_place, command), self.test_timeout)
             if not prepared.ok:
-                error = "the test patch did not apply" if "TURNGYM_TEST_PATCH" in prepared.output else "grading set-up failed"
+                error = ("the test patch did not apply" if "TURNGYM_TEST_PATCH" in prepared.output
+                         else "grading set-up failed")
                 logger.warning("%s: %s:\n%s", self.instance.instance_id, error, prepared.output[-2000:])
                 return self._report({}, prepared.output, error, start)
             nonce = secrets.token_hex(16)
@@ -167,7 +172,8 @@ class Workspace:
             quoted = shlex.quote(path)
             lines.append(f"rm -rf -- {quoted}")
             if content is not None:
-                lines.append(f"mkdir -p -- \"$(dirname -- {quoted})\" && printf '%s' {_b64(content)} | base64 -d > {quoted}")
+                lines.append(f"mkdir -p -- \"$(dirname -- {quoted})\" && "
+                             f"printf '%s' {_b64(content)} | base64 -d > {quoted}")
         if self.instance.test_patch.strip():
             lines.append(f"printf '%s' {_b64(self.instance.test_patch)} | base64 -d > /tmp/turngym-test.patch")
             lines.append(f"{GIT} apply --whitespace=nowarn /tmp/turngym-test.patch "

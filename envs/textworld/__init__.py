@@ -1,7 +1,18 @@
 """TextWorld: generated text adventure games (``turngym/TextWorld-v0``)."""
 
-from envs.textworld.env import TextWorldEnv
-from envs.textworld.generation import (
+from __future__ import annotations
+
+from typing import Any
+
+from turngym._extras import require
+from turngym.envs.tasks import TaskSet
+
+require("textworld", extra="textworld", feature="turngym/TextWorld-v0")
+
+# The check above runs before the engine is imported.
+
+from turngym.envs.textworld.env import TextWorldEnv
+from turngym.envs.textworld.generation import (
     REFERENCE_CONFIGS,
     GameConfig,
     GameFiles,
@@ -19,5 +30,14 @@ __all__ = [
     "generate_game",
     "generate_games",
     "materialise",
+    "task_panel",
     "textworld_tasks",
 ]
+
+
+def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, workers: int | None = None,
+               progress: bool = True) -> TaskSet:
+    """The panel of ``turngym/TextWorld-v0``: the games of ``env_kwargs["config"]`` (default w2-o3-q4),
+    generated and hashed."""
+    tasks = textworld_tasks(env_kwargs.get("config", "w2-o3-q4"), split, n=n)
+    return materialise(tasks, workers=workers, progress=progress)

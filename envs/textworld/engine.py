@@ -1,7 +1,7 @@
 """The TextWorld engine session: one textworld environment, answering with plain dicts.
 
 A :class:`TextWorldSession` can live in the caller's process or behind an
-:class:`~envs.isolation.IsolatedEngine` (the default), since it only exchanges strings, numbers
+:class:`~turngym.envs.isolation.IsolatedEngine` (the default), since it only exchanges strings, numbers
 and lists.
 """
 
@@ -12,16 +12,16 @@ from typing import Any
 
 # What every step needs from textworld: the same request is used by bench/env_throughput.py's
 # raw baseline, so the benchmark measures the wrapper and not the cost of extra infos.
-REQUESTED_INFOS = dict(
-    admissible_commands=True,
-    policy_commands=True,
-    intermediate_reward=True,
-    max_score=True,
-    score=True,
-    won=True,
-    lost=True,
-    moves=True,
-)
+REQUESTED_INFOS = {
+    "admissible_commands": True,
+    "policy_commands": True,
+    "intermediate_reward": True,
+    "max_score": True,
+    "score": True,
+    "won": True,
+    "lost": True,
+    "moves": True,
+}
 
 _BANNER_LINE = re.compile(r"^[\s_|\\$/<>]*$")
 _PROMPT_AND_STATUS = re.compile(r"\n*>[^\n]*$")  # "> ... -= Room =-0/4" after every answer

@@ -1,6 +1,6 @@
-"""``turngym/TextWorld-v0``: TextWorld games as a turngym :class:`~envs.core.TextEnv`.
+"""``turngym/TextWorld-v0``: TextWorld games as a turngym :class:`~turngym.envs.core.TextEnv`.
 
-Rewards (see :mod:`envs.core` for the shared definitions):
+Rewards (see :mod:`turngym.envs.core` for the shared definitions):
 
 * ``sparse``: 1 on the winning turn, 0 otherwise.
 * ``dense``: a potential-based progress reward that sums to exactly 1 on a won episode. Its
@@ -20,7 +20,7 @@ The engine (frotz, inside jericho) runs in a child process by default (``engine_
 "process"``): a step that does not answer within ``step_timeout`` seconds, or an engine crash,
 ends the episode as *truncated* with ``info["truncation_reason"]`` set to ``"engine_timeout"``,
 ``"engine_crash"`` or ``"engine_error"``, and never hangs the caller. Inside an
-:class:`~envs.vector.EnvPool` worker, ``engine_isolation="none"`` is enough: the pool's worker
+:class:`~turngym.envs.vector.EnvPool` worker, ``engine_isolation="none"`` is enough: the pool's worker
 is the isolation boundary.
 """
 
@@ -30,12 +30,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from envs.core import TextEnv, WorldState
-from envs.engine_client import EngineClient, check_isolation, failure_state
-from envs.isolation import EngineError
-from envs.tasks import Task, TaskSet
-from envs.textworld.engine import TextWorldSession
-from envs.textworld.generation import GameFiles, task_files, textworld_tasks
+from turngym.envs.core import TextEnv, WorldState
+from turngym.envs.engine_client import EngineClient, check_isolation, failure_state
+from turngym.envs.isolation import EngineError
+from turngym.envs.tasks import Task, TaskSet
+from turngym.envs.textworld.engine import TextWorldSession
+from turngym.envs.textworld.generation import GameFiles, task_files, textworld_tasks
 
 # Letters, digits and plain punctuation. Anything else (backslashes, non-ASCII, markup) is
 # rejected before it reaches frotz, which is known to freeze or crash on odd input.
@@ -45,8 +45,11 @@ MAX_COMMAND_CHARS = 200
 # episodes (reward hacking), restart/undo desynchronise textworld's state tracking, script writes
 # files. None of them is ever part of a solution.
 META_COMMANDS = frozenset(
-    "save restore restart quit q script unscript noscript transcript undo again g oops verbose brief "
-    "superbrief notify recording replay version".split()
+    [
+        "save", "restore", "restart", "quit", "q", "script", "unscript", "noscript", "transcript",
+        "undo", "again", "g", "oops", "verbose", "brief", "superbrief", "notify", "recording", "replay",
+        "version",
+    ]
 )
 
 
@@ -54,7 +57,7 @@ class TextWorldEnv(TextEnv):
     """TextWorld games generated offline by textworld's own generator.
 
     Args:
-        config: game config name, e.g. ``"w2-o3-q4"`` (see :mod:`envs.textworld.generation`).
+        config: game config name, e.g. ``"w2-o3-q4"`` (see :mod:`turngym.envs.textworld.generation`).
         split: ``"train"`` (seeds 30001-35000) or ``"eval"`` (seeds 1-100); used when ``tasks``
             is not given.
         num_tasks: keep only the first ``num_tasks`` seeds of the split.
@@ -63,7 +66,7 @@ class TextWorldEnv(TextEnv):
         engine_isolation: ``"process"`` (default) or ``"none"`` (in-process, no timeouts).
         step_timeout: seconds a step may take before the episode is truncated.
         start_timeout: seconds loading and resetting a game may take.
-        **kwargs: :class:`~envs.core.TextEnv` options (reward_mode, action_protocol, max_turns...).
+        **kwargs: :class:`~turngym.envs.core.TextEnv` options (reward_mode, action_protocol, max_turns...).
     """
 
     world_name = "textworld"
@@ -148,7 +151,8 @@ class TextWorldEnv(TextEnv):
 
     def _call(self, method: str, *args: Any, timeout: float) -> dict[str, Any]:
         if self._engine is None:
-            self._engine = EngineClient(self._session_factory, isolation=self.engine_isolation, name="turngym-textworld")
+            self._engine = EngineClient(self._session_factory, isolation=self.engine_isolation,
+                                        name="turngym-textworld")
         return self._engine.call(method, *args, timeout=timeout)
 
     def _world_state(self, report: dict[str, Any], previous_score: float) -> WorldState:

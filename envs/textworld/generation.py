@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.tasks import Task, TaskSet, cache_root, canonical_json, sha256_text
+from turngym.envs.tasks import Task, TaskSet, cache_root, canonical_json, sha256_text
 
 logger = logging.getLogger(__name__)
 
@@ -141,8 +141,9 @@ def generate_game(config: str, seed: int, root: Path | None = None) -> GameFiles
     directory = game_directory(config, seed, root)
     if not (directory / "meta.json").exists():
         GameConfig.parse(config)  # a bad name fails here, with a clear message
-        command = [sys.executable, "-m", "envs.textworld.generation", config, str(seed), str(root or "")]
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        command = [sys.executable, "-m", "turngym.envs.textworld.generation", config, str(seed), str(root or "")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
             message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
             raise ValueError(f"generating TextWorld {config} seed {seed} failed: {message}")
@@ -312,9 +313,9 @@ def task_files(task: Task) -> GameFiles:
 
 
 __all__ = [
+    "REFERENCE_CONFIGS",
     "GameConfig",
     "GameFiles",
-    "REFERENCE_CONFIGS",
     "cache_root",
     "generate_game",
     "generate_games",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from envs.swe.sandbox.base import (
+from turngym.envs.swe.sandbox.base import (
     PINNED_ENV,
     SCRATCH,
     TOOLS,
@@ -31,11 +31,11 @@ def backend_available(name: str) -> str | None:
     """``None`` if ``name`` can run here, else the reason and how to fix it."""
     try:
         if name == "bwrap":
-            from envs.swe.sandbox import bwrap
+            from turngym.envs.swe.sandbox import bwrap
 
             bwrap.check_available()
         elif name == "docker":
-            from envs.swe.sandbox import docker
+            from turngym.envs.swe.sandbox import docker
 
             docker.check_available()
         else:
@@ -52,7 +52,7 @@ def resolve_backend(name: str, image: str | None = None) -> str:
         if problem:
             raise SandboxUnavailable(problem)
         return name
-    from envs.swe.sandbox import docker
+    from turngym.envs.swe.sandbox import docker
 
     if backend_available("docker") is None and docker.image_exists(image or docker.DEFAULT_IMAGE):
         return "docker"
@@ -60,18 +60,19 @@ def resolve_backend(name: str, image: str | None = None) -> str:
     if problem is None:
         return "bwrap"
     raise SandboxUnavailable(
-        "no sandbox backend is available. bwrap: " + problem + " docker: " + (backend_available("docker") or "the image is not built")
+        "no sandbox backend is available. bwrap: " + problem
+        + " docker: " + (backend_available("docker") or "the image is not built")
     )
 
 
 def make_sandbox(backend: str, spec: SandboxSpec, *, workspace_root: Path | None = None) -> Sandbox:
     """An unstarted sandbox of ``backend`` (``start()`` it, or use it as a context manager)."""
     if backend == "bwrap":
-        from envs.swe.sandbox.bwrap import BwrapSandbox
+        from turngym.envs.swe.sandbox.bwrap import BwrapSandbox
 
         return BwrapSandbox(spec, root=workspace_root)
     if backend == "docker":
-        from envs.swe.sandbox.docker import DockerSandbox
+        from turngym.envs.swe.sandbox.docker import DockerSandbox
 
         return DockerSandbox(spec)
     raise ValueError(f"unknown sandbox backend {backend!r}; choose from {BACKENDS}")

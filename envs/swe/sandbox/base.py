@@ -236,7 +236,7 @@ class Sandbox(ABC):
 def _teardown_quietly(teardown, handles: dict) -> None:
     try:
         teardown(handles)
-    except Exception:  # noqa: BLE001 - teardown failures are logged, never raised from a finaliser
+    except Exception:
         logger.exception("sandbox teardown failed: %s", handles)
 
 

@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from envs.swe.sandbox.base import (
+from turngym.envs.swe.sandbox.base import (
     PINNED_ENV,
     SANDBOX_UID,
     SCRATCH,
@@ -123,7 +123,8 @@ class BwrapSandbox(Sandbox):
         shutil.copytree(self.spec.repo_dir, repo, symlinks=True)
         scratch.mkdir()
         etc.mkdir()
-        (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\nnobody:x:{SANDBOX_UID}:{SANDBOX_UID}:nobody:/tmp:/bin/bash\n")
+        (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
+                                    f"nobody:x:{SANDBOX_UID}:{SANDBOX_UID}:nobody:/tmp:/bin/bash\n")
         (etc / "group").write_text(f"root:x:0:\nnogroup:x:{SANDBOX_UID}:\n")
         (etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
         _normalise_tree(repo, owner=SANDBOX_UID if self.as_root else None)
@@ -234,7 +235,8 @@ class BwrapSandbox(Sandbox):
                                    start_new_session=True, close_fds=True)
         if stdin is not None:
             threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True).start()
-        output, timed_out, flooded = _collect(process, timeout, self.limits.max_output_bytes, kill=lambda: self._kill(process))
+        output, timed_out, flooded = _collect(process, timeout, self.limits.max_output_bytes,
+                                              kill=lambda: self._kill(process))
         try:
             exit_code = process.wait(timeout=self.timeouts.teardown)
         except subprocess.TimeoutExpired:
@@ -359,7 +361,8 @@ def _teardown(workspace: Path | None, cgroups: list[Path], mounted: bool, timeou
     if workspace is None:
         return
     if mounted:
-        result = subprocess.run(["umount", str(workspace)], capture_output=True, text=True, timeout=timeout, check=False)
+        result = subprocess.run(["umount", str(workspace)], capture_output=True, text=True, timeout=timeout,
+                                check=False)
         if result.returncode != 0:  # busy: detach it, the kernel frees it when the last user goes
             subprocess.run(["umount", "-l", str(workspace)], capture_output=True, timeout=timeout, check=False)
     shutil.rmtree(workspace, ignore_errors=True)

@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from envs.swe.sandbox.base import (
+from turngym.envs.swe.sandbox.base import (
     PINNED_ENV,
     SANDBOX_UID,
     SCRATCH,
@@ -67,7 +67,9 @@ def _client(timeout: float):
     try:
         import docker
     except ImportError:
-        raise SandboxUnavailable("the docker backend needs the Docker SDK: `pip install docker`. " + INSTALL_HINT) from None
+        raise SandboxUnavailable(
+            "the docker backend needs the Docker SDK: `pip install docker`. " + INSTALL_HINT
+        ) from None
     try:
         client = docker.from_env(timeout=max(math.ceil(timeout), 1))
         client.ping()
@@ -132,8 +134,10 @@ class DockerSandbox(Sandbox):
         try:
             self.client.images.get(self.image)
         except docker.errors.ImageNotFound:
-            raise SandboxUnavailable(f"docker image {self.image} is not present (nothing can be pulled here). "
-                                     "Build it: `make docker-image` (the default image), or see docker/README.md.") from None
+            raise SandboxUnavailable(
+                f"docker image {self.image} is not present (nothing can be pulled here). "
+                "Build it: `make docker-image` (the default image), or see docker/README.md."
+            ) from None
         limits = self.limits
         ulimits = [docker.types.Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
                    docker.types.Ulimit(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
@@ -175,7 +179,8 @@ class DockerSandbox(Sandbox):
         """Run one of the runner's own set-up commands as root inside the container."""
         exit_code, output = self.container.exec_run(["bash", "-c", command], user="root")
         if exit_code != 0:
-            raise SandboxError(f"sandbox set-up `{command}` failed ({exit_code}): {output.decode(errors='replace')[-1000:]}")
+            raise SandboxError(f"sandbox set-up `{command}` failed ({exit_code}): "
+                               f"{output.decode(errors='replace')[-1000:]}")
 
     def _handles(self) -> dict:
         return {"client": self.client, "container_id": self.container.id if self.container is not None else None,
@@ -338,7 +343,7 @@ def build_image(tag: str = DEFAULT_IMAGE, *, repo_dir: Path | None = None, base:
     return image.id
 
 
-if __name__ == "__main__":  # python -m envs.swe.sandbox.docker [tag]: build the default image
+if __name__ == "__main__":  # python -m turngym.envs.swe.sandbox.docker [tag]: build the default image
     import sys
 
     logging.basicConfig(level=logging.INFO)

@@ -1,0 +1,84 @@
+"""What an agent keeps of one episode; the rollout stores it on the trajectory as ``record``.
+
+* :class:`TokenRecord`: an LLM agent's episode as the exact token ids it sampled and was shown,
+  the one sequence a trainer trains on (:class:`~turngym.trainers.episodes.Episode` reads it);
+* :class:`ChatRecord`: an agent behind a chat API (no token ids): messages, replies, actions.
+
+Text-only agents (baselines) keep nothing: their trajectories carry ``record=None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from turngym.agents.backends import Generation
+
+
+@dataclass
+class TokenRecord:
+    """One episode as the exact token ids the model saw and sampled, never re-tokenised::
+
+        prompt_ids                      chat template of [system, first observation] + generation prompt
+        completion_ids = a_1 e_1 a_2 e_2 ... a_T
+            a_t  the ids sampled at turn t, ending with the end-of-turn token   (env_mask 1)
+            e_t  the template's delta for observation t                        (env_mask 0)
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)  # 1: sampled by the model (trained on); 0: environment
+    logprobs: list[float] = field(default_factory=list)  # sampling logprob; 0.0 where env_mask is 0
+    turn_index: list[int] = field(default_factory=list)  # the turn (from 0) each completion token belongs to
+    turn_ends: list[int] = field(default_factory=list)  # index of each turn's last sampled token
+    replies: list[str] = field(default_factory=list)  # decoded model text per turn
+    actions: list[str | None] = field(default_factory=list)  # parsed action per turn (None: none found)
+    forced_end_of_turn: list[bool] = field(default_factory=list)  # turn hit max_new_tokens
+    context_truncated: bool = False
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.replies)
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.completion_ids)
+
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+    def add_model_turn(self, generation: Generation, end_of_turn_id: int) -> None:
+        """Append one turn's sampled ids (``env_mask`` 1) and close it with the end-of-turn token."""
+        turn = self.num_turns
+        self.completion_ids += generation.ids
+        self.env_mask += [1] * len(generation.ids)
+        self.logprobs += generation.logprobs
+        self.turn_index += [turn] * len(generation.ids)
+        self.turn_ends.append(len(self.completion_ids) - 1)
+        forced = not generation.stopped
+        if forced:  # close the turn with a token the model did not sample: context, not loss
+            self._add_env(turn, [end_of_turn_id])
+        self.forced_end_of_turn.append(forced)
+
+    def add_env_turn(self, ids: list[int]) -> None:
+        """Append context the model did not sample (an observation's template delta): ``env_mask`` 0,
+        counted in the latest turn."""
+        self._add_env(max(self.num_turns - 1, 0), ids)
+
+    def _add_env(self, turn: int, ids: list[int]) -> None:
+        self.completion_ids += ids
+        self.env_mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.turn_index += [turn] * len(ids)
+
+
+@dataclass
+class ChatRecord:
+    """One episode of a chat-API agent: the messages sent, the raw replies and the parsed actions."""
+
+    messages: list[dict[str, str]] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)
+    actions: list[str | None] = field(default_factory=list)
+
+
+AgentRecord = TokenRecord | ChatRecord

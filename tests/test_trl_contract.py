@@ -1,0 +1,75 @@
+"""The TRL internals TurnGymTrainer builds on, pinned: this test fails loudly when they change.
+
+TurnGymTrainer extends TRL's GRPOTrainer through its documented hook (``rollout_func``) and by
+overriding private methods (the only way TRL offers per-token advantages, a critic step and the
+critic's checkpoints). Private methods change without notice, so pyproject pins TRL exactly and
+this test records the source of every private method the trainer overrides or relies on. When a
+new TRL changes one, re-read it against trainers/trainer.py, adapt the override, then update the
+digest here and the pin in pyproject.toml together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+trl = pytest.importorskip("trl")
+
+from turngym.trainers.trainer import TurnGymTrainer
+
+ROOT = Path(__file__).resolve().parent.parent
+# sha256 of inspect.getsource(GRPOTrainer.<name>) in the pinned TRL.
+REVIEWED_SOURCE = {
+    "_generate": "2a27fdf8f5e6f3562508eec3efb9e9dade2e0bf810de5031cdfab429d0a048f2",
+    "_generate_and_score_completions": "1fa48922792dcd5c72da155cfe99db477771a7c61cde15519fe8c86d0cdc0b65",
+    "_compute_loss": "80295546bbdbf6f711acce7f6e69b0100ab40aa8f23ed8052cc564ff024e3e40",
+    "_save_checkpoint": "ec91bde1236491119dc68afed1d02f087b62b17f910521f8e4ba1360cc0b0e20",
+    "_load_optimizer_and_scheduler": "5c1772becdfd7fdb07894217ecdb6dd715305d77377e338da8d635a88548f3fb",
+}
+# Overridden above; _generate is not overridden, but the trainer relies on how it hands
+# rollout_func's extra keys (env_mask, episode) on, so it is pinned too.
+OVERRIDDEN = {"_generate_and_score_completions", "_compute_loss", "_save_checkpoint", "_load_optimizer_and_scheduler"}
+
+
+def pinned_trl() -> str:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (requirement,) = [Requirement(r) for r in extras["train"] if Requirement(r).name == "trl"]
+    (spec,) = requirement.specifier
+    assert spec.operator == "==", f"pyproject pins trl{requirement.specifier}; pin it exactly (==): see this module"
+    return spec.version
+
+
+def test_installed_trl_is_the_pinned_one():
+    assert version("trl") == pinned_trl(), "reinstall (make install) or review the new TRL with this module's steps"
+
+
+@pytest.mark.parametrize("name", sorted(REVIEWED_SOURCE))
+def test_private_trl_methods_are_the_reviewed_ones(name):
+    source = inspect.getsource(getattr(trl.GRPOTrainer, name))
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    assert digest == REVIEWED_SOURCE[name], (
+        f"TRL {version('trl')} changed GRPOTrainer.{name}, which TurnGymTrainer "
+        f"{'overrides' if name in OVERRIDDEN else 'relies on'} (reviewed against trl {pinned_trl()}). "
+        "Re-read it against trainers/trainer.py, adapt, then update REVIEWED_SOURCE and the pin."
+    )
+
+
+def test_every_private_override_is_pinned_here():
+    """A new private override of a TRL method must be added to REVIEWED_SOURCE."""
+    ours = {name for name, value in vars(TurnGymTrainer).items()
+            if name.startswith("_") and not name.startswith("__") and callable(value)}
+    theirs = {name for name in ours if any(name in vars(base) for base in trl.GRPOTrainer.__mro__)}
+    assert theirs == OVERRIDDEN, f"private TRL/transformers methods overridden but not pinned: {theirs - OVERRIDDEN}"
+
+
+@pytest.mark.parametrize("name", sorted(OVERRIDDEN))
+def test_overrides_keep_the_parent_signature(name):
+    ours = inspect.signature(getattr(TurnGymTrainer, name))
+    theirs = inspect.signature(getattr(trl.GRPOTrainer, name))
+    assert list(ours.parameters) == list(theirs.parameters), f"{name}: ours {ours}, TRL's {theirs}"
