@@ -80,7 +80,7 @@ def sandbox_tests(backend: str, instance: SWEInstance) -> tuple[float, float]:
         workspace = Workspace(box, instance, test_timeout=spec.timeouts.test)
         workspace.prepare(timeout=spec.timeouts.create)
         start = time.perf_counter()
-        report = workspace.grade(in_place=True)  # restore + apply the hidden tests + run
+        report = workspace.grade()  # a fresh grading sandbox: copy the tree in, apply the hidden tests, run
         grading = time.perf_counter() - start
         assert report.f2p_passed == 0 and report.p2p_failed == 0, report.summary()
         start = time.perf_counter()  # the test command alone, as the baseline runs it

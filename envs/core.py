@@ -173,6 +173,9 @@ class TextEnv(gym.Env[str, str]):
     world_name: ClassVar[str] = "text"
     # One line telling a confused agent what an action looks like in this world.
     action_hint: ClassVar[str] = "Reply with one short command."
+    # How an LLM agent should read the action from its reply here: None takes the agent's default
+    # ("prefix": the text after "Action:"); "raw" hands the whole reply over (a world that parses it).
+    agent_action_format: ClassVar[str | None] = None
     # The most one step() can take, where a world knows it (a sandboxed command, say); EnvPool's
     # step deadline follows it. None: a quick world, the pool's default deadline applies.
     max_step_seconds: float | None = None
@@ -262,6 +265,8 @@ class TextEnv(gym.Env[str, str]):
             raise RuntimeError(
                 f"{type(self).__name__}.step() called on a finished or unstarted episode: call reset() first"
             )
+        if not isinstance(action, str):  # a caller's bug, not a move: checked before the turn is counted
+            raise TypeError(f"actions are str, got {type(action).__name__}: decode model output before stepping")
         self._turn += 1
         previous = self._state
         command, invalid_reason = self._interpret(action)

@@ -349,6 +349,8 @@ def test_non_str_action_raises_type_error(action):
     env.reset(seed=0)
     with pytest.raises(TypeError, match="str"):
         env.step(action)
+    _, _, _, _, info = env.step("10")
+    assert info["turn"] == 1  # the refused call did not use up a turn
     env.close()
 
 

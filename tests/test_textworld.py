@@ -281,6 +281,42 @@ def test_restart_command_does_not_desynchronise_the_game(make_env, tmp_path, mon
     assert info_after["admissible_commands"] == info_before["admissible_commands"]
 
 
+@pytest.mark.timeout(60)
+def test_a_restart_hidden_in_a_later_clause_does_not_desynchronise_the_game(make_env, tmp_path, monkeypatch):
+    """Issue #15: Inform runs every clause of 'look. restart'; only the first word used to be checked."""
+    monkeypatch.chdir(tmp_path)
+    env = make_env()
+    env.reset(options={"task": task_id(2)})
+    env.step("go east")
+    look_before, *_, info_before = env.step("look")
+    results = play(env, ["look. restart", "yes"])
+    assert results[0][4]["invalid_action"]
+    look_after, *_, info_after = env.step("look")
+    assert look_after == look_before
+    assert info_after["admissible_commands"] == info_before["admissible_commands"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["look. restart", "look then save", "look, undo", "look; quit", "go east. Restore",
+     "tw-print max_score", "restrict commands", "look. tw-extra-infos score", "tw-trace-actions"],
+)
+def test_meta_and_framework_commands_are_refused_in_every_clause(sparse_env, command):
+    sparse_env.reset(options={"task": task_id(1)})
+    _, _reward, terminated, truncated, info = sparse_env.step(command)
+    assert info["invalid_action"] and info["executed_command"] is None
+    assert not (terminated or truncated)
+
+
+def test_a_non_string_action_raises_without_using_a_turn(sparse_env):
+    sparse_env.reset(options={"task": task_id(1)})
+    for bad in (42, None, b"look", ["look"]):
+        with pytest.raises(TypeError, match="actions are str"):
+            sparse_env.step(bad)
+    *_, info = sparse_env.step("look")
+    assert info["turn"] == 1
+
+
 # --------------------------------------------------------------------------- protocols
 def test_choose_index_lists_the_commands_and_advances_the_game(make_env):
     env = make_env(action_protocol="choose_index", reward_mode="dense")

@@ -27,6 +27,7 @@ Rewards (:mod:`turngym.envs.swe.grading` holds the estimators):
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -78,6 +79,17 @@ submit
 ```"""
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """Make control characters visible (``\\x1b``): terminal escapes (OSC 52 clipboard writes,
+    screen clears, cursor moves) and bidirectional overrides never reach an observation, a patch
+    or ``render()`` raw. Newlines and tabs stay."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
+
+
 def _dataclass_from(kind, value):
     if value is None:
         return kind()
@@ -109,6 +121,7 @@ class SWEEnv(TextEnv):
 
     world_name = "swe"
     action_hint = FORMAT_HINT
+    agent_action_format = "raw"  # the world reads the fenced command from the whole reply (actions.py)
 
     def __init__(
         self,
@@ -155,10 +168,11 @@ class SWEEnv(TextEnv):
         return DEFAULT_MAX_TURNS
 
     def _grading_seconds(self) -> float:
-        """The most one grading can take: the tree hash or diff, set-up and test run (each within
-        the test timeout), and the clean-up."""
+        """The most one grading can take: the tree fingerprint, starting and preparing the fresh
+        grading sandbox (each within the create timeout), set-up and test run (each within the
+        test timeout), and the clean-up."""
         t = self.timeouts
-        return t.exec + 2 * t.test + t.teardown
+        return t.exec + 2 * t.create + 2 * t.test + t.teardown
 
     @property
     def max_step_seconds(self) -> float:
@@ -238,7 +252,7 @@ class SWEEnv(TextEnv):
             state = WorldState(text=self._format(result, timeout),
                                extra={"exit_code": result.exit_code, "command_seconds": round(result.duration_s, 3)})
             if self.reward_mode is RewardMode.DENSE and self._workspace.sources_changed():
-                report = self._workspace.grade(in_place=False)
+                report = self._workspace.grade()
                 self._phi = state.progress = report.reward(self.reward_kind, self.regression_penalty)
                 state.components = report.components(self.regression_penalty)
             return state
@@ -277,9 +291,12 @@ class SWEEnv(TextEnv):
         return state
 
     def _grade_final(self) -> GradeReport:
-        self._patch = truncate_text(self._workspace.diff(), MAX_PATCH_CHARS)
-        self._final = self._workspace.grade(in_place=True)
+        self._final = self._workspace.grade()
+        self._patch = escape_controls(truncate_text(self._final.patch, MAX_PATCH_CHARS))
         return self._final
+
+    def _remember(self, action: str | None, observation: str) -> None:
+        super()._remember(escape_controls(action) if action is not None else None, observation)
 
     # ----------------------------------------------------------------- helpers
     def _wall_clock(self, text: str) -> WorldState:
@@ -291,7 +308,7 @@ class SWEEnv(TextEnv):
         killed = result.describe_kill(timeout, self.limits)
         code = "killed" if result.exit_code is None else str(result.exit_code)
         note = f"[turngym] {killed}.\n" if killed else ""
-        output = truncate_text(result.output, max(self.max_observation_chars - len(note) - 64, 200))
+        output = truncate_text(escape_controls(result.output), max(self.max_observation_chars - len(note) - 64, 200))
         if output and not output.endswith("\n"):
             output += "\n"
         return f"{note}<returncode>{code}</returncode>\n<output>\n{output}</output>"

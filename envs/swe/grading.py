@@ -98,6 +98,7 @@ class GradeReport:
     error: str | None = None  # the test patch did not apply, the run timed out...
     duration_s: float = 0.0
     extra: Mapping[str, object] = field(default_factory=dict)
+    patch: str = ""  # the agent's change as graded (test directories, .git and bytecode left out)
 
     @property
     def f2p_passed(self) -> int:

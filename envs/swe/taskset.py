@@ -96,11 +96,11 @@ def validate(instance: SWEInstance, backend: str = "bwrap", workspace_root: Path
     with make_sandbox(resolve_backend(backend), spec, workspace_root=workspace_root) as sandbox:
         workspace = Workspace(sandbox, instance, test_timeout=spec.timeouts.test)
         base_commit = workspace.prepare(timeout=spec.timeouts.create)
-        before = workspace.grade(in_place=False)
+        before = workspace.grade()
         applied = sandbox.exec(oracle_actions(instance)[0].removeprefix("```bash\n").removesuffix("\n```"))
         if not applied.ok:
             raise RuntimeError(f"{instance.instance_id}: the gold patch does not apply:\n{applied.output}")
-        after = workspace.grade(in_place=True)
+        after = workspace.grade()
     return Validation(instance.instance_id, base_commit, before, after)
 
 

@@ -25,14 +25,23 @@ import time
 
 from turngym.envs.swe.grading import GradeReport, parse_test_log, patch_paths
 from turngym.envs.swe.instances import DEFAULT_TEST_CMD, SWEInstance
-from turngym.envs.swe.sandbox.base import SCRATCH, TOOLS, WORKDIR, ExecResult, Sandbox, SandboxError
+from turngym.envs.swe.sandbox.base import AGENT_TREE, SCRATCH, TOOLS, WORKDIR, ExecResult, Sandbox, SandboxError
 
 logger = logging.getLogger(__name__)
 
 UNITTEST_RUNNER = f"{TOOLS}/unittest_runner.py"
-GRADE_DIR = f"{SCRATCH}/.turngym-grade"
+TREE_TOOL = f"{TOOLS}/tree.py"
+# in the grading sandbox (its own /scratch, never the agent's)
 TEST_SCRIPT = f"{SCRATCH}/.turngym-tests.sh"
-INDEX_FILE = f"{SCRATCH}/.turngym-index"  # a private git index: the agent's own index is left alone
+INDEX_FILE = f"{SCRATCH}/.turngym-index"
+PATCH_FILE = f"{SCRATCH}/.turngym-patch"
+PATCH_MARK = "TURNGYM_PATCH"
+MAX_PATCH_BYTES = 200_000
+NEUTRAL_ATTRIBUTES = "* !text !eol !filter !diff !merge !ident !working-tree-encoding !export-subst"
+# restored to their base versions wherever they are: files that configure the test runner itself
+PROTECTED_NAMES = ("conftest.py",)
+PROTECTED_PATHS = ("pytest.ini",)
+TEST_DIR_NAMES = ("test", "tests", "testing")
 GIT = (
     "git -c init.defaultBranch=main -c commit.gpgSign=false -c core.hooksPath=/dev/null "
     "-c core.quotePath=false -c safe.directory='*' -c user.name=turngym -c user.email=turngym@localhost"
@@ -43,6 +52,30 @@ FIXED_DATE = "GIT_AUTHOR_DATE='2000-01-01T00:00:00+0000' GIT_COMMITTER_DATE='200
 
 def _b64(text: str | bytes) -> str:
     return base64.b64encode(text.encode() if isinstance(text, str) else text).decode()
+
+
+def test_dirs(test_paths: list[str]) -> list[str]:
+    """What grading restores wholesale: for each test file, its top-most directory named like a test
+    directory (``tests/``, ``pkg/tests/``, ``testing/``, ``test_*/``), or the file itself when none is."""
+    found: list[str] = []
+    for path in test_paths:
+        parts = path.strip("/").split("/")
+        cut = next((i + 1 for i, part in enumerate(parts[:-1])
+                    if part in TEST_DIR_NAMES or part.startswith("test")), len(parts))
+        directory = "/".join(parts[:cut])
+        if directory and directory not in found:
+            found.append(directory)
+    return found
+
+
+def _patch_from(output: str) -> str:
+    for line in output.splitlines():
+        if line.startswith(PATCH_MARK + " "):
+            try:
+                return base64.b64decode(line[len(PATCH_MARK) + 1 :].strip()).decode("utf-8", "replace")
+            except ValueError:
+                return ""
+    return ""
 
 
 class Workspace:
@@ -64,7 +97,7 @@ class Workspace:
         self._last_tree: str | None = None
 
     # ----------------------------------------------------------------- set-up
-    def prepare(self, timeout: float) -> str:
+    def prepare(self, timeout: float, *, remember: bool = True) -> str:
         """Make the base commit, remember the base test files; return the base commit's sha."""
         instance = self.instance
         lines = ["set -eo pipefail", f"cd {WORKDIR}", f"export {FIXED_DATE}"]
@@ -108,17 +141,25 @@ class Workspace:
         if instance.base_commit and instance.base_commit != self.base_commit:
             logger.warning("%s: the repository's base commit is %s, the task says %s",
                            instance.instance_id, self.base_commit, instance.base_commit)
-        self._last_tree = self.source_tree()
+        if remember:
+            self._last_tree = self.source_tree()
         return self.base_commit
 
     # ----------------------------------------------------------------- during the episode
+    def tree_arguments(self) -> str:
+        """The tree tool's ``--protect`` options: the test directories and the test-runner files."""
+        args = [f"--protect {shlex.quote(p)}" for p in (*test_dirs(self.test_paths), *PROTECTED_PATHS)]
+        args += [f"--protect-name {shlex.quote(n)}" for n in PROTECTED_NAMES]
+        return " ".join(args)
+
     def source_tree(self) -> str | None:
-        """The git tree hash of the working tree, the task's test files excluded (None if git fails)."""
-        excludes = " ".join(shlex.quote(f":(exclude){p}") for p in self.test_paths)
-        command = (f"export GIT_INDEX_FILE={INDEX_FILE}; {GIT} add -A -- . {excludes} >/dev/null 2>&1 "
-                   f"&& {GIT} write-tree")
+        """A fingerprint of the working tree, test directories, .git and bytecode excluded (None on failure).
+
+        Computed by the tree tool, not git: the agent's .git (its config, filters, hooks) plays no
+        part, and FIFOs or sockets in the tree are skipped, never read."""
+        command = f"python3 -I -B {TREE_TOOL} digest {WORKDIR} {self.tree_arguments()}"
         result = self.sandbox.exec(command, timeout=self.sandbox.timeouts.exec)
-        return result.output.strip() if result.ok else None
+        return result.output.strip().splitlines()[-1] if result.ok and result.output.strip() else None
 
     def sources_changed(self) -> bool:
         """Whether the source files changed since the last call (or set-up)."""
@@ -127,13 +168,6 @@ class Workspace:
         self._last_tree = tree
         return changed
 
-    def diff(self) -> str:
-        """The agent's changes against the base commit, new files included (SWE-bench's model_patch)."""
-        command = (f"export GIT_INDEX_FILE={INDEX_FILE}; {GIT} add -A >/dev/null 2>&1 && "
-                   f"{GIT} diff --cached --no-color --binary {shlex.quote(self.base_commit or 'HEAD')}")
-        result = self.sandbox.exec(command, timeout=self.sandbox.timeouts.exec)
-        return result.output if result.ok else ""
-
     # ----------------------------------------------------------------- grading
     def test_command(self) -> str:
         template = self.instance.test_cmd or DEFAULT_TEST_CMD
@@ -141,39 +175,55 @@ class Workspace:
         files = " ".join(shlex.quote(p) for p in self.test_paths)
         return template.replace("{tests}", tests).replace("{test_files}", files)
 
-    def grade(self, *, in_place: bool) -> GradeReport:
-        """Restore the test files, apply the test patch, run the tests; never raises on test failure."""
+    def grade(self, *, in_place: bool | None = None) -> GradeReport:
+        """Grade the working tree in a fresh sandbox; never raises on test failure.
+
+        A new sandbox of the same backend starts from the pristine repository (the agent's /testbed
+        and /scratch are not mounted in it; its tree is visible read-only). There: the base commit
+        is made again, the agent's files are copied over it without .git, bytecode, special files,
+        the test directories and test-runner files (so those stay exactly as in the base, extra
+        files removed), the agent's patch is computed with git and no user configuration or
+        attributes, the hidden tests are applied, and the test command runs. ``in_place`` is
+        accepted for compatibility and ignored: every grading, dense or final, is the same.
+        """
+        del in_place
         start = time.monotonic()
-        directory = WORKDIR if in_place else GRADE_DIR
         command = self.test_command()
+        grader = self.sandbox.grading_sandbox()
         try:
-            prepared = self._script(self._grading_script(directory, in_place, command), self.test_timeout)
+            fresh = Workspace(grader, self.instance, test_timeout=self.test_timeout)
+            fresh.prepare(timeout=grader.timeouts.create, remember=False)
+            prepared = fresh._script(fresh._grading_script(command), self.test_timeout)
+            patch = _patch_from(prepared.output)
             if not prepared.ok:
                 error = ("the test patch did not apply" if "TURNGYM_TEST_PATCH" in prepared.output
                          else "grading set-up failed")
                 logger.warning("%s: %s:\n%s", self.instance.instance_id, error, prepared.output[-2000:])
-                return self._report({}, prepared.output, error, start)
+                return self._report({}, prepared.output, error, start, patch)
             nonce = secrets.token_hex(16)
-            run = self.sandbox.exec(f"bash {TEST_SCRIPT}", workdir=directory, timeout=self.test_timeout,
-                                    stdin=f"{nonce}\n".encode())
+            run = grader.exec(f"bash {TEST_SCRIPT}", workdir=WORKDIR, timeout=self.test_timeout,
+                              stdin=f"{nonce}\n".encode())
             prefix = nonce if UNITTEST_RUNNER in command else ""
             statuses = parse_test_log(run.output, self.instance.test_ids, prefix=prefix)
-            error = run.describe_kill(self.test_timeout, self.sandbox.limits)
-            return self._report(statuses, run.output, error, start)
+            error = run.describe_kill(self.test_timeout, grader.limits)
+            return self._report(statuses, run.output, error, start, patch)
         finally:
-            self.sandbox.exec(f"rm -rf {GRADE_DIR} {TEST_SCRIPT}", timeout=self.sandbox.timeouts.teardown)
+            grader.close()
 
-    def _grading_script(self, directory: str, in_place: bool, command: str) -> str:
-        lines = ["set -o pipefail"]
-        if not in_place:
-            lines.append(f"rm -rf {GRADE_DIR} && cp -a {WORKDIR} {GRADE_DIR} || exit 90")
-        lines.append(f"cd {directory} || exit 90")
-        for path, content in self._base_files.items():
-            quoted = shlex.quote(path)
-            lines.append(f"rm -rf -- {quoted}")
-            if content is not None:
-                lines.append(f"mkdir -p -- \"$(dirname -- {quoted})\" && "
-                             f"printf '%s' {_b64(content)} | base64 -d > {quoted}")
+    def _grading_script(self, command: str) -> str:
+        lines = [
+            "set -o pipefail",
+            f"cd {WORKDIR} || exit 90",
+            "export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1",
+            # highest-precedence attributes: no filter, eol conversion or diff driver from the tree
+            f"mkdir -p .git/info && printf '%s\\n' {shlex.quote(NEUTRAL_ATTRIBUTES)} > .git/info/attributes || exit 90",
+            (f"python3 -I -B {TREE_TOOL} copy {AGENT_TREE} {WORKDIR} {self.tree_arguments()} "
+             "|| echo 'turngym: some files of the working tree could not be copied'"),
+            (f"GIT_INDEX_FILE={INDEX_FILE} {GIT} add -A >/dev/null 2>&1 && GIT_INDEX_FILE={INDEX_FILE} "
+             f"{GIT} diff --cached --no-color --binary {shlex.quote(self.base_commit or 'HEAD')} > {PATCH_FILE} "
+             "|| exit 90"),
+            f"printf '\\n{PATCH_MARK} '; head -c {MAX_PATCH_BYTES} {PATCH_FILE} | base64 -w0; printf '\\n'",
+        ]
         if self.instance.test_patch.strip():
             lines.append(f"printf '%s' {_b64(self.instance.test_patch)} | base64 -d > /tmp/turngym-test.patch")
             lines.append(f"{GIT} apply --whitespace=nowarn /tmp/turngym-test.patch "
@@ -184,7 +234,8 @@ class Workspace:
         lines.append(f"printf '%s' {_b64(command)} | base64 -d > {TEST_SCRIPT}")
         return "\n".join(lines)
 
-    def _report(self, statuses: dict[str, str], log: str, error: str | None, start: float) -> GradeReport:
+    def _report(self, statuses: dict[str, str], log: str, error: str | None, start: float,
+                patch: str = "") -> GradeReport:
         full = parse_test_log("", self.instance.test_ids) | statuses
         return GradeReport(
             statuses=full,
@@ -193,6 +244,7 @@ class Workspace:
             log=log,
             error=error,
             duration_s=time.monotonic() - start,
+            patch=patch,
         )
 
     def _script(self, script: str, timeout: float) -> ExecResult:

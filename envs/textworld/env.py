@@ -51,6 +51,12 @@ META_COMMANDS = frozenset(
         "version",
     ]
 )
+# Commands of textworld's own Inform 7 extension (``tw-print``, ``tw-extra-infos``, ``tw-trace-actions``,
+# ``restrict commands``): they drive textworld's state tracking, never the game.
+FRAMEWORK_WORDS = frozenset(["restrict"])
+# Inform reads several commands from one line: clauses split on full stops, other sentence
+# punctuation and "then". Each clause is checked (``look. restart`` must not restart).
+_CLAUSE_SPLIT = re.compile(r"[.;!?:,()]|\bthen\b", re.IGNORECASE)
 
 
 class TextWorldEnv(TextEnv):
@@ -134,8 +140,14 @@ class TextWorldEnv(TextEnv):
             return f"TextWorld commands are at most {MAX_COMMAND_CHARS} characters"
         if not _PLAIN_COMMAND.match(command):
             return "use plain English words (letters, digits and basic punctuation only)"
-        if command.split()[0].lower().strip(".!?,;:") in META_COMMANDS:
-            return "interpreter commands (save, restore, restart, undo, quit, script...) are not available"
+        for clause in _CLAUSE_SPLIT.split(command.lower()):
+            words = clause.split()
+            if not words:
+                continue
+            if words[0].strip("'-") in META_COMMANDS:
+                return "interpreter commands (save, restore, restart, undo, quit, script...) are not available"
+            if words[0] in FRAMEWORK_WORDS or any(w.startswith("tw-") for w in words):
+                return "textworld's framework commands (tw-*, restrict commands) are not available"
         return None
 
     def _close_world(self) -> None:

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 WORKDIR = "/testbed"  # where the repository lives inside every sandbox (SWE-bench's convention)
 SCRATCH = "/scratch"  # writable, persistent across commands, outside the repository (grading copies)
 TOOLS = "/opt/turngym"  # read-only helpers (the unittest runner)
+AGENT_TREE = "/opt/turngym-agent/testbed"  # in a grading sandbox: the agent's working tree, read-only
 SANDBOX_UID = 65534  # nobody: no capabilities, owns nothing outside its copy
 # Pinned in every command, so test outcomes do not depend on the host (flaky tests under
 # concurrency come from hash order and time zones).
@@ -70,8 +71,10 @@ class SandboxLimits:
         max_processes: processes and threads at once (pids cgroup / container; RLIMIT_NPROC else).
         max_output_bytes: bytes one command may print before it is killed.
         max_file_mb: size of any one file a command writes (RLIMIT_FSIZE).
-        disk_mb: size of the writable workspace (a tmpfs for bwrap when root; docker: not enforced).
+        disk_mb: size of the writable workspace (a tmpfs for bwrap when root; docker: not enforced);
+            0 for no cap.
         cpus: CPU share (cgroup CFS quota / docker ``nano_cpus``); ``None`` for no cap.
+        max_open_files: open file descriptors per process (RLIMIT_NOFILE).
     """
 
     cpu_seconds: int = 300
@@ -81,6 +84,7 @@ class SandboxLimits:
     max_file_mb: int = 512
     disk_mb: int = 2048
     cpus: float | None = 1.0
+    max_open_files: int = 1024
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,23 @@ class Sandbox(ABC):
     def _handles(self) -> dict:
         """What teardown needs; captured by the finaliser, so it must not hold ``self``."""
         return {}
+
+    @abstractmethod
+    def _grading_sandbox(self) -> Sandbox:
+        """An unstarted sandbox of the same backend and spec (a pristine copy of the repository) in
+        which the working tree of this one is visible, read-only, at :data:`AGENT_TREE`, and none
+        of this one's writable state (/testbed, /scratch) is."""
+
+    def grading_sandbox(self) -> Sandbox:
+        """A fresh, started sandbox to grade this one's working tree in (close it after grading)."""
+        if self.started_at is None or self.closed:
+            raise SandboxError(f"sandbox {self.spec.name} is not running")
+        try:
+            return self._grading_sandbox().start()
+        except SandboxError:
+            raise
+        except Exception as error:
+            raise SandboxError(f"creating a grading sandbox for {self.spec.name} failed: {error}") from error
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> Self:

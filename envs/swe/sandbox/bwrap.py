@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from turngym.envs.swe.sandbox.base import (
+    AGENT_TREE,
     PINNED_ENV,
     SANDBOX_UID,
     SCRATCH,
@@ -95,8 +96,9 @@ def cgroups_usable() -> bool:
 class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
-    def __init__(self, spec: SandboxSpec, root: Path | None = None) -> None:
+    def __init__(self, spec: SandboxSpec, root: Path | None = None, agent_tree: Path | None = None) -> None:
         super().__init__(spec)
+        self.agent_tree = agent_tree  # a grading sandbox: the agent's repository, bound read-only
         check_available()
         if spec.repo_dir is None:
             raise SandboxError(
@@ -108,6 +110,12 @@ class BwrapSandbox(Sandbox):
         self.workspace: Path | None = None
         self.cgroups: dict[str, Path] = {}
         self.mounted = False
+
+    def _grading_sandbox(self) -> BwrapSandbox:
+        spec = SandboxSpec(repo_dir=self.spec.repo_dir, image=self.spec.image,
+                           lifetime_s=self.timeouts.create + 2 * self.timeouts.test + self.timeouts.teardown + 60.0,
+                           limits=self.limits, timeouts=self.timeouts, name=f"grade-{self.spec.name}")
+        return BwrapSandbox(spec, root=self.root, agent_tree=self.workspace / "repo")
 
     # ----------------------------------------------------------------- create / teardown
     def _create(self) -> None:
@@ -201,13 +209,16 @@ class BwrapSandbox(Sandbox):
             line += ["--ro-bind", str(ws / "etc" / name), f"/etc/{name}"]
         line += ["--ro-bind", str(TOOLS_DIR), TOOLS, "--proc", "/proc", "--dev", "/dev",
                  "--perms", "1777", *self._tmp_size(), "--tmpfs", "/tmp",
-                 "--bind", str(ws / "repo"), WORKDIR, "--bind", str(ws / "scratch"), SCRATCH, "--chdir", workdir,
-                 "--clearenv"]
+                 "--bind", str(ws / "repo"), WORKDIR, "--bind", str(ws / "scratch"), SCRATCH]
+        if self.agent_tree is not None:
+            line += ["--perms", "0755", "--dir", str(Path(AGENT_TREE).parent),
+                     "--ro-bind", str(self.agent_tree), AGENT_TREE]
+        line += ["--chdir", workdir, "--clearenv"]
         for key, value in PINNED_ENV.items():
             line += ["--setenv", key, value]
         limits = self.limits
         line += ["--", "prlimit", f"--cpu={limits.cpu_seconds}", f"--fsize={limits.max_file_mb * 1024 * 1024}",
-                 "--core=0"]
+                 "--core=0", f"--nofile={limits.max_open_files}"]
         if not self.cgroups:
             line += [f"--as={limits.memory_mb * 1024 * 1024}", f"--nproc={limits.max_processes}"]
         line.append("--")
@@ -218,6 +229,8 @@ class BwrapSandbox(Sandbox):
 
     def _tmp_size(self) -> list[str]:
         """Cap the private /tmp at ``disk_mb`` where bwrap can (0.8 and newer); memory caps it anyway."""
+        if not self.limits.disk_mb:  # 0: no cap (``--size 0`` would stop every command from starting)
+            return []
         return ["--size", str(self.limits.disk_mb << 20)] if "--size" in _bwrap_help() else []
 
     def _run(self, command: str, *, timeout: float, stdin: bytes | None, workdir: str) -> ExecResult:
@@ -365,7 +378,19 @@ def _teardown(workspace: Path | None, cgroups: list[Path], mounted: bool, timeou
                                 check=False)
         if result.returncode != 0:  # busy: detach it, the kernel frees it when the last user goes
             subprocess.run(["umount", "-l", str(workspace)], capture_output=True, timeout=timeout, check=False)
-    shutil.rmtree(workspace, ignore_errors=True)
+    remove_tree(workspace, timeout)
+
+
+def remove_tree(path: Path, timeout: float = 60.0) -> None:
+    """``rm -rf`` that survives what an agent can build: a tree thousands of directories deep makes
+    ``shutil.rmtree`` recurse past Python's limit (RecursionError); coreutils' ``rm`` walks it with fts."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        pass
+    if os.path.lexists(path):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], capture_output=True, timeout=timeout,
+                       check=False)
 
 
 def reap_stale(root: Path) -> int:
@@ -382,7 +407,11 @@ def reap_stale(root: Path) -> int:
         if meta["expires_at"] > now or pid_alive(meta["owner_pid"]):
             continue
         logger.warning("reaping sandbox %s left behind by process %s", workspace.name, meta["owner_pid"])
-        _teardown(workspace, [Path(p) for p in meta["cgroups"]], meta["mounted"], timeout=30.0)
+        try:  # one workspace that cannot be removed must never stop new sandboxes from starting
+            _teardown(workspace, [Path(p) for p in meta["cgroups"]], meta["mounted"], timeout=30.0)
+        except Exception:
+            logger.exception("could not reap sandbox %s", workspace.name)
+            continue
         reaped += 1
     return reaped
 

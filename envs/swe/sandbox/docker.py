@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from turngym.envs.swe.sandbox.base import (
+    AGENT_TREE,
     PINNED_ENV,
     SANDBOX_UID,
     SCRATCH,
@@ -119,11 +120,18 @@ def _tar_of(directory: Path, *, owner: int, prefix: str = "") -> bytes:
 class DockerSandbox(Sandbox):
     backend = "docker"
 
-    def __init__(self, spec: SandboxSpec) -> None:
+    def __init__(self, spec: SandboxSpec, agent_container=None) -> None:
         super().__init__(spec)
         self.image = spec.image or DEFAULT_IMAGE
         self.client = _client(timeout=spec.timeouts.create)
         self.container = None
+        self.agent_container = agent_container  # a grading sandbox: the container whose /testbed it grades
+
+    def _grading_sandbox(self) -> DockerSandbox:
+        spec = SandboxSpec(repo_dir=self.spec.repo_dir, image=self.spec.image,
+                           lifetime_s=self.timeouts.create + 2 * self.timeouts.test + self.timeouts.teardown + 60.0,
+                           limits=self.limits, timeouts=self.timeouts, name=f"grade-{self.spec.name}")
+        return DockerSandbox(spec, agent_container=self.container)
 
     # ----------------------------------------------------------------- create / teardown
     def _create(self) -> None:
@@ -141,7 +149,8 @@ class DockerSandbox(Sandbox):
         limits = self.limits
         ulimits = [docker.types.Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
                    docker.types.Ulimit(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
-                   docker.types.Ulimit(name="core", soft=0, hard=0)]
+                   docker.types.Ulimit(name="core", soft=0, hard=0),
+                   docker.types.Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files)]
         self.container = self.client.containers.run(
             self.image,
             command=["sleep", str(int(self.spec.lifetime_s))],
@@ -158,7 +167,7 @@ class DockerSandbox(Sandbox):
             cap_add=SETUP_CAPABILITIES,
             security_opt=["no-new-privileges"],
             ulimits=ulimits,
-            tmpfs={"/tmp": f"size={limits.disk_mb}m,mode=1777"},
+            tmpfs={"/tmp": f"size={limits.disk_mb}m,mode=1777" if limits.disk_mb else "mode=1777"},
             environment=PINNED_ENV,
             working_dir="/",
             labels={LABEL: "1", "turngym.owner_pid": str(os.getpid()),
@@ -172,6 +181,12 @@ class DockerSandbox(Sandbox):
             self.container.put_archive(WORKDIR, _tar_of(Path(self.spec.repo_dir), owner=SANDBOX_UID))
         else:
             self._root(f"test -d {WORKDIR} && chown -R {SANDBOX_UID}:{SANDBOX_UID} {WORKDIR}")
+        if self.agent_container is not None:  # the agent's tree, root-owned and read-only to the sandbox user
+            parent = str(Path(AGENT_TREE).parent)
+            self._root(f"mkdir -p {parent}")
+            bits, _ = self.agent_container.get_archive(WORKDIR)  # a tar of /testbed (top directory "testbed")
+            self.container.put_archive(parent, b"".join(bits))
+            self._root(f"chown -R 0:0 {parent} && chmod -R a+rX,go-w {parent}")
         if time.monotonic() > deadline:
             raise SandboxError(f"creating sandbox {self.spec.name} took longer than {self.timeouts.create:g} s")
 

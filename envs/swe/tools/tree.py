@@ -1,0 +1,155 @@
+"""Fingerprint or copy a repository tree without git, without following anything the agent planted.
+
+Runs inside the sandbox as the sandbox user with the sandbox's own Python (standard library only):
+
+    python3 -I -B tree.py digest ROOT [--protect PATH ...] [--protect-name NAME ...]
+    python3 -I -B tree.py copy SRC DST [--protect PATH ...] [--protect-name NAME ...]
+
+Skipped everywhere: ``.git`` (the agent's git directory, config and hooks), ``__pycache__``,
+``*.pyc`` / ``*.pyo`` (bytecode), and anything that is not a regular file, a directory or a symlink
+(FIFOs, sockets, devices: reading a FIFO would stall). *Protected* paths (the test directories,
+``--protect``) and file names (``--protect-name``, e.g. ``conftest.py``) are never copied from SRC
+and never removed from DST: DST keeps its pristine version of them, extra files included.
+
+``copy`` makes DST equal to SRC outside the protected and skipped paths (DST's other files are
+removed first, so the agent's deletions carry over). The walk is iterative: a tree thousands of
+directories deep neither recurses nor raises; entries that cannot be read are reported and skipped.
+"""
+
+import hashlib
+import os
+import stat
+import sys
+
+JUNK_DIRS = frozenset({".git", "__pycache__"})
+JUNK_SUFFIXES = (".pyc", ".pyo")
+
+
+def parse(argv):
+    positional, protect, names = [], [], []
+    index = 0
+    while index < len(argv):
+        if argv[index] in ("--protect", "--protect-name"):
+            (protect if argv[index] == "--protect" else names).append(argv[index + 1].strip("/"))
+            index += 2
+        else:
+            positional.append(argv[index])
+            index += 1
+    return positional, tuple(p for p in protect if p), frozenset(names)
+
+
+def skipped(rel, name, protect, names, is_dir):
+    if name in JUNK_DIRS or (not is_dir and name.endswith(JUNK_SUFFIXES)):
+        return True
+    if not is_dir and name in names:
+        return True
+    return any(rel == p or rel.startswith(p + "/") for p in protect)
+
+
+def walk(root, protect, names):
+    """Yield (relative path, lstat) of every kept entry under root, parents before children."""
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            entries = sorted(os.scandir(os.path.join(root, rel_dir) if rel_dir else root), key=lambda e: e.name)
+        except OSError as error:
+            sys.stderr.write(f"tree: skipped {rel_dir}: {error.strerror}\n")
+            continue
+        subdirs = []
+        for entry in entries:
+            rel = rel_dir + "/" + entry.name if rel_dir else entry.name
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            kind = stat.S_IFMT(info.st_mode)
+            if kind not in (stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK):
+                continue
+            if skipped(rel, entry.name, protect, names, kind == stat.S_IFDIR):
+                continue
+            yield rel, info
+            if kind == stat.S_IFDIR:
+                subdirs.append(rel)
+        stack.extend(reversed(subdirs))
+
+
+def read_file(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            while True:
+                chunk = handle.read(1 << 20)
+                if not chunk:
+                    return
+                yield chunk
+    finally:
+        os.close(fd)
+
+
+def digest(root, protect, names):
+    hasher = hashlib.sha256()
+    for rel, info in walk(root, protect, names):
+        path = os.path.join(root, rel)
+        kind = stat.S_IFMT(info.st_mode)
+        hasher.update(b"%d %o %s\0" % (kind, info.st_mode & 0o111, rel.encode("utf-8", "surrogateescape")))
+        try:
+            if kind == stat.S_IFLNK:
+                hasher.update(os.fsencode(os.readlink(path)))
+            elif kind == stat.S_IFREG:
+                for chunk in read_file(path):
+                    hasher.update(chunk)
+        except OSError as error:
+            hasher.update(b"error %d" % error.errno)
+        hasher.update(b"\0")
+    print(hasher.hexdigest())
+
+
+def copy(src, dst, protect, names):
+    # 1. remove DST's unprotected files (deepest directories last), keeping .git and protected paths
+    directories = []
+    for rel, info in walk(dst, protect, names):
+        path = os.path.join(dst, rel)
+        if stat.S_ISDIR(info.st_mode):
+            directories.append(path)
+        else:
+            os.unlink(path)
+    for path in reversed(directories):
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass  # holds protected files
+    # 2. copy SRC's unprotected entries
+    errors = 0
+    for rel, info in walk(src, protect, names):
+        source, target = os.path.join(src, rel), os.path.join(dst, rel)
+        try:
+            if stat.S_ISDIR(info.st_mode):
+                os.makedirs(target, mode=0o755, exist_ok=True)
+            elif stat.S_ISLNK(info.st_mode):
+                os.symlink(os.readlink(source), target)
+            else:
+                mode = 0o755 if info.st_mode & 0o100 else 0o644
+                out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+                with os.fdopen(out, "wb") as handle:
+                    for chunk in read_file(source):
+                        handle.write(chunk)
+        except OSError as error:
+            errors += 1
+            sys.stderr.write(f"tree: could not copy {rel}: {error.strerror}\n")
+    return 0 if errors == 0 else 1
+
+
+def main(argv):
+    positional, protect, names = parse(argv)
+    if positional[:1] == ["digest"] and len(positional) == 2:
+        digest(positional[1], protect, names)
+        return 0
+    if positional[:1] == ["copy"] and len(positional) == 3:
+        return copy(positional[1], positional[2], protect, names)
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
