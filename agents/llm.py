@@ -33,6 +33,26 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+DEFAULT_ACTION_PREFIX = "Action:"  # small models (SmolLM2) write no parseable command without an answer prefix
+
+
+def reply_format(env_id: str, action_format: str | None = None, response_prefix: str | None = None) -> tuple[str, str]:
+    """``(action_format, response_prefix)`` for an LLM agent in ``env_id``, filling what is unset.
+
+    The action format defaults to the world's own (``TextEnv.agent_action_format``: the SWE world
+    reads a fenced command from the whole reply, ``"raw"``), else ``"prefix"``. The response prefix
+    defaults to :data:`DEFAULT_ACTION_PREFIX` with the ``prefix`` format, else none. Evaluation, SFT
+    and RL all resolve their defaults here, so they share one chat format.
+    """
+    if action_format is None:
+        from turngym.envs.registry import world_creator
+
+        action_format = getattr(world_creator(env_id), "agent_action_format", None) or "prefix"
+    if response_prefix is None:
+        response_prefix = DEFAULT_ACTION_PREFIX if action_format == "prefix" else ""
+    return action_format, response_prefix
+
+
 @dataclass
 class LLMAgentConfig:
     """How the LLM agent prompts, samples and parses.

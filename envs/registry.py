@@ -104,14 +104,18 @@ def make(id: str, **kwargs: Any) -> gym.Env:
 
 
 # ---------------------------------------------------------------------- constructor options
+def world_creator(env_id: str) -> Callable[..., gym.Env]:
+    """What ``gymnasium.make(env_id)`` calls: the world's class (or factory), imported if named by string."""
+    require_registered(env_id)
+    entry_point = gym.spec(env_id).entry_point
+    return _load(entry_point, env_id) if isinstance(entry_point, str) else entry_point
+
+
 def world_options(env_id: str) -> set[str] | None:
     """The keyword arguments ``gymnasium.make(env_id, ...)`` accepts, read from the constructor's
     signature (following ``**kwargs`` up to the base classes); None when it accepts any."""
-    require_registered(env_id)
-    spec = gym.spec(env_id)
-    creator = _load(spec.entry_point, env_id) if isinstance(spec.entry_point, str) else spec.entry_point
-    names = _accepted_names(creator)
-    return None if names is None else names | set(spec.kwargs)
+    names = _accepted_names(world_creator(env_id))
+    return None if names is None else names | set(gym.spec(env_id).kwargs)
 
 
 def check_world_options(env_id: str, kwargs: Mapping[str, Any]) -> None:

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-DEFAULT_ACTION_PREFIX = "Action:"  # SmolLM2 writes no parseable command without an answer prefix
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
@@ -169,16 +168,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def _agent_config(args: argparse.Namespace):
     """The LLM agent's prompt, parsing and sampling; the response prefix follows the action format."""
-    from turngym.agents.llm import LLMAgentConfig
+    from turngym.agents.llm import LLMAgentConfig, reply_format
 
-    prefix = args.response_prefix
-    if prefix is None:
-        prefix = DEFAULT_ACTION_PREFIX if args.action_format == "prefix" else ""
+    action_format, prefix = reply_format(args.env, args.action_format, args.response_prefix)
     fields: dict[str, Any] = {}
     if args.system_prompt is not None:  # as in training configs: "" means no system message
         fields["system_prompt"] = args.system_prompt or None
     return LLMAgentConfig(
-        action_format=args.action_format, response_prefix=prefix, temperature=args.temperature, top_p=args.top_p,
+        action_format=action_format, response_prefix=prefix, temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context, seed=args.seed, **fields,
     )
 
@@ -589,11 +586,11 @@ def _llm_options(p: argparse.ArgumentParser) -> None:
     llm.add_argument("--max-new-tokens", type=POSITIVE, default=48, help="cap per turn")
     llm.add_argument("--max-context", type=POSITIVE, default=4096,
                      help="tokens; past it the episode ends as truncated")
-    llm.add_argument("--action-format", default="prefix", choices=["prefix", "last_line", "tags", "raw"],
-                     help="raw: the whole reply (the SWE world reads its fenced command itself)")
+    llm.add_argument("--action-format", default=None, choices=["prefix", "last_line", "tags", "raw"],
+                     help="default: the world's (raw for SWE: the whole reply), else prefix")
     llm.add_argument("--response-prefix", default=None,
-                     help=f"text each reply starts with (default: {DEFAULT_ACTION_PREFIX!r} with --action-format "
-                          "prefix, else none); match the training config's response_prefix")
+                     help="text each reply starts with (default: 'Action:' with the prefix format, else none); "
+                          "match the training config's response_prefix")
     llm.add_argument("--system-prompt", default=None,
                      help="default: the agent's; '' for none; may contain {format_instruction}. Match the "
                           "training config's system_prompt to reproduce its evaluation")

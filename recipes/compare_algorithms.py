@@ -25,6 +25,7 @@ A YAML config (``recipes/configs/compare/*.yaml``) has these keys::
     sft: {...}                        # TurnGymSFTConfig fields (num_demos, epochs...); omit for RL from the base model
     rl: {...}                         # TurnGymConfig fields shared by every algorithm
     algorithms: {ppo: {...}, grpo: {...}, turn_rloo: {...}}   # label -> overrides (algorithm defaults to the label)
+    #   an entry with null: true is a null control: that algorithm with shuffled advantages (shuffle_advantages)
     episodes: 128                     # RL episodes per algorithm and seed
     seeds: [0, 1, 2]
     evaluation: {split: eval, num_tasks: 100, temperature: 0.0, curve_tasks: 20, curve_points: 3,
@@ -58,7 +59,10 @@ BASE, SFT_ONLY = "base", "sft-only"
 
 
 def arms_of(config: StudyConfig) -> list[Arm]:
-    """base, SFT-only (with an ``sft`` section), then one arm per algorithm at the same budget."""
+    """base, SFT-only (with an ``sft`` section), then one arm per algorithm at the same budget.
+
+    An algorithm entry with ``null: true`` is a null control (:class:`~turngym.recipes.study.Arm`).
+    """
     if not config.algorithms:
         raise ValueError("a comparison needs at least one entry under 'algorithms' (label -> overrides)")
     if config.episodes < 1:
@@ -67,7 +71,9 @@ def arms_of(config: StudyConfig) -> list[Arm]:
     arms = [Arm(BASE)]
     if demos:
         arms.append(Arm(SFT_ONLY, demos=demos))
-    arms += [Arm(label, demos=demos, algorithm=label, episodes=config.episodes) for label in config.algorithms]
+    arms += [Arm(label, demos=demos, algorithm=label, episodes=config.episodes,
+                 null=bool(overrides.get("null") or overrides.get("shuffle_advantages")))
+             for label, overrides in config.algorithms.items()]
     return arms
 
 
@@ -115,9 +121,16 @@ def markdown(summary: Mapping[str, Any]) -> str:
         s = arm["panels"]["held_out"]
         tokens = sum(r.get("sampled_tokens", 0) for r in arm["rl"]) / max(len(arm["rl"]), 1)
         vs = "(reference)" if label == reference else difference_cell(s)
-        lines.append(f"| {label} | {arm['episodes']} | {f'{tokens:,.0f}' if arm['rl'] else '-'} | {success_cell(s)} | "
-                     f"{vs} | {s['return']:.3f} | {s['turns']:.2f} | {percent(s['invalid_action_rate'])} % |")
+        lines.append(f"| {_label(label, arm)} | {arm['episodes']} | {f'{tokens:,.0f}' if arm['rl'] else '-'} | "
+                     f"{success_cell(s)} | {vs} | {s['return']:.3f} | {s['turns']:.2f} | "
+                     f"{percent(s['invalid_action_rate'])} % |")
     lines += ["", f"Differences are paired by task and seed against {reference}; **+** marks an interval above zero."]
+    nulls = [label for label, arm in arms.items() if arm.get("null")]
+    if nulls:
+        lines += ["", (f"Null control{'s' if len(nulls) > 1 else ''} ({', '.join(nulls)}): trained like "
+                       "the algorithm it names, for the same episodes, but with each step's advantages shuffled "
+                       "across its episodes, so its updates carry no reward signal. An RL arm's gain over "
+                       f"{reference} counts as learning only where it exceeds the null arm's.")]
     if len(seeds) > 1:
         lines += ["", "Per seed (held-out success, %):", "",
                   "| policy | " + " | ".join(f"seed {s}" for s in seeds) + " |",
@@ -146,6 +159,10 @@ def markdown(summary: Mapping[str, Any]) -> str:
     lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes / 60:.1f} min. "
                   f"Versions: {', '.join(f'{k} {v}' for k, v in summary['versions'].items())}.")]
     return "\n".join(lines) + "\n"
+
+
+def _label(label: str, arm: Mapping[str, Any]) -> str:
+    return f"{label} (null control)" if arm.get("null") else label
 
 
 def plot_curves(summary: Mapping[str, Any], path: Path, *, smooth: int = 4) -> Path:

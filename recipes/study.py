@@ -121,12 +121,18 @@ def load_config(path: str | Path, **overrides: Any) -> StudyConfig:
 # ---------------------------------------------------------------------- arms
 @dataclass(frozen=True)
 class Arm:
-    """One policy of a study: ``demos`` SFT demos (0: none), then ``episodes`` RL episodes of ``algorithm``."""
+    """One policy of a study: ``demos`` SFT demos (0: none), then ``episodes`` RL episodes of ``algorithm``.
+
+    ``null``: a null control, trained exactly like its algorithm but with the advantages shuffled across
+    each step's episodes (``shuffle_advantages``), so its updates carry no signal: what an RL arm gains over
+    the null arm is what its reward signal taught it, beyond the effect of taking RL steps at all.
+    """
 
     label: str
     demos: int = 0
     algorithm: str | None = None  # a key of StudyConfig.algorithms, or the rl config's own algorithm
     episodes: int = 0
+    null: bool = False
 
     @property
     def trains_rl(self) -> bool:
@@ -278,9 +284,13 @@ class Study:
         overrides = dict(self.config.algorithms.get(arm.algorithm or "", {}))
         if arm.algorithm and "algorithm" not in overrides and arm.algorithm in _algorithm_names():
             overrides["algorithm"] = arm.algorithm
+        if overrides.pop("null", False) or arm.null:
+            overrides["shuffle_advantages"] = True
         fields_ = {**self.config.world, **self.config.rl, **overrides, "model_name_or_path": start,
                    "output_dir": str(folder / "trainer"), "seed": seed, "report_to": "none", "logging_steps": 1,
                    "disable_tqdm": not self.progress}
+        # RL plays other games than the SFT demos (the train split's first `demos` tasks), unless told otherwise.
+        fields_.setdefault("skip_train_tasks", arm.demos)
         per_step = episodes_per_step(TurnGymConfig(**fields_))
         if arm.episodes % per_step:
             raise ValueError(f"{arm.label}: the budget of {arm.episodes} episodes is not a whole number of steps of "

@@ -34,8 +34,10 @@ def main(out: str, algorithm: str = "turn_rloo") -> None:
     tokenizer = word_tokenizer(work / f"tokenizer-{os.environ.get('RANK', '0')}")
     model = tiny_llama(len(tokenizer)).train()
     start = [p.detach().clone() for p in model.parameters()]
-    args = make_args(work, algorithm=algorithm, per_device_train_batch_size=GLOBAL_BATCH // world, optim="sgd",
-                     learning_rate=1.0, lr_scheduler_type="constant", max_grad_norm=0.0, shuffle_dataset=False)
+    # tis_cap=None: scripted replies report logprob 0, there is no sampler mismatch to correct
+    args = make_args(work, algorithm=algorithm, tis_cap=None, per_device_train_batch_size=GLOBAL_BATCH // world,
+                     optim="sgd", learning_rate=1.0, lr_scheduler_type="constant", max_grad_norm=0.0,
+                     shuffle_dataset=False)
     trainer = TurnGymTrainer(model, args, tasks=signal_tasks("train", 6, **SIGNALS), processing_class=tokenizer,
                              backend=scripted(tokenizer))
     captured = {}

@@ -12,6 +12,7 @@ from turngym.trainers.advantages import (
     episode_grpo,
     episode_rloo,
     returns_to_go,
+    shuffle_advantages,
     spread_over_tokens,
     token_gae,
     token_rewards,
@@ -105,8 +106,34 @@ def test_turn_grpo_hand_computed():
     assert advantages[0] == pytest.approx([0.5 / s0, (2 / 3) / s1, 0.5 / s2])
     assert advantages[1] == pytest.approx([-0.5 / s0, (-1 / 3) / s1, -0.5 / s2, 0.0])  # turn 3: alone, 0
     assert advantages[2] == pytest.approx([0.0, (-1 / 3) / s1])
-    unscaled = turn_grpo(rewards, ["g"] * 3, scale=False)
+    unscaled = turn_grpo(rewards, ["g"] * 3, scale="none")
     assert unscaled[0] == pytest.approx([0.5, 2 / 3, 0.5])
+    with pytest.raises(ValueError, match="scale"):
+        turn_grpo(rewards, ["g"] * 3, scale="mean")
+
+
+def test_turn_grpo_batch_scaling_hand_computed():
+    # group g as above (G: [1,1,1], [0,0,0,0], [0.5,0]) and group h: G [2], [0].
+    rewards = [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0], [2.0], [0.0]]
+    advantages = turn_grpo(rewards, ["g", "g", "g", "h", "h"], scale="batch")
+    # Every (episode, turn) return-to-go of the batch: 1,1,1, 0,0,0,0, 0.5,0, 2, 0 -> n = 11, mean 5.5/11 = 0.5;
+    # squared deviations 3 x 0.25 + 6 x 0.25 + 0 + 2.25 = 4.5; unbiased variance 4.5 / 10 = 0.45.
+    b = math.sqrt(0.45) + EPSILON
+    # The means stay per group and per turn (as with "group"); only the divisor is the batch's.
+    assert advantages[0] == pytest.approx([0.5 / b, (2 / 3) / b, 0.5 / b])
+    assert advantages[1] == pytest.approx([-0.5 / b, (-1 / 3) / b, -0.5 / b, 0.0])
+    assert advantages[2] == pytest.approx([0.0, (-1 / 3) / b])
+    assert advantages[3] == pytest.approx([1.0 / b]) and advantages[4] == pytest.approx([-1.0 / b])
+    assert advantages != turn_grpo(rewards, ["g", "g", "g", "h", "h"], scale="group")
+
+
+def test_shuffle_advantages_deals_the_same_values_at_random():
+    rows = [[0.5, 0.5, 0.5], [-1.0], [2.0, 0.0], [0.25, -0.25, 3.0, 4.0]]
+    dealt = shuffle_advantages(rows, random.Random(7))
+    assert [len(r) for r in dealt] == [len(r) for r in rows]  # the same shape
+    assert sorted(a for r in dealt for a in r) == sorted(a for r in rows for a in r)  # the same values
+    assert dealt != rows
+    assert dealt == shuffle_advantages(rows, random.Random(7))  # seeded: reproducible
 
 
 def test_turn_advantages_spread_over_model_tokens_only():

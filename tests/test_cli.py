@@ -301,3 +301,20 @@ def test_imported_worlds_can_be_restored_in_another_process(readme_world, monkey
     file_module.parent.mkdir()
     file_module.write_text("VALUE = 3\n")
     assert import_worlds([str(file_module)])[0].VALUE == 3
+
+
+def test_eval_sft_and_rl_share_the_reply_format_defaults_per_world():
+    """One rule everywhere: the world's own action format (SWE reads the whole reply), else 'prefix'
+    with the 'Action:' response prefix; an explicit value always wins."""
+    from turngym.agents.llm import reply_format
+    from turngym.recipes.cli import _agent_config
+    from turngym.trainers.config import TurnGymConfig
+
+    parse = build_parser().parse_args
+    assert reply_format("turngym/TextWorld-v0") == ("prefix", "Action:")
+    assert reply_format("turngym/SWE-v0") == ("raw", "")
+    assert reply_format("turngym/TextWorld-v0", "last_line") == ("last_line", "")
+    assert reply_format("turngym/TextWorld-v0", None, "") == ("prefix", "")
+    assert _agent_config(parse(["eval", "--env", "turngym/SWE-v0"])).action_format == "raw"
+    rl = TurnGymConfig(output_dir="unused", report_to="none", env_id="turngym/SWE-v0")
+    assert (rl.action_format, rl.response_prefix) == ("raw", "")

@@ -83,9 +83,23 @@ def test_the_demo_config_builds_each_algorithms_trainer_config(tmp_path):
         assert rl.max_steps * episodes_per_step(rl) == config.episodes  # the same budget for every algorithm
         assert rl.env_kwargs == config.world["env_kwargs"] and rl.action_protocol == config.world["action_protocol"]
         assert rl.eval_strategy == "no"  # curve points come from the study's callback
+        assert rl.skip_train_tasks == config.sft["num_demos"]  # RL plays other games than the SFT demos
+        assert not rl.shuffle_advantages
     # An equal budget that is not a whole number of steps is refused, not silently rounded.
     with pytest.raises(ValueError, match="not a whole number of steps"):
         study.rl_config(Arm("ppo", 20, "ppo", 100), "start", 0, tmp_path / "x")
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(CONFIGS)))
+def test_no_config_credits_the_clip_with_small_steps_when_it_cannot_fire(path):
+    """With one update per batch (num_iterations 1, TRL's default) the ratio is 1, so the clip never fires."""
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    iterations = max(int(section.get("num_iterations", 1)) for section in (data, data.get("rl") or {})
+                     if isinstance(section, dict))
+    if iterations == 1:
+        assert "clipping keeps" not in path.read_text().lower(), f"{path.name}: the clip is inert at num_iterations 1"
 
 
 @pytest.mark.parametrize("path", sorted((CONFIGS / "budget").glob("*.yaml")), ids=lambda p: p.name)
@@ -214,6 +228,41 @@ def test_an_interrupted_rl_stage_resumes_from_its_checkpoint(tmp_path, policy, m
     assert rollouts == [0, 1]  # the resumed run played step 2 only
     log = json.loads((study.out / "seed0" / "turn_rloo" / "log.json").read_text())
     assert [h["step"] for h in log if "episode/return" in h] == [1, 2]
+
+
+def test_rl_tasks_are_disjoint_from_the_sft_demos(tmp_path, policy):
+    from turngym.envs.panels import task_panel
+    from turngym.trainers.trainer import train_tasks
+
+    config = tiny_study(tmp_path, policy)
+    study = Study(config, compare_algorithms.arms_of(config), progress=False)
+    arm = next(a for a in study.arms if a.trains_rl)
+    rl = study.rl_config(arm, str(policy), 0, tmp_path / "x")
+    demos = task_panel(rl.env_id, rl.train_split, config.sft["num_demos"], rl.world_kwargs(), progress=False)
+    trained = train_tasks(rl)
+    assert len(trained) == config.world["num_train_tasks"]
+    assert not {t.id for t in trained} & {t.id for t in demos}
+    # An explicit choice in the rl section wins over the default.
+    overlap = tiny_study(tmp_path, policy, name="overlap", rl={**config.rl, "skip_train_tasks": 0})
+    assert Study(overlap, [arm], progress=False).rl_config(arm, str(policy), 0, tmp_path / "y").skip_train_tasks == 0
+
+
+def test_a_null_arm_shuffles_advantages_and_is_reported_as_the_null_control(tmp_path, policy):
+    config = tiny_study(tmp_path, policy, algorithms={"null": {"algorithm": "turn_rloo", "null": True}}, episodes=4,
+                        evaluation={"num_tasks": 2, "curve_points": 0})
+    arms = compare_algorithms.arms_of(config)
+    assert [(a.label, a.null) for a in arms] == [("base", False), ("sft-only", False), ("null", True)]
+    study = Study(config, arms, progress=False)
+    rl = study.rl_config(arms[-1], str(policy), 0, tmp_path / "x")
+    assert rl.shuffle_advantages and rl.algorithm == "turn_rloo"
+    summary, out = compare_algorithms.run(config, progress=False)
+    null = summary["arms"]["null"]
+    assert null["null"] and null["rl"][0]["episodes"] == 4
+    assert null["panels"]["held_out"]["vs_reference"]["pairs"] == 2  # paired with SFT-only, task by task
+    table = (out / "results.md").read_text()
+    (row,) = [line for line in table.splitlines() if line.startswith("| null (null control) |")]
+    assert " to " in row  # its paired difference to SFT-only
+    assert "Null control (null)" in table
 
 
 def test_budget_sweep_writes_table_and_plot(tmp_path, policy):

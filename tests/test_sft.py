@@ -177,7 +177,7 @@ def test_an_unsampled_end_of_turn_token_is_not_in_the_loss(tmp_path, policy, tok
             ids = tokenizer.encode("Action: stop stop stop", add_special_tokens=False)[: sampling.max_new_tokens]
             return [Generation(ids, [0.0] * len(ids), False) for _ in requests]
 
-    config = sft_config(tmp_path, policy, max_new_tokens_per_turn=3, max_turns=2)
+    config = sft_config(tmp_path, policy, max_new_tokens_per_turn=3, max_turns=2, response_prefix="")
     tasks = task_panel(SIGNALS, "train", 1, config.world_kwargs(), progress=False)
     agent = LLMAgent(NeverStops(lambda r: "", tokenizer.encode), tokenizer, config.agent_config())
     pool = LocalPool.from_id(SIGNALS, 1, env_kwargs={**config.world_kwargs(), "tasks": tasks})
@@ -194,7 +194,8 @@ def test_an_unsampled_end_of_turn_token_is_not_in_the_loss(tmp_path, policy, tok
         assert ids[run[-1] + 1] == end_of_turn and labels[run[-1] + 1] == -100  # the forced token right after
     # collect_demos drops such episodes: the cut reply no longer parses to the oracle's command
     with pytest.raises(NoDemosError, match="max_new_tokens_per_turn"):
-        collect_demos(sft_config(tmp_path, policy, max_new_tokens_per_turn=2), tokenizer, progress=False)
+        collect_demos(sft_config(tmp_path, policy, max_new_tokens_per_turn=2, response_prefix=""), tokenizer,
+                      progress=False)
 
 
 # ---------------------------------------------------------------------- learning
@@ -270,7 +271,10 @@ def test_no_oracle_win_is_a_clear_error(tmp_path, policy, tokenizer):
 
 
 def test_a_command_the_action_format_cannot_express_is_a_clear_error():
-    config = TurnGymSFTConfig(output_dir="unused", report_to="none").agent_config()
+    options = TurnGymSFTConfig(output_dir="unused", report_to="none")
+    assert (options.action_format, options.response_prefix) == ("prefix", "Action:")  # the defaults, as eval's
+    assert demo_reply("go north", options.agent_config()) == " go north"  # the prefix is on the prompt side
+    config = options.agent_config(response_prefix="")
     assert demo_reply("go north", config) == "Action: go north"
     with pytest.raises(NoDemosError, match="action_format='raw'"):
         demo_reply("```bash\ngit apply fix.patch\n```", config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,17 @@ from turngym.envs.signals import COMMANDS, signal_tasks
 from turngym.trainers import advantages as adv
 from turngym.trainers.config import ALGORITHMS, TurnGymConfig
 from turngym.trainers.episodes import Episode
-from turngym.trainers.trainer import TurnGymTrainer, group_keys, turn_advantages, value_loss
+from turngym.trainers.trainer import (
+    TurnGymTrainer,
+    _shuffled_over_model_tokens,
+    build_critic,
+    group_keys,
+    train_tasks,
+    truncated_importance_weights,
+    turn_advantages,
+    value_loss,
+    without_dropout,
+)
 
 SIGNALS = {"turns": 3, "colours": 2}
 
@@ -50,6 +61,8 @@ def make_trainer(tmp_path, tokenizer, *, backend="scripted", tasks=None, saved=F
 
         model.save_pretrained(tmp_path / "policy")
         model = AutoModelForCausalLM.from_pretrained(tmp_path / "policy").train()
+    if backend == "scripted":
+        overrides.setdefault("tis_cap", None)  # scripted replies report logprob 0: nothing to correct
     args = make_args(tmp_path, **overrides)
     return TurnGymTrainer(model, args, tasks=tasks or signal_tasks("train", 8, **SIGNALS), processing_class=tokenizer,
                           backend=scripted(tokenizer) if backend == "scripted" else None)
@@ -78,6 +91,37 @@ def test_turn_advantages_dispatch_to_the_estimators():
         turn_advantages("ppo", rewards, groups)
 
 
+def test_turn_grpo_honours_batch_scaling():
+    """scale_rewards='batch' reaches turn_grpo (it used to fall back to the group's std)."""
+    rewards, groups = [[0.0, 1.0], [1.0], [0.5, 0.5, 0.5], [3.0], [0.0]], [0, 0, 0, 1, 1]
+    batch = turn_advantages("turn_grpo", rewards, groups, scale="batch")
+    assert batch == adv.turn_grpo(rewards, groups, scale="batch")
+    assert batch != turn_advantages("turn_grpo", rewards, groups, scale="group")
+    assert turn_advantages("turn_grpo", rewards, groups, scale=False) == adv.turn_grpo(rewards, groups, scale="none")
+
+
+def test_turn_baseline_alone_help_says_what_turn_rloo_does(tmp_path):
+    """'return': baseline 0, so a turn no other episode reached gets its own return-to-go."""
+    from dataclasses import fields
+
+    text = next(f for f in fields(TurnGymConfig) if f.name == "turn_baseline_alone").metadata["help"]
+    assert "baseline 0" in text and "own return-to-go" in text and "mean" not in text
+    rewards = [[0.0, 0.0, 1.0], [1.0]]  # the first episode's turns 1 and 2 are its own: A = G = 1
+    assert adv.turn_rloo(rewards, [0, 0], alone="return")[0][1:] == [1.0, 1.0]
+    assert adv.turn_rloo(rewards, [0, 0], alone="zero")[0][1:] == [0.0, 0.0]
+
+
+def test_truncated_importance_weights_by_hand():
+    trainer_logps = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
+    sampling = trainer_logps - torch.tensor([[math.log(3.0), -math.log(2.0), 0.0, 5.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # the last token is an env token
+    weights, ratios = truncated_importance_weights(trainer_logps, sampling, mask, cap=2.0)
+    assert weights.tolist()[0] == pytest.approx([2.0, 0.5, 1.0, 1.0])  # min(3, 2), 1/2, 1; env: 1
+    assert ratios.tolist()[0][:3] == pytest.approx([3.0, 0.5, 1.0])
+    sampling[0, 1] = float("nan")  # an unknown sampling logprob: no correction
+    assert truncated_importance_weights(trainer_logps, sampling, mask, cap=2.0)[0][0, 1].item() == 1.0
+
+
 def test_value_loss_by_hand():
     values, old = torch.tensor([[0.5, 1.0, 9.0]]), torch.tensor([[0.0, 0.0, 0.0]])
     returns = torch.tensor([[1.0, 0.0, 0.0]])
@@ -101,6 +145,144 @@ def test_config_validates_and_runs_on_cpu(tmp_path):
     with pytest.raises(ValueError, match="JSON object"):
         make_args(tmp_path, env_kwargs="turns=3")
     assert make_args(tmp_path, env_kwargs='{"turns": 5}').env_kwargs == {"turns": 5}
+    with pytest.raises(ValueError, match="critic_warmup_steps"):
+        make_args(tmp_path, critic_warmup_steps=2, algorithm="grpo")
+    with pytest.raises(ValueError, match="tis_cap"):
+        make_args(tmp_path, tis_cap=0.0)
+
+
+def test_the_critic_learning_rate_defaults_to_ten_times_the_policys(tmp_path, tokenizer):
+    assert make_args(tmp_path, algorithm="ppo", learning_rate=2e-6).critic_learning_rate == pytest.approx(2e-5)
+    assert make_args(tmp_path, algorithm="ppo", critic_learning_rate=3e-4).critic_learning_rate == 3e-4
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", learning_rate=1e-3)
+    assert trainer.critic_optimizer.param_groups[0]["lr"] == pytest.approx(1e-2)
+
+
+def test_the_critic_is_dropout_free(tokenizer):
+    """The value head's default dropout (0.1) and any backbone dropout are zeroed: in train mode the
+    critic's values are deterministic, so its regression can fit."""
+    from transformers import AutoModelForTokenClassification
+
+    policy = tiny_llama(len(tokenizer), attention_dropout=0.3)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    critic = build_critic(policy).train()
+    torch.nn.init.normal_(critic.score.weight)  # the zero-initialised head would hide the noise
+    assert torch.equal(critic(input_ids=ids).logits, critic(input_ids=ids).logits)
+    assert critic.config.attention_dropout == 0.0 and critic.config.classifier_dropout == 0.0
+    # A critic handed to the trainer is made dropout-free the same way.
+    config = policy.config.__class__(**{**policy.config.to_dict(), "num_labels": 1})
+    user = AutoModelForTokenClassification.from_config(config).train()
+    torch.nn.init.normal_(user.score.weight)
+    assert not torch.equal(user(input_ids=ids).logits, user(input_ids=ids).logits)  # dropout 0.1 and 0.3
+    without_dropout(user)
+    assert torch.equal(user(input_ids=ids).logits, user(input_ids=ids).logits)
+
+
+def test_critic_warmup_steps_train_the_critic_only(tmp_path, tokenizer):
+    from transformers import TrainerCallback
+
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", critic_warmup_steps=1, max_steps=2,
+                           critic_learning_rate=1e-2, learning_rate=1e-2)
+    snapshots = {0: ([p.detach().clone() for p in trainer.model.parameters()],
+                     [p.detach().clone() for p in trainer.critic.parameters()])}
+
+    class Snapshot(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            snapshots[state.global_step] = ([p.detach().clone() for p in trainer.model.parameters()],
+                                            [p.detach().clone() for p in trainer.critic.parameters()])
+
+    trainer.add_callback(Snapshot())
+    trainer.train()
+
+    def moved(a, b):
+        return max((x - y).abs().max().item() for x, y in zip(a, b, strict=True))
+
+    assert moved(snapshots[1][0], snapshots[0][0]) == 0.0  # step 1: the policy did not move...
+    assert moved(snapshots[1][1], snapshots[0][1]) > 0.0  # ...the critic did
+    assert moved(snapshots[2][0], snapshots[1][0]) > 0.0  # step 2: the policy trains too
+    warm = [row.get("critic/warmup") for row in trainer.state.log_history if "episode/return" in row]
+    assert warm == [1.0, None]
+
+
+def test_truncated_importance_sampling_in_the_step(tmp_path, tokenizer):
+    """Sampling logprobs perturbed by known amounts: each model token's advantage is multiplied by the
+    hand-computed capped ratio min(exp(log pi_train - log pi_sampler), 2), and the gap is logged."""
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="turn_rloo", tis_cap=2.0)
+    deltas = [math.log(3.0), -math.log(2.0), 0.0, math.log(1.5)]  # log pi_train - log pi_sampler, in turn
+    capped = [2.0, 0.5, 1.0, 1.5]
+    rollout = trainer.rollout_func
+
+    def perturbed(prompts, trainer_):
+        out = rollout(prompts, trainer_)
+        for episode in out["episode"]:
+            ids = torch.tensor([episode.prompt_ids + episode.completion_ids])
+            with torch.no_grad():  # the trainer's logprobs of the sampled tokens, one unpadded sequence
+                logits = trainer.model(input_ids=ids).logits[0, len(episode.prompt_ids) - 1: -1] / trainer.temperature
+            true = torch.log_softmax(logits.float(), -1).gather(-1, ids[0, len(episode.prompt_ids):, None])[:, 0]
+            k = 0
+            for i, m in enumerate(episode.env_mask):
+                if m:
+                    episode.logprobs[i] = true[i].item() - deltas[k % 4]
+                    k += 1
+        return out
+
+    trainer.rollout_func = perturbed
+    batch = one_batch(trainer)
+    output = trainer._generate_and_score_completions(batch)
+    episodes = played(batch)
+    expected = turn_advantages("turn_rloo", [e.turn_rewards for e in episodes], [i // 4 for i in range(8)])
+    gaps, ratios = [], []
+    for row, episode in enumerate(episodes):
+        plain = adv.spread_over_tokens(expected[row], episode.turn_index, episode.env_mask)
+        weights, k = [], 0
+        for m in episode.env_mask:
+            weights.append(capped[k % 4] if m else 1.0)
+            if m:
+                gaps.append(abs(deltas[k % 4]))
+                ratios.append(math.exp(deltas[k % 4]))
+                k += 1
+        got = output["advantages"][row, : len(plain)].tolist()
+        assert got == pytest.approx([a * w for a, w in zip(plain, weights, strict=True)], abs=1e-4)
+    metrics = trainer._metrics["train"]
+    assert metrics["tis/logp_gap_mean"][-1] == pytest.approx(sum(gaps) / len(gaps), abs=1e-4)
+    assert metrics["tis/ratio_mean"][-1] == pytest.approx(sum(ratios) / len(ratios), abs=1e-4)
+    assert metrics["tis/ratio_max"][-1] == pytest.approx(3.0, abs=1e-3)
+    assert metrics["tis/capped_fraction"][-1] == pytest.approx(sum(r > 2 for r in ratios) / len(ratios))
+    # With one update per batch (num_iterations = 1) PPO's ratio is 1 at every update: the clip never fires.
+    trainer.train()
+    (logged,) = [row for row in trainer.state.log_history if "episode/return" in row]
+    assert "tis/logp_gap_mean" in logged and logged["clip_ratio/region_mean"] == 0.0
+
+
+def test_shuffled_advantages_are_the_steps_advantages_dealt_at_random(tmp_path, tokenizer):
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="turn_rloo", shuffle_advantages=True)
+    batch = one_batch(trainer)
+    output = trainer._generate_and_score_completions(batch)
+    episodes = played(batch)
+    honest = turn_advantages("turn_rloo", [e.turn_rewards for e in episodes], [i // 4 for i in range(8)])
+    dealt = adv.shuffle_advantages(honest, trainer._null_rng())  # seeded by (seed, step): reproducible
+    assert dealt != honest
+    for row, episode in enumerate(episodes):
+        tokens = adv.spread_over_tokens(dealt[row], episode.turn_index, episode.env_mask)
+        assert output["advantages"][row, : len(tokens)].tolist() == pytest.approx(tokens, abs=1e-6)
+    # PPO's null control deals its token advantages over model tokens only.
+    one = Episode.from_ids(prompt_ids=[1], completion_ids=[2, 3, 4, 5], env_mask=[1, 0, 1, 1], turn_index=[0, 0, 1, 1],
+                           turn_ends=[0, 3], logprobs=[0.0] * 4, turn_rewards=[0.0, 1.0])
+    (shuffled,) = _shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], random.Random(3))
+    assert shuffled[1] == 0.0 and sorted(shuffled) == [0.0, 0.1, 0.2, 0.3]
+
+
+def test_skip_train_tasks_leaves_out_the_first_tasks(tmp_path):
+    """The SFT demos are the train split's first num_demos tasks; skip_train_tasks keeps RL off them."""
+    from turngym.envs.panels import task_panel
+
+    args = make_args(tmp_path, num_train_tasks=6, skip_train_tasks=4)
+    demos = task_panel(args.env_id, args.train_split, 4, args.world_kwargs(), progress=False)
+    tasks = train_tasks(args)
+    assert len(tasks) == 6 and not {t.id for t in tasks} & {t.id for t in demos}
+    every = task_panel(args.env_id, args.train_split, 10, args.world_kwargs(), progress=False)
+    assert [t.id for t in tasks] == [t.id for t in every][4:]
+    assert [t.id for t in train_tasks(make_args(tmp_path, num_train_tasks=6))] == [t.id for t in every][:6]
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="CPU bf16 autocast needs oneDNN")

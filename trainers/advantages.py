@@ -14,6 +14,7 @@ Every function takes plain Python lists and returns plain lists, so each can be 
 from __future__ import annotations
 
 import math
+import random
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
@@ -120,26 +121,56 @@ def turn_rloo(
 
 
 def turn_grpo(turn_rewards: Sequence[Sequence[float]], groups: Sequence[Hashable], gamma: float = 1.0,
-              scale: bool = True) -> list[list[float]]:
-    """Turn-level GRPO: normalise the return-to-go among the group's episodes that reached turn t:
+              scale: str = "group") -> list[list[float]]:
+    """Turn-level GRPO: centre the return-to-go among the group's episodes that reached turn t, then scale:
 
-        A_{i,t} = (G_{i,t} - mean_{j in S_t} G_{j,t}) / (std_{j in S_t} G_{j,t} + eps),
+        A_{i,t} = (G_{i,t} - mean_{j in S_t} G_{j,t}) / d_t,
         S_t = { j in g(i) : T_j > t }   (i itself included, as in GRPO)
 
-    ``scale=False`` drops the division. A turn reached by episode i alone gets A_{i,t} = 0.
+    with the denominator chosen by ``scale``:
+
+        "group":  d_t = std_{j in S_t} G_{j,t} + eps      (the spread among the episodes compared at t)
+        "batch":  d   = std { G_{j,u} : every episode j of the batch, every turn u < T_j } + eps
+                  (one number for the whole batch: every (episode, turn) return-to-go counts once, as
+                  episode GRPO's "batch" takes the std of every return; "local mean, global std")
+        "none":   d   = 1                                 (Dr. GRPO)
+
+    Standard deviations are unbiased (n - 1), eps = 1e-4. A turn reached by episode i alone gets A_{i,t} = 0.
     """
+    if scale not in ("group", "batch", "none"):
+        raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
     to_go = [returns_to_go(r, gamma) for r in turn_rewards]
+    batch_denominator = _std([g for row in to_go for g in row]) + EPSILON
     advantages = [[0.0] * len(r) for r in turn_rewards]
     for members in _members(groups).values():
         longest = max((len(to_go[i]) for i in members), default=0)
         for t in range(longest):
             reached = [i for i in members if len(to_go[i]) > t]
+            if len(reached) < 2:
+                continue
             values = [to_go[i][t] for i in reached]
             mean = sum(values) / len(values)
-            denominator = (_std(values) + EPSILON) if scale else 1.0
+            denominator = {"group": _std(values) + EPSILON, "batch": batch_denominator, "none": 1.0}[scale]
             for i in reached:
-                advantages[i][t] = (to_go[i][t] - mean) / denominator if len(reached) > 1 else 0.0
+                advantages[i][t] = (to_go[i][t] - mean) / denominator
     return advantages
+
+
+def shuffle_advantages(rows: Sequence[Sequence[float]], rng: random.Random) -> list[list[float]]:
+    """The null control: the same advantages, dealt out at random.
+
+    Every entry of ``rows`` (ragged: one row per episode, one entry per turn or per model token) goes
+    into one pool; the pool is permuted with ``rng`` and refilled into the same shape. The step keeps
+    the same number, sizes and signs of advantages, but which episode, turn or token receives which
+    is independent of what it did: a policy update with no signal in it.
+    """
+    pool = [a for row in rows for a in row]
+    rng.shuffle(pool)
+    out, start = [], 0
+    for row in rows:
+        out.append(pool[start: start + len(row)])
+        start += len(row)
+    return out
 
 
 # ---------------------------------------------------------------------- token level

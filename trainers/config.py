@@ -61,8 +61,11 @@ class WorldOptions:
         default="free_form", metadata={"help": "free_form, admissible_in_prompt or choose_index"})
     system_prompt: str | None = field(
         default=None, metadata={"help": "default: the agent's; '' for none; may contain {format_instruction}"})
-    action_format: str = field(default="prefix", metadata={"help": "prefix, last_line, tags or raw"})
-    response_prefix: str = field(default="", metadata={"help": "text every reply starts with, e.g. 'Action:'"})
+    action_format: str | None = field(
+        default=None, metadata={"help": "prefix, last_line, tags or raw (default: the world's, else prefix)"})
+    response_prefix: str | None = field(
+        default=None, metadata={"help": "text every reply starts with (default: 'Action:' with the prefix "
+                                        "format, else none); '' for none"})
     max_new_tokens_per_turn: int = field(default=48, metadata={"help": "cap on sampled tokens per turn"})
     num_env_workers: int = field(default=0, metadata={"help": "worker processes for the worlds (0: in this process)"})
 
@@ -80,9 +83,10 @@ class WorldOptions:
         ``overrides`` set sampling fields (``temperature``, ``max_context_tokens``, ``seed``...).
         ``system_prompt``: None means the agent's default prompt; "" means no system message.
         """
-        from turngym.agents.llm import LLMAgentConfig
+        from turngym.agents.llm import LLMAgentConfig, reply_format
 
-        fields: dict[str, Any] = {"action_format": self.action_format, "response_prefix": self.response_prefix,
+        action_format, response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix)
+        fields: dict[str, Any] = {"action_format": action_format, "response_prefix": response_prefix,
                                   "max_new_tokens": self.max_new_tokens_per_turn}
         if self.system_prompt is not None:
             fields["system_prompt"] = self.system_prompt or None
@@ -114,6 +118,7 @@ class WorldOptions:
         """Import ``imports``, register an ``env_id`` given as ``module:Class``, then check that the id is
         registered and that the world's constructor takes every option (before any work starts)."""
         import turngym.envs  # noqa: F401 - registers the built-in worlds
+        from turngym.agents.llm import reply_format
         from turngym.envs.registry import check_world_options, import_worlds, require_registered, resolve_env
 
         self.imports = [self.imports] if isinstance(self.imports, str) else list(self.imports or [])
@@ -121,6 +126,7 @@ class WorldOptions:
         self.env_id = resolve_env(self.env_id)
         require_registered(self.env_id)
         check_world_options(self.env_id, self.world_kwargs())
+        self.action_format, self.response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix)
 
 
 @dataclass
@@ -136,8 +142,10 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     gamma: float = field(default=1.0, metadata={"help": "discount over turns (PPO: over tokens' turn rewards)"})
     lam: float = field(default=0.95, metadata={"help": "GAE lambda (PPO)"})
     turn_baseline_alone: str = field(
-        default="return", metadata={"help": "turn-level baselines when no other episode reached turn t: "
-                                            "'return' (the group's mean return-to-go at t, own included) or 'zero'"})
+        default="return", metadata={"help": "turn_rloo, for a turn t that no other episode of the group reached: "
+                                            "'return' (baseline 0, so the advantage is the episode's own "
+                                            "return-to-go G_t: plain REINFORCE) or 'zero' (advantage 0: no signal "
+                                            "without a comparison)"})
     kl_penalty: str = field(
         default="loss", metadata={"help": "where beta's KL to the reference goes: 'loss' or 'reward' (PPO)"})
     bootstrap_truncated: bool = field(
@@ -148,11 +156,28 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     whiten_advantages: bool = field(default=True, metadata={"help": "PPO: normalise token advantages over the batch"})
     critic_model_name_or_path: str | None = field(
         default=None, metadata={"help": "PPO critic backbone (default: the policy's)"})
-    critic_learning_rate: float = field(default=1e-5, metadata={"help": "PPO critic learning rate"})
+    critic_learning_rate: float | None = field(
+        default=None, metadata={"help": "PPO critic learning rate (default: 10x learning_rate, the reference "
+                                        "study's ratio: critic 5e-6 to 1e-5 for actor 5e-7 to 1e-6)"})
+    critic_warmup_steps: int = field(
+        default=0, metadata={"help": "PPO: the first N optimizer steps train the critic only (the policy loss is "
+                                     "skipped), so GAE starts from values that fit the returns; these steps still "
+                                     "spend their episodes and count towards max_steps"})
     value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping range (None: off)"})
     critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
     eval_temperature: float = field(
         default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
+    tis_cap: float | None = field(
+        default=2.0, metadata={"help": "truncated importance sampling: each model token's advantage is weighted by "
+                                       "min(exp(logp_trainer - logp_sampler), tis_cap), correcting for the sampler/"
+                                       "trainer mismatch (precision, kernels); None: off. Under vLLM, TRL's own "
+                                       "vllm_importance_sampling_correction applies instead when it is on"})
+    shuffle_advantages: bool = field(
+        default=False, metadata={"help": "null control: permute the step's advantages across its episodes (and "
+                                         "turns/tokens) with a seeded generator, so updates carry no signal"})
+    skip_train_tasks: int = field(
+        default=0, metadata={"help": "skip the first N tasks of train_split (e.g. the SFT demos' games, which are "
+                                     "the split's first num_demos tasks), so RL trains on other games"})
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -163,6 +188,16 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
             raise ValueError("kl_penalty='reward' needs per-token rewards: it is for algorithm='ppo' only")
         if self.turn_baseline_alone not in ("return", "zero"):
             raise ValueError(f"turn_baseline_alone must be 'return' or 'zero', got {self.turn_baseline_alone!r}")
+        if self.critic_learning_rate is None:
+            self.critic_learning_rate = 10 * self.learning_rate
+        if self.critic_warmup_steps < 0:
+            raise ValueError(f"critic_warmup_steps must be >= 0, got {self.critic_warmup_steps}")
+        if self.critic_warmup_steps and self.algorithm != "ppo":
+            raise ValueError("critic_warmup_steps trains PPO's critic: it is for algorithm='ppo' only")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
+        if self.skip_train_tasks < 0:
+            raise ValueError(f"skip_train_tasks must be >= 0, got {self.skip_train_tasks}")
         self._check_world_options()
         super().__post_init__()
 

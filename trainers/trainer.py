@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import os
+import random
 import warnings
 from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
@@ -31,7 +32,9 @@ from accelerate.utils import gather_object
 from datasets import Dataset
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
+from trl.models.utils import disable_gradient_checkpointing
 
+from turngym.agents.base import stable_seed
 from turngym.envs.tasks import TaskSet
 from turngym.trainers import advantages as adv
 from turngym.trainers.config import TurnGymConfig
@@ -71,6 +74,7 @@ def turn_advantages(algorithm: str, turn_rewards: Sequence[Sequence[float]], gro
     Episode-level estimators (``grpo``, ``rloo``) give every turn the episode's advantage;
     turn-level ones (``turn_grpo``, ``turn_rloo``) baseline each turn's return-to-go.
     """
+    scale = {True: "group", False: "none"}.get(scale, scale)  # TRL's scale_rewards also takes a bool
     if algorithm in ("grpo", "rloo"):
         returns = [sum(r) for r in turn_rewards]
         per_episode = (adv.episode_grpo(returns, groups, scale) if algorithm == "grpo"
@@ -79,7 +83,7 @@ def turn_advantages(algorithm: str, turn_rewards: Sequence[Sequence[float]], gro
     if algorithm == "turn_rloo":
         return adv.turn_rloo(turn_rewards, groups, gamma, alone)
     if algorithm == "turn_grpo":
-        return adv.turn_grpo(turn_rewards, groups, gamma, scale=scale != "none")
+        return adv.turn_grpo(turn_rewards, groups, gamma, scale=scale)
     raise ValueError(f"no turn advantages for algorithm {algorithm!r}")
 
 
@@ -111,21 +115,77 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     return loss, (used_clip * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def without_dropout(model: Any) -> Any:
+    """Every dropout probability of ``model`` set to 0, in its config and in its modules (in place).
+
+    PPO's critic is a regression: dropout noise in its values and targets (the token-classification
+    head alone adds p = 0.1 by default) keeps it from fitting the returns in a few steps, and
+    GAE would read noisy values. Zeroing the probabilities, rather than running the critic in eval
+    mode, makes it dropout-free whatever mode anyone puts it in, and keeps what train mode does
+    besides (gradient checkpointing, for one, is only active in train mode).
+    """
+    config = getattr(model, "config", None)
+    for name, value in (vars(config).items() if config is not None else ()):
+        if "dropout" in name and isinstance(value, float) and not isinstance(value, bool):
+            setattr(config, name, 0.0)
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0  # attention modules read the probability at each forward
+    return model
+
+
+def truncated_importance_weights(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
+                                 cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Truncated importance sampling (TIS) weights for tokens sampled by another engine than the trainer's:
+
+        w_k = min(exp(log pi_train(a_k) - log pi_sampler(a_k)), C)     on model tokens (mask = 1), else 1
+
+    The rollout samples with one numerical setup (fp32 HF generation, vLLM kernels) and the loss
+    differentiates another (bf16 autocast...), so the tokens are slightly off-policy for the trainer;
+    w_k reweights each token's policy-gradient term towards the trainer's distribution, and the cap C
+    bounds the variance (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy
+    RL training"). A token whose sampling logprob is NaN (unknown) gets w = 1.
+    Returns (capped weights, uncapped ratios), both (B, T).
+    """
+    difference = torch.nan_to_num((trainer_logps - sampling_logps) * mask, nan=0.0)
+    ratios = torch.exp(difference)
+    return torch.where(mask.bool(), ratios.clamp(max=cap), torch.ones_like(ratios)), ratios
+
+
+def train_tasks(args: TurnGymConfig) -> TaskSet:
+    """The training tasks: ``num_train_tasks`` tasks of ``train_split`` after its first ``skip_train_tasks``."""
+    from turngym.envs.panels import task_panel
+
+    skip, count = args.skip_train_tasks, args.num_train_tasks
+    tasks = task_panel(args.env_id, args.train_split, count + skip if count else None, args.world_kwargs())
+    if not skip:
+        return tasks
+    if skip >= len(tasks):
+        raise ValueError(f"skip_train_tasks={skip} leaves no task of the {len(tasks)} in split {args.train_split!r}")
+    return TaskSet(name=f"{tasks.name}[{skip}:]", version=tasks.version, tasks=tuple(tasks)[skip:])
+
+
 def build_critic(policy: Any, name_or_path: str | None = None) -> Any:
     """A critic with one value per token: a token-classification head (one label) on a backbone.
 
     From ``name_or_path`` when given; otherwise a copy of the policy's own backbone, with a
-    zero-initialised value head so the first values are 0.
+    zero-initialised value head so the first values are 0. Dropout-free (:func:`without_dropout`).
     """
-    from transformers import AutoModelForTokenClassification
+    from transformers import AutoConfig, AutoModelForTokenClassification
 
     if name_or_path:
         from turngym.agents.models import resolve_model
 
-        critic = AutoModelForTokenClassification.from_pretrained(resolve_model(name_or_path), num_labels=1)
+        path = resolve_model(name_or_path)
+        config = AutoConfig.from_pretrained(path)
+        config.num_labels, config.classifier_dropout = 1, 0.0  # the head's dropout would default to 0.1
+        critic = AutoModelForTokenClassification.from_pretrained(path, config=config)
     else:
         config = copy.deepcopy(policy.config)
         config.num_labels = 1
+        config.classifier_dropout = 0.0  # the head's dropout would default to 0.1
         critic = AutoModelForTokenClassification.from_config(config)
         critic.base_model.load_state_dict(policy.base_model.state_dict())
     head = critic.score if hasattr(critic, "score") else critic.classifier
@@ -133,7 +193,7 @@ def build_critic(policy: Any, name_or_path: str | None = None) -> Any:
     if head.bias is not None:
         torch.nn.init.zeros_(head.bias)
     critic.config.pad_token_id = policy.config.pad_token_id
-    return critic.to(dtype=next(policy.parameters()).dtype)
+    return without_dropout(critic).to(dtype=next(policy.parameters()).dtype)
 
 
 # ---------------------------------------------------------------------- the trainer
@@ -167,9 +227,7 @@ class TurnGymTrainer(GRPOTrainer):
         if processing_class is None:
             raise ValueError("pass processing_class= (the policy's tokenizer) with a model object")
         if tasks is None:
-            from turngym.envs.panels import task_panel
-
-            tasks = task_panel(args.env_id, args.train_split, args.num_train_tasks, args.world_kwargs())
+            tasks = train_tasks(args)
         if eval_tasks is None and args.eval_split:
             from turngym.envs.panels import task_panel
 
@@ -189,7 +247,8 @@ class TurnGymTrainer(GRPOTrainer):
             self.runner.backend = self._vllm_backend
         self.critic = self.critic_optimizer = None
         if args.algorithm == "ppo":
-            critic = critic if critic is not None else build_critic(self.model, args.critic_model_name_or_path)
+            critic = (without_dropout(critic) if critic is not None
+                      else build_critic(self.model, args.critic_model_name_or_path))
             self.critic = self.accelerator.prepare_model(critic)
             # A plain optimizer, stepped by hand at each accumulation boundary: accelerate's wrapper
             # would skip steps outside its own accumulation context, which the critic is not in.
@@ -243,16 +302,68 @@ class TurnGymTrainer(GRPOTrainer):
         width, device = output["completion_ids"].size(1), output["completion_ids"].device
         if self.args.algorithm == "ppo":
             token_advantages = self._ppo_targets(output, episodes, mode)
+            if self.args.shuffle_advantages:  # the null control, over this process's model tokens
+                token_advantages = _shuffled_over_model_tokens(token_advantages, episodes, self._null_rng(
+                    self.accelerator.process_index))
         else:
             per_turn = turn_advantages(self.args.algorithm, [r for _, r in everyone], groups, gamma=self.args.gamma,
                                        scale=self.args.scale_rewards, alone=self.args.turn_baseline_alone)
+            if self.args.shuffle_advantages:  # the null control, over every (episode, turn) of the step
+                per_turn = adv.shuffle_advantages(per_turn, self._null_rng())
             start = self.accelerator.process_index * len(episodes)
             per_turn = per_turn[start: start + len(episodes)]
             token_advantages = [adv.spread_over_tokens(a, e.turn_index, e.env_mask)
                                 for a, e in zip(per_turn, episodes, strict=True)]
         output["advantages"] = padded(token_advantages, width, device)
         self._log_episodes(episodes, token_advantages, groups, mode)
+        weights = self._importance_weights(output, mode)
+        if weights is not None:
+            output["advantages"] = output["advantages"] * weights
         return output
+
+    def _null_rng(self, *salt: Any) -> random.Random:
+        """The null control's generator: the same on every process (unless salted), new at every step."""
+        return random.Random(stable_seed(self.args.seed, "shuffle_advantages", self.state.global_step, *salt))
+
+    def _importance_weights(self, output: dict[str, Any], mode: str) -> torch.Tensor | None:
+        """TIS weights (:func:`truncated_importance_weights`) for this step's tokens, and their metrics.
+
+        TRL 1.16 has this correction (``vllm_importance_sampling_correction``, mode ``token_truncate``),
+        but only when TRL itself generates with vLLM: with ``rollout_func`` and our HF backend it neither
+        computes the trainer's logprobs at sampling time (``old_per_token_logps`` is skipped when
+        ``num_iterations = 1``) nor applies the ratio. So we compute them with TRL's own
+        ``_get_per_token_logps_and_entropies`` (one extra forward pass without gradients) and fold the
+        weights into the per-token advantages: w > 0 is constant per token, so
+        -min(r A w, clip(r) A w) = w * -min(r A, clip(r) A), exactly TRL's per-token loss times its ratio.
+        When TRL's own vLLM correction is on, it applies instead and this returns None.
+        """
+        cap, sampling = self.args.tis_cap, output.get("sampling_per_token_logps")
+        if cap is None or sampling is None or (self.use_vllm and self.vllm_importance_sampling_correction):
+            return None
+        trainer_logps = output.get("old_per_token_logps")
+        if trainer_logps is None:
+            ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            batch_size = (self.args.per_device_train_batch_size if mode == "train"
+                          else self.args.per_device_eval_batch_size)
+            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+                trainer_logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, ids, attention, output["completion_ids"].size(1), batch_size=batch_size)
+        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        weights, ratios = truncated_importance_weights(trainer_logps, sampling, mask, cap)
+        model_tokens = mask.bool() & ~torch.isnan(sampling)
+        gap = (trainer_logps - sampling).abs()[model_tokens]
+        stats = torch.stack([gap.sum(), ratios[model_tokens].sum(), (ratios[model_tokens] > cap).sum(),
+                             model_tokens.sum()]).double()
+        gap_sum, ratio_sum, capped, count = self.accelerator.reduce(stats, reduction="sum").tolist()
+        ratio_max = ratios[model_tokens].max() if model_tokens.any() else torch.ones((), device=ratios.device)
+        count = max(count, 1.0)
+        metrics = self._metrics[mode]
+        metrics["tis/logp_gap_mean"].append(gap_sum / count)  # mean |log pi_train - log pi_sampler|
+        metrics["tis/ratio_mean"].append(ratio_sum / count)  # before the cap
+        metrics["tis/ratio_max"].append(self.accelerator.gather(ratio_max.reshape(1).float()).max().item())
+        metrics["tis/capped_fraction"].append(capped / count)
+        return weights
 
     def _ppo_targets(self, output: dict[str, Any], episodes: list[Episode], mode: str) -> list[list[float]]:
         """GAE advantages from the critic's values; stores value targets in ``output`` for the critic step."""
@@ -319,6 +430,11 @@ class TurnGymTrainer(GRPOTrainer):
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         if self.critic is not None and self.model.training:
             self._critic_backward(inputs)
+            if self.state.global_step < self.args.critic_warmup_steps:
+                # Critic warm-up: the policy loss is skipped (no forward pass), so no policy parameter gets
+                # a gradient and the optimizer leaves them all as they are (AdamW skips grad=None).
+                self._metrics["train"]["critic/warmup"].append(1.0)
+                return torch.zeros((), device=self.accelerator.device, requires_grad=True)
         if self.args.kl_penalty == "reward":  # the KL is already in the rewards: keep it out of the loss
             beta, self.beta = self.beta, 0.0
             try:
@@ -471,3 +587,12 @@ def _mean_per_turn(token_advantages: list[float], episode: Episode) -> list[floa
             sums[turn] += a
             counts[turn] += 1
     return [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
+
+
+def _shuffled_over_model_tokens(token_advantages: list[list[float]], episodes: list[Episode],
+                                rng: random.Random) -> list[list[float]]:
+    """:func:`~turngym.trainers.advantages.shuffle_advantages` over the model tokens only (env tokens keep 0)."""
+    on_model = [[a for a, m in zip(row, e.env_mask, strict=True) if m]
+                for row, e in zip(token_advantages, episodes, strict=True)]
+    dealt = [iter(row) for row in adv.shuffle_advantages(on_model, rng)]
+    return [[next(values) if m else 0.0 for m in e.env_mask] for values, e in zip(dealt, episodes, strict=True)]
