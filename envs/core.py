@@ -276,8 +276,9 @@ class TextEnv(gym.Env[str, str]):
             if state.invalid is None and state.admissible_commands is not None and previous.admissible_commands:
                 admissible = {normalise_command(c) for c in previous.admissible_commands}
                 state.invalid = normalise_command(command) not in admissible
-            if state.invalid:
-                invalid_reason = "not an admissible command"
+                invalid_reason = "not an admissible command" if state.invalid else None
+            elif state.invalid:  # the world's own judgement
+                invalid_reason = "the world refused or did not understand it"
         else:
             # Rejected before reaching the world: the world's state is unchanged.
             state = WorldState(

@@ -470,3 +470,16 @@ def test_random_agent_success_is_reported(make_env, record_property):
     record_property("random_agent_success_rate", rate)
     print(f"random agent success on {CONFIG} eval seeds 1-10: {rate:.0%}")
     assert len(textworld_tasks(CONFIG, "eval", n=10)) == len(wins)
+
+
+@pytest.mark.timeout(60)
+def test_executed_abbreviations_are_valid_and_refused_commands_invalid(sparse_env):
+    """The invalid-action metric counts what the game refused, not what the admissible list spells
+    differently: 'i' and a direction's first letter are executed (the game's move counter advances)."""
+    _, info = sparse_env.reset(options={"task": task_id(1)})
+    direction = next(c.split()[1] for c in info["admissible_commands"] if c.startswith("go "))
+    for command, executed in (("i", True), (direction[0], True), ("xyzzy", False), ("take unicorn", False)):
+        obs, _, _, _, step_info = sparse_env.step(command)
+        assert step_info["invalid_action"] is (not executed), (command, obs)
+        assert (step_info["invalid_reason"] is None) is executed
+    assert "refused" in step_info["invalid_reason"]

@@ -131,6 +131,9 @@ class TextWorldEnv(TextEnv):
         except EngineError as error:
             return failure_state(error, progress=self._last_progress, task_id=self._task_info()["id"])
         state = self._world_state(report, previous_score=self._last_report["score"])
+        # Invalid means the game refused it: Inform's parser errors take no move. Executed abbreviations
+        # ("n", "i", "x case") are valid though the admissible list spells them out ("go north").
+        state.invalid = report["moves"] == self._last_report["moves"] and not (state.won or state.lost)
         self._last_report = report
         self._last_progress = state.progress
         return state
