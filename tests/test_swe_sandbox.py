@@ -8,20 +8,33 @@ root with bubblewrap installed by the Makefile); the docker cases run with ``mak
 from __future__ import annotations
 
 import gc
+import json
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 import pytest
 
 from turngym.envs.swe import SandboxLimits, SWEEnv, swe_tasks
-from turngym.envs.swe.sandbox import PhaseTimeouts, SandboxSpec, backend_available, make_sandbox
-from turngym.envs.swe.sandbox.base import running_as_root
+from turngym.envs.swe.sandbox import (
+    PhaseTimeouts,
+    SandboxSpec,
+    backend_available,
+    configure_concurrency,
+    make_sandbox,
+)
+from turngym.envs.swe.sandbox import base as sandbox_base
+from turngym.envs.swe.sandbox import docker as docker_backend
+from turngym.envs.swe.sandbox.base import ExecResult, Sandbox, SandboxError, running_as_root
 from turngym.envs.swe.sandbox.bwrap import CGROUP_PARENT, CGROUP_V1, cgroups_usable, reap_stale
+from turngym.envs.swe.sandbox.seccomp import build_filter
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LIMITS = SandboxLimits(memory_mb=256, max_processes=64, max_output_bytes=200_000, cpu_seconds=30, max_file_mb=64,
@@ -58,6 +71,24 @@ def sandbox(request, repo, tmp_path):
     with make_sandbox(request.param, spec, workspace_root=tmp_path / "sandboxes") as box:
         yield box
     assert box.closed
+
+
+@pytest.fixture
+def make_box(repo, tmp_path):
+    """A started sandbox of a backend with given limits (closed after the test)."""
+    made = []
+
+    def factory(backend: str, limits: SandboxLimits = LIMITS, root: Path | None = None):
+        skip_unless_available(backend)
+        spec = SandboxSpec(repo_dir=repo, limits=limits, timeouts=PhaseTimeouts(exec=10.0), name="limits",
+                           lifetime_s=600)
+        box = make_sandbox(backend, spec, workspace_root=root or tmp_path / "sandboxes").start()
+        made.append(box)
+        return box
+
+    yield factory
+    for box in made:
+        box.close()
 
 
 def assert_healthy(box) -> None:
@@ -207,9 +238,15 @@ def test_attacks_come_back_as_observations(command, expected, tmp_path):
     try:
         env.reset(seed=0)
         obs, _, terminated, truncated, info = env.step(f"```bash\n{command}\n```")
-        assert not (terminated or truncated) and not info["invalid_action"]
-        if expected is None:  # memory: OOM-killed (cgroup) or MemoryError (rlimit)
-            assert "ran out of memory" in obs or "MemoryError" in obs
+        assert not info["invalid_action"]
+        if expected is None and cgroups_usable():  # OOM-killed at the cgroup's limit: the episode ends
+            assert truncated and not terminated and info["truncation_reason"] == "oom_killed"
+            assert "ran out of memory (limit 256 MB)" in obs and "episode was truncated" in obs
+            assert "pass_ratio" in info  # graded, as every ending is
+            return
+        assert not (terminated or truncated)
+        if expected is None:  # memory under rlimits: the allocation fails with MemoryError
+            assert "MemoryError" in obs
         else:
             assert obs.startswith(f"[turngym] the command {expected}.")
         assert len(obs) <= env.max_observation_chars
@@ -314,3 +351,271 @@ def test_a_sigkilled_runner_is_reaped_after_the_sandbox_lifetime(repo, tmp_path)
     assert not any(root.iterdir()) and not _mounts_under(root)
     assert _cgroup_leaves() <= cgroups_before
     assert os.path.exists(repo)  # the task's own repository is never touched
+
+
+# --------------------------------------------------------------------------- issue #15: kernel channels
+KEYRING_PROBE = """
+import ctypes, platform, sys
+ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+mode, name = sys.argv[1], sys.argv[2].encode()
+for ring in (-4, -3, -5):  # the user, session and user-session keyrings
+    if mode == "write":
+        key = libc.syscall(ADD_KEY, b"user", name, b"payload-" + name, ctypes.c_size_t(8 + len(name)), ring)
+        print("ADDED" if key > 0 else "add_key refused", ring, ctypes.get_errno())
+    else:
+        key = libc.syscall(KEYCTL, 10, ring, b"user", name, 0)  # KEYCTL_SEARCH
+        if key > 0:
+            buffer = ctypes.create_string_buffer(256)
+            size = libc.syscall(KEYCTL, 11, key, buffer, 256)  # KEYCTL_READ
+            print("FOUND", ring, buffer.raw[: max(size, 0)])
+        else:
+            print("not found", ring, ctypes.get_errno())
+print(open("/proc/keys").read())
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_kernel_keyring_carries_nothing_between_episodes(backend, make_box, tmp_path):
+    """uid 65534's user keyring is one kernel object for every sandbox on the host: a key one episode
+    writes would be readable by the next one. The key management calls fail in the sandbox."""
+    name = f"turngym-probe-{secrets.token_hex(4)}"
+    first = make_box(backend)
+    written = first.exec(f"python3 -c {_quote(KEYRING_PROBE)} write {name}")
+    assert written.exit_code == 0, written.output
+    assert "ADDED" not in written.output and written.output.count("add_key refused") == 3
+    first.close()
+    second = make_box(backend)
+    read = second.exec(f"python3 -c {_quote(KEYRING_PROBE)} read {name}")
+    assert read.exit_code == 0, read.output
+    assert "FOUND" not in read.output and name not in read.output  # neither the payload nor the key's name
+    assert_healthy(second)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+NAMESPACE_PROBE = """
+import ctypes, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+print("unshare(CLONE_NEWUSER):", libc.unshare(0x10000000), ctypes.get_errno())
+done = []
+thread = threading.Thread(target=done.append, args=(1,))
+thread.start(); thread.join()
+print("thread:", done, "process:", subprocess.run(["true"]).returncode)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_nested_user_namespaces(backend, make_box):
+    """A user namespace inside the sandbox would hand the command capabilities over namespaces of its own."""
+    box = make_box(backend)
+    result = box.exec(f"unshare -U -r id; echo unshare=$?; unshare --user --map-root-user --fork id; "
+                      f"python3 -c {_quote(NAMESPACE_PROBE)}")
+    assert "uid=0" not in result.output, result.output
+    assert "unshare=1" in result.output and "unshare(CLONE_NEWUSER): -1 1" in result.output
+    assert "thread: [1] process: 0" in result.output  # threads and processes still start (clone3 -> clone)
+    assert_healthy(box)
+
+
+def test_the_seccomp_filter_is_well_formed():
+    program = build_filter("x86_64")
+    assert len(program) % 8 == 0 and 12 <= len(program) // 8 <= 64  # struct sock_filter rows, BPF_MAXINSNS
+    assert build_filter("aarch64") != program and build_filter("riscv64") is None
+
+
+# --------------------------------------------------------------------------- issue #15: limits and teardown
+def test_no_disk_cap_still_starts(make_box):
+    box = make_box("bwrap", SandboxLimits(**{**LIMITS.__dict__, "disk_mb": 0}))
+    result = box.exec("echo x > /tmp/x && echo x > /testbed/x && cat /tmp/x /testbed/x")
+    assert result.exit_code == 0 and result.output == "x\nx\n", result.output
+    assert_healthy(box)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_open_files_limit_is_enforced(backend, make_box):
+    box = make_box(backend, SandboxLimits(**{**LIMITS.__dict__, "max_open_files": 64}))
+    probe = ("import os\nfiles = []\ntry:\n    for _ in range(500): files.append(open('/dev/null'))\n"
+             "except OSError as error: print('refused after', len(files), error.errno)\nelse: print('opened 500')")
+    result = box.exec(f"ulimit -n; python3 -c {_quote(probe)}")
+    assert result.output.splitlines()[0] == "64", result.output
+    assert "refused after" in result.output and "opened 500" not in result.output
+    assert int(result.output.split("refused after")[1].split()[0]) < 64  # EMFILE before 64 descriptors
+    assert_healthy(box)
+
+
+DEPTH = 1500
+
+
+def test_a_deep_directory_tree_is_torn_down_and_reaped(make_box, tmp_path):
+    """An agent can build a tree deeper than Python's recursion limit: teardown, and the reaping of a
+    dead runner's workspace holding one, must still remove it and never stop later sandboxes."""
+    root = tmp_path / "sandboxes"
+    try:
+        box = make_box("bwrap", root=root)
+        deep = "/".join(["d"] * DEPTH)
+        result = box.exec(f"mkdir -p {deep} && cd {deep} && pwd | tr -cd / | wc -c")
+        assert result.exit_code == 0 and int(result.output) == DEPTH + 1, result.output  # /testbed/d/.../d
+        box.close()
+        assert not any(root.iterdir())
+        # a workspace left by a runner that died, holding such a tree
+        left = root / "dead-runner-0000"
+        (left / "repo").mkdir(parents=True)
+        subprocess.run(["mkdir", "-p", deep], cwd=left / "repo", check=True)  # os.makedirs itself recurses
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        (left / "meta.json").write_text(json.dumps({"owner_pid": dead.pid, "expires_at": 0, "mounted": False,
+                                                    "cgroups": []}))
+        assert reap_stale(root) == 1
+        assert not left.exists()
+        assert_healthy(make_box("bwrap", root=root))
+    finally:  # a failing run must not leave a tree that pytest's own clean-up (shutil.rmtree) cannot remove
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+# --------------------------------------------------------------------------- issue #15: scale
+class _CountingSandbox(Sandbox):
+    """A backend that only counts how many of its starts and commands run at once."""
+
+    backend = "counting"
+    lock = threading.Lock()
+    running: ClassVar[dict[str, int]] = {"start": 0, "exec": 0}
+    peak: ClassVar[dict[str, int]] = {"start": 0, "exec": 0}
+
+    @classmethod
+    def _enter(cls, phase):
+        with cls.lock:
+            cls.running[phase] += 1
+            cls.peak[phase] = max(cls.peak[phase], cls.running[phase])
+        time.sleep(0.05)
+        with cls.lock:
+            cls.running[phase] -= 1
+
+    def _create(self):
+        self._enter("start")
+
+    def _run(self, command, *, timeout, stdin, workdir):
+        self._enter("exec")
+        return ExecResult(exit_code=0, output="")
+
+    @staticmethod
+    def _teardown_resources(handles):
+        pass
+
+    def _grading_sandbox(self):
+        return _CountingSandbox(self.spec)
+
+
+@pytest.mark.parametrize(("max_starts", "max_execs"), [(1, 3), (2, 2)])
+def test_concurrent_starts_and_commands_never_exceed_their_bounds(max_starts, max_execs):
+    _CountingSandbox.peak = {"start": 0, "exec": 0}
+    old = (sandbox_base.STARTS.limit, sandbox_base.EXECS.limit, sandbox_base.STARTS.wait_s)
+    configure_concurrency(max_starts=max_starts, max_execs=max_execs)
+    errors = []
+
+    def episode():
+        try:
+            with _CountingSandbox(SandboxSpec(repo_dir=None, name="count")) as box:
+                for _ in range(3):
+                    box.exec("true")
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    try:
+        threads = [threading.Thread(target=episode) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        configure_concurrency(*old)
+    assert not errors
+    assert _CountingSandbox.peak == {"start": max_starts, "exec": max_execs}  # reached, never exceeded
+
+
+def test_a_command_that_waits_too_long_for_a_slot_fails_cleanly():
+    old = (sandbox_base.STARTS.limit, sandbox_base.EXECS.limit, sandbox_base.STARTS.wait_s)
+    configure_concurrency(max_execs=1, wait_s=0.01)
+    try:
+        with _CountingSandbox(SandboxSpec(repo_dir=None, name="busy")) as box:
+            with sandbox_base.EXECS.slot("a long test run"), pytest.raises(SandboxError, match="no free sandbox exec"):
+                box.exec("true")
+            assert box.exec("true").ok
+    finally:
+        configure_concurrency(*old)
+
+
+class _FakeContainer:
+    def __init__(self, name, labels, removed):
+        self.name, self.labels, self._removed = name, labels, removed
+
+    def remove(self, force=False):
+        assert force
+        self._removed.append(self.name)
+
+
+class _FakeDocker:
+    """The part of ``docker.DockerClient`` the sweep uses."""
+
+    def __init__(self, labelled: dict[str, dict]):
+        self.removed: list[str] = []
+        self.containers = self
+        self._all = [_FakeContainer(name, labels, self.removed) for name, labels in labelled.items()]
+
+    def list(self, all=False, filters=None):
+        assert all and filters == {"label": docker_backend.LABEL}
+        return [c for c in self._all if docker_backend.LABEL in c.labels]
+
+
+def test_the_docker_sweep_removes_only_stale_containers(monkeypatch):
+    now, host, me, session = 1000.0, "runner-a", 4242, "s-mine"
+    alive = {4242, 777}
+
+    def labels(owner_host, pid, owner_session="s-other", expires=2000.0):
+        return {docker_backend.LABEL: "1", "turngym.owner": f"{owner_host}/{pid}/{owner_session}",
+                "turngym.owner_host": owner_host, "turngym.owner_pid": str(pid),
+                "turngym.owner_session": owner_session, "turngym.expires_at": str(expires)}
+
+    client = _FakeDocker({
+        "mine": labels(host, me, session),
+        "earlier-process-same-pid": labels(host, me, "s-before"),
+        "dead-owner": labels(host, 999),
+        "live-owner": labels(host, 777),
+        "other-host-dead-pid": labels("runner-b", 999),
+        "other-host-expired": labels("runner-b", 777, expires=10.0),
+        "expired-live-owner": labels(host, 777, expires=10.0),
+        "legacy-expired": {docker_backend.LABEL: "1", "turngym.owner_pid": "999", "turngym.expires_at": "10"},
+        "legacy-live": {docker_backend.LABEL: "1", "turngym.owner_pid": "999", "turngym.expires_at": "5000"},
+        "not-turngym": {"turngym.owner_pid": "999", "turngym.expires_at": "10"},
+    })
+    removed = docker_backend.sweep_stale(client, now=now, host=host, pid=me, session=session,
+                                         alive=lambda pid: pid in alive)
+    assert sorted(removed) == sorted(client.removed) == sorted([
+        "earlier-process-same-pid", "dead-owner", "other-host-expired", "expired-live-owner", "legacy-expired"])
+
+
+def test_docker_containers_are_labelled_with_their_owner():
+    labels = docker_backend.owner_labels(lifetime_s=60)
+    host, pid, session = labels["turngym.owner"].split("/")
+    assert labels[docker_backend.LABEL] == "1" and pid == labels["turngym.owner_pid"] == str(os.getpid())
+    assert host == labels["turngym.owner_host"] and session == labels["turngym.owner_session"]
+    assert time.time() < float(labels["turngym.expires_at"]) <= time.time() + 60
+    assert not docker_backend.is_stale(labels, now=time.time(), host=host, pid=os.getpid(), session=session)
+
+
+def test_an_oom_kill_ends_the_episode_with_a_clear_reason(tmp_path):
+    skip_unless_available("bwrap")
+    if not cgroups_usable():
+        pytest.skip("the OOM killer needs a memory cgroup (root on a cgroup v1 host); rlimits raise MemoryError")
+    env = SWEEnv(tasks=swe_tasks("train", n=1), sandbox="bwrap", limits={**LIMITS.__dict__, "memory_mb": 96},
+                 workspace_root=tmp_path)
+    try:
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step(
+            "```bash\npython3 -c 'l = []\nwhile True: l.append(bytearray(10 ** 7))'\n```")
+        assert truncated and not terminated and info["truncation_reason"] == "oom_killed"
+        assert "ran out of memory (limit 96 MB)" in obs and "the episode was truncated" in obs
+        assert info["pass_ratio"] == 0.0 and reward == 0.0  # graded: the bug is still there
+    finally:
+        env.close()

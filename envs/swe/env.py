@@ -5,7 +5,8 @@ Each turn the agent runs one shell command, written in a fenced block (mini-swe-
 truncated with a visible marker past ``max_observation_chars``. A reply without a command is an
 invalid action with a one-line hint. The episode ends on submit (*terminated*: ``won`` when the
 instance is resolved, ``lost`` otherwise), at the turn limit or at the wall-clock limit
-(*truncated*, ``truncation_reason`` ``"max_turns"`` or ``"wall_clock"``). Every episode is graded
+(*truncated*, ``truncation_reason`` ``"max_turns"`` or ``"wall_clock"``), or when a command is
+killed by the kernel's OOM killer at the sandbox's memory limit (``"oom_killed"``). Every episode is graded
 when it ends, however it ends, as SWE-agent auto-submits.
 
 Rewards (:mod:`turngym.envs.swe.grading` holds the estimators):
@@ -249,6 +250,10 @@ class SWEEnv(TextEnv):
             result = self._sandbox.exec(command, timeout=timeout)
             if result.timed_out and timeout < self.timeouts.exec:
                 return self._wall_clock(self._format(result, timeout))
+            if result.out_of_memory:  # the sandbox hit its memory limit: end the episode, say why
+                return WorldState(text=self._format(result, timeout) + "\n[turngym] The sandbox ran out of memory "
+                                  f"(limit {self.limits.memory_mb} MB); the episode was truncated.",
+                                  failure="oom_killed", extra={"exit_code": result.exit_code})
             state = WorldState(text=self._format(result, timeout),
                                extra={"exit_code": result.exit_code, "command_seconds": round(result.duration_s, 3)})
             if self.reward_mode is RewardMode.DENSE and self._workspace.sources_changed():

@@ -21,6 +21,7 @@ from turngym.envs.swe.sandbox.base import (
     SandboxLimits,
     SandboxSpec,
     SandboxUnavailable,
+    configure_concurrency,
 )
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ __all__ = [
     "SandboxSpec",
     "SandboxUnavailable",
     "backend_available",
+    "configure_concurrency",
     "make_sandbox",
     "resolve_backend",
 ]

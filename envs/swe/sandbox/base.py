@@ -9,12 +9,20 @@ Lifetime: a sandbox is given ``lifetime_s`` at creation, which its owner compute
 deadline plus grading plus teardown, so the sandbox never expires under a running episode. It is
 only a backstop: owners tear down explicitly (``close()``, also on error and at garbage collection),
 and a sandbox whose owner died (SIGKILL) is reaped after its lifetime.
+
+Concurrency: two process-wide bounds (:func:`configure_concurrency`, or the environment variables
+``TURNGYM_SANDBOX_MAX_STARTS`` and ``TURNGYM_SANDBOX_MAX_EXECS``) cap how many sandboxes start at once
+and how many commands (agent commands and grading runs alike) run at once in this process, so
+many environments in one process queue instead of overloading the host. Waiting for a slot does not
+count against a command's own timeout; waiting longer than ``wait_s`` raises :class:`SandboxError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -58,6 +66,70 @@ class SandboxError(RuntimeError):
 
 class SandboxUnavailable(SandboxError):
     """The backend is not installed or not usable here; the message says how to fix it."""
+
+
+class ConcurrencyGate:
+    """A counting semaphore whose bound can change while it is in use; records its peak.
+
+    ``limit`` <= 0 means no bound. Used for the process-wide start and exec bounds."""
+
+    def __init__(self, name: str, limit: int, wait_s: float = 3600.0) -> None:
+        self.name = name
+        self.limit = int(limit)
+        self.wait_s = float(wait_s)
+        self.active = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    def configure(self, limit: int | None = None, wait_s: float | None = None) -> None:
+        with self._cond:
+            if limit is not None:
+                self.limit = int(limit)
+            if wait_s is not None:
+                self.wait_s = float(wait_s)
+            self.peak = self.active
+            self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def slot(self, what: str):
+        with self._cond:
+            ok = self._cond.wait_for(lambda: self.limit <= 0 or self.active < self.limit, timeout=self.wait_s)
+            if not ok:
+                raise SandboxError(f"no free sandbox {self.name} slot for {what} within {self.wait_s:g} s "
+                                   f"({self.active} of {self.limit} in use)")
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.active -= 1
+                self._cond.notify()
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        logger.warning("ignoring %s=%r (not an integer)", name, os.environ.get(name))
+        return default
+
+
+_CPUS = os.cpu_count() or 2
+STARTS = ConcurrencyGate("start", _env_int("TURNGYM_SANDBOX_MAX_STARTS", max(2, _CPUS)))
+EXECS = ConcurrencyGate("exec", _env_int("TURNGYM_SANDBOX_MAX_EXECS", 4 * _CPUS))
+
+
+def configure_concurrency(max_starts: int | None = None, max_execs: int | None = None,
+                          wait_s: float | None = None) -> None:
+    """Set this process's bounds on concurrent sandbox starts and concurrent commands (0: none).
+
+    Defaults: ``max(2, cpus)`` starts and ``4 * cpus`` commands, or ``$TURNGYM_SANDBOX_MAX_STARTS`` and
+    ``$TURNGYM_SANDBOX_MAX_EXECS``. ``wait_s`` (default 3600) is the longest a start or command waits
+    for a slot before :class:`SandboxError`. The bounds are per process: each worker process of an
+    ``EnvPool`` has its own."""
+    STARTS.configure(max_starts, wait_s)
+    EXECS.configure(max_execs, wait_s)
 
 
 @dataclass(frozen=True)
@@ -199,7 +271,8 @@ class Sandbox(ABC):
     def start(self) -> Self:
         start = time.monotonic()
         try:
-            self._create()
+            with STARTS.slot(f"starting {self.spec.name}"):
+                self._create()
         except BaseException as error:
             self._teardown_resources(self._handles())
             if isinstance(error, Exception) and not isinstance(error, SandboxError):
@@ -227,7 +300,8 @@ class Sandbox(ABC):
             raise SandboxError(f"sandbox {self.spec.name} is not running (start() it first, or it was closed)")
         timeout = self.timeouts.exec if timeout is None else timeout
         try:
-            return self._run(command, timeout=max(timeout, 0.001), stdin=stdin, workdir=workdir)
+            with EXECS.slot(f"a command in {self.spec.name}"):
+                return self._run(command, timeout=max(timeout, 0.001), stdin=stdin, workdir=workdir)
         except SandboxError:
             raise
         except Exception as error:  # the backend itself failed (daemon gone, OS error): not the command

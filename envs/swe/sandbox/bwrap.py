@@ -11,7 +11,14 @@ shell; ``cd`` does not persist):
   and a scratch directory at ``/scratch``. ``/root``, ``/home``, ``/work`` and the rest of ``/etc``
   are not there; the environment is cleared;
 * identity: as root, ``setpriv`` drops to uid 65534 with an empty bounding set and
-  ``no_new_privs``. Without root, a user namespace maps the caller to uid 65534;
+  ``no_new_privs``. Without root, a user namespace maps the caller to uid 65534. (As root, bwrap's
+  own ``--unshare-user --uid 65534`` would map the sandbox user to the host's uid 0, so it is not
+  used: the sandbox user is the host's uid 65534, owning only its copy);
+* kernel channels between episodes: a seccomp filter (:mod:`.seccomp`) makes the key management
+  calls fail (uid 65534's user keyring is shared by every sandbox on the host) and refuses nested
+  user namespaces; ``/proc/keys`` and ``/proc/key-users`` are masked by an empty file, as Docker
+  masks them; ``--new-session`` puts the command in a new session (no TIOCSTI into the runner's
+  terminal);
 * limits: per sandbox, a cgroup v1 memory + pids + cpu group (root on a cgroup v1 host); per
   process, RLIMIT_CPU, RLIMIT_FSIZE (and RLIMIT_AS / RLIMIT_NPROC when there is no cgroup);
   output past ``max_output_bytes`` and the wall clock kill the command;
@@ -28,6 +35,7 @@ import functools
 import json
 import logging
 import os
+import platform
 import secrets
 import selectors
 import shutil
@@ -37,6 +45,7 @@ import threading
 import time
 from pathlib import Path
 
+from turngym.envs.swe.sandbox import seccomp
 from turngym.envs.swe.sandbox.base import (
     AGENT_TREE,
     PINNED_ENV,
@@ -135,6 +144,7 @@ class BwrapSandbox(Sandbox):
                                     f"nobody:x:{SANDBOX_UID}:{SANDBOX_UID}:nobody:/tmp:/bin/bash\n")
         (etc / "group").write_text(f"root:x:0:\nnogroup:x:{SANDBOX_UID}:\n")
         (etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
+        (etc / "empty").write_text("")  # masks /proc/keys and /proc/key-users
         _normalise_tree(repo, owner=SANDBOX_UID if self.as_root else None)
         _normalise_tree(scratch, owner=SANDBOX_UID if self.as_root else None)
         if cgroups_usable():
@@ -188,7 +198,7 @@ class BwrapSandbox(Sandbox):
                   handles.get("timeout", 60.0))
 
     # ----------------------------------------------------------------- exec
-    def _command_line(self, command: str, workdir: str) -> list[str]:
+    def _command_line(self, command: str, workdir: str, seccomp_fd: int | None = None) -> list[str]:
         ws = self.workspace
         line = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                 "--die-with-parent", "--new-session", "--hostname", "sandbox"]
@@ -208,11 +218,15 @@ class BwrapSandbox(Sandbox):
         for name in ("passwd", "group", "hosts"):
             line += ["--ro-bind", str(ws / "etc" / name), f"/etc/{name}"]
         line += ["--ro-bind", str(TOOLS_DIR), TOOLS, "--proc", "/proc", "--dev", "/dev",
+                 "--ro-bind", str(ws / "etc" / "empty"), "/proc/keys",
+                 "--ro-bind", str(ws / "etc" / "empty"), "/proc/key-users",
                  "--perms", "1777", *self._tmp_size(), "--tmpfs", "/tmp",
                  "--bind", str(ws / "repo"), WORKDIR, "--bind", str(ws / "scratch"), SCRATCH]
         if self.agent_tree is not None:
             line += ["--perms", "0755", "--dir", str(Path(AGENT_TREE).parent),
                      "--ro-bind", str(self.agent_tree), AGENT_TREE]
+        if seccomp_fd is not None:
+            line += ["--seccomp", str(seccomp_fd)]
         line += ["--chdir", workdir, "--clearenv"]
         for key, value in PINNED_ENV.items():
             line += ["--setenv", key, value]
@@ -234,7 +248,24 @@ class BwrapSandbox(Sandbox):
         return ["--size", str(self.limits.disk_mb << 20)] if "--size" in _bwrap_help() else []
 
     def _run(self, command: str, *, timeout: float, stdin: bytes | None, workdir: str) -> ExecResult:
-        line = self._command_line(command, workdir)
+        program = seccomp.build_filter()
+        if program is None:
+            _warn_no_seccomp()
+            read_fd = None
+        else:  # bwrap reads the filter from a pipe (a few hundred bytes: the pipe buffer holds it)
+            read_fd, write_fd = os.pipe()
+            try:
+                os.write(write_fd, program)
+            finally:
+                os.close(write_fd)
+        try:
+            return self._run_line(self._command_line(command, workdir, read_fd), timeout=timeout, stdin=stdin,
+                                  pass_fds=() if read_fd is None else (read_fd,))
+        finally:
+            if read_fd is not None:
+                os.close(read_fd)
+
+    def _run_line(self, line: list[str], *, timeout: float, stdin: bytes | None, pass_fds: tuple) -> ExecResult:
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}  # bwrap itself sees none of the caller's secrets
         if self.cgroups:
             # Join the cgroups before bwrap starts, so every process of the command is counted.
@@ -242,10 +273,11 @@ class BwrapSandbox(Sandbox):
             join = 'for f in $TURNGYM_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"'
             line = ["/bin/sh", "-c", join, "sh", *line]
         oom_before = self._oom_kills()
+        failcnt_before = self._memory_failures()
         start = time.monotonic()
         process = subprocess.Popen(line, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True, close_fds=True)
+                                   start_new_session=True, close_fds=True, pass_fds=pass_fds)
         if stdin is not None:
             threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True).start()
         output, timed_out, flooded = _collect(process, timeout, self.limits.max_output_bytes,
@@ -257,12 +289,17 @@ class BwrapSandbox(Sandbox):
             exit_code = process.wait(timeout=self.timeouts.teardown)
         self._kill_cgroup_members()  # nothing should be left; make sure
         killed = timed_out or flooded
+        oom_kills = self._oom_kills()
+        if oom_kills is not None:  # the memory cgroup's oom_kill counter (kernel 4.13 and newer)
+            out_of_memory = oom_kills > oom_before
+        else:  # older kernels: killed by SIGKILL (bwrap reports 128 + 9) after the cgroup hit its limit
+            out_of_memory = exit_code in (137, -signal.SIGKILL) and self._memory_failures() > failcnt_before
         return ExecResult(
             exit_code=None if killed or exit_code < 0 else exit_code,
             output=output.decode("utf-8", errors="replace"),
             timed_out=timed_out,
             output_limit_hit=flooded,
-            out_of_memory=self._oom_kills() > oom_before,
+            out_of_memory=bool(out_of_memory),
             duration_s=time.monotonic() - start,
         )
 
@@ -275,7 +312,8 @@ class BwrapSandbox(Sandbox):
         for path in self.cgroups.values():
             _kill_members(path)
 
-    def _oom_kills(self) -> int:
+    def _oom_kills(self) -> int | None:
+        """The cgroup's count of OOM kills; 0 without a memory cgroup, ``None`` if the kernel keeps none."""
         memory = self.cgroups.get("memory")
         if memory is None:
             return 0
@@ -283,10 +321,23 @@ class BwrapSandbox(Sandbox):
             for row in (memory / "memory.oom_control").read_text().splitlines():
                 if row.startswith("oom_kill "):
                     return int(row.split()[1])
+        return None
+
+    def _memory_failures(self) -> int:
+        """How often the cgroup's memory use hit its limit (``memory.failcnt``)."""
+        memory = self.cgroups.get("memory")
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            return int((memory / "memory.failcnt").read_text())
         return 0
 
 
 # --------------------------------------------------------------------------- helpers
+@functools.lru_cache(maxsize=1)
+def _warn_no_seccomp() -> None:
+    logger.warning("no seccomp filter for %s: key management calls and nested user namespaces are not "
+                   "blocked in the bwrap sandbox", platform.machine())
+
+
 def _feed(pipe, data: bytes) -> None:
     with contextlib.suppress(BrokenPipeError, OSError):
         pipe.write(data)

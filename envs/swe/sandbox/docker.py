@@ -10,7 +10,14 @@
 * the image is the task's own (``image``: SWE-bench-style images hold the repository at
   ``/testbed``) or :data:`DEFAULT_IMAGE`, into which a local repository is copied at creation;
 * the container's main process is ``sleep <lifetime>`` with ``auto_remove``, so a runner that is
-  SIGKILLed leaves nothing behind for longer than the sandbox's lifetime.
+  SIGKILLed leaves nothing behind for longer than the sandbox's lifetime;
+* every container carries ownership labels (``turngym.owner`` = ``host/pid/session``, and each part
+  on its own), and the first sandbox a process creates (then one every ``SWEEP_INTERVAL_S``)
+  sweeps the daemon: :func:`sweep_stale` removes turngym containers whose owner on this host is
+  dead, or was an earlier process with the same pid, and any turngym container past its lifetime;
+* kernel channels (keyrings, nested user namespaces) are closed by Docker's default seccomp
+  profile, which refuses ``keyctl``, ``add_key``, ``request_key`` and ``unshare``/``clone`` of
+  namespaces to a container without ``CAP_SYS_ADMIN``, and by its masked ``/proc/keys``.
 
 Images are built from a local root filesystem (no registry is needed): see ``docker/README.md``
 and :func:`build_image`.
@@ -62,6 +69,18 @@ INSTALL_HINT = (
 ONE_SHOT = 'timeout -s KILL "$1" bash -c "$2"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
 # The runner's own set-up (copying the repository in, chown) runs as root; commands never do.
 SETUP_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"]
+OWNER_SESSION = secrets.token_hex(8)  # tells this process's containers from those of an earlier one with its pid
+SWEEP_INTERVAL_S = 600.0
+_sweep_lock = threading.Lock()
+_last_sweep = {"at": None}
+
+
+def owner_labels(lifetime_s: float) -> dict[str, str]:
+    """The labels that say which process owns a container, and until when it may live."""
+    host, pid = socket.gethostname(), str(os.getpid())
+    return {LABEL: "1", "turngym.owner": f"{host}/{pid}/{OWNER_SESSION}", "turngym.owner_host": host,
+            "turngym.owner_pid": pid, "turngym.owner_session": OWNER_SESSION,
+            "turngym.expires_at": str(time.time() + lifetime_s)}
 
 
 def _client(timeout: float):
@@ -138,7 +157,7 @@ class DockerSandbox(Sandbox):
         import docker
 
         deadline = time.monotonic() + self.timeouts.create
-        _reap_stale(self.client)
+        _sweep_now_and_then(self.client)
         try:
             self.client.images.get(self.image)
         except docker.errors.ImageNotFound:
@@ -170,8 +189,7 @@ class DockerSandbox(Sandbox):
             tmpfs={"/tmp": f"size={limits.disk_mb}m,mode=1777" if limits.disk_mb else "mode=1777"},
             environment=PINNED_ENV,
             working_dir="/",
-            labels={LABEL: "1", "turngym.owner_pid": str(os.getpid()),
-                    "turngym.expires_at": str(time.time() + self.spec.lifetime_s)},
+            labels=owner_labels(self.spec.lifetime_s),
         )
         setup = f"mkdir -p {WORKDIR} {SCRATCH} {TOOLS} && chown {SANDBOX_UID}:{SANDBOX_UID} {WORKDIR} {SCRATCH}"
         self._root(setup)
@@ -308,22 +326,63 @@ class DockerSandbox(Sandbox):
         return True  # exit 137 without a timeout: a SIGKILL from the OOM killer is the likely cause
 
 
-def _reap_stale(client) -> None:
-    """Remove turngym containers whose owner died and whose lifetime is over."""
-    import docker
+def _sweep_now_and_then(client) -> None:
+    """:func:`sweep_stale` at this process's first sandbox, then at most every ``SWEEP_INTERVAL_S``."""
+    with _sweep_lock:
+        now = time.monotonic()
+        if _last_sweep["at"] is not None and now - _last_sweep["at"] < SWEEP_INTERVAL_S:
+            return
+        _last_sweep["at"] = now
+    try:
+        sweep_stale(client)
+    except Exception:  # a failed sweep must never stop a sandbox from starting
+        logger.exception("sweeping stale turngym containers failed")
 
-    now = time.time()
+
+def is_stale(labels: dict, *, now: float, host: str, pid: int, session: str, alive=pid_alive) -> bool:
+    """Whether a turngym container (by its labels) is left over and may be removed.
+
+    Past its lifetime: always (its ``sleep`` has ended; nobody can use it). Before: only when its
+    owner ran on this host and is dead, or had this process's pid in an earlier process (another
+    session). Containers of live owners, and of other hosts sharing the daemon, are left alone."""
+    try:
+        expires_at = float(labels.get("turngym.expires_at", "inf"))
+        owner_pid = int(labels.get("turngym.owner_pid", "0"))
+    except ValueError:
+        return False
+    if expires_at < now:
+        return True
+    if labels.get("turngym.owner_host") != host or owner_pid <= 0:
+        return False  # another machine's (or an unlabelled) container: only its lifetime ends it
+    if owner_pid == pid:
+        return labels.get("turngym.owner_session") != session
+    return not alive(owner_pid)
+
+
+def sweep_stale(client, *, now: float | None = None, host: str | None = None, pid: int | None = None,
+                session: str | None = None, alive=pid_alive) -> list[str]:
+    """Remove stale turngym containers (:func:`is_stale`); return their names.
+
+    ``client`` is a ``docker.DockerClient`` or anything with ``containers.list(all=, filters=)``
+    returning objects with ``labels``, ``name`` and ``remove(force=)``."""
+    now = time.time() if now is None else now
+    host = socket.gethostname() if host is None else host
+    pid = os.getpid() if pid is None else pid
+    session = OWNER_SESSION if session is None else session
+    removed = []
     for container in client.containers.list(all=True, filters={"label": LABEL}):
-        labels = container.labels
-        try:
-            expired = float(labels.get("turngym.expires_at", "inf")) < now
-            owner = int(labels.get("turngym.owner_pid", "0"))
-        except ValueError:
+        labels = container.labels or {}
+        if not is_stale(labels, now=now, host=host, pid=pid, session=session, alive=alive):
             continue
-        if expired and not pid_alive(owner):
-            logger.warning("reaping container %s left behind by process %s", container.name, owner)
-            with contextlib.suppress(docker.errors.APIError):
-                container.remove(force=True)
+        logger.warning("removing stale sandbox container %s (owner %s)", container.name,
+                       labels.get("turngym.owner") or labels.get("turngym.owner_pid"))
+        try:
+            container.remove(force=True)
+        except Exception as error:  # noqa: BLE001 - already gone (auto_remove) or the daemon refused
+            logger.debug("could not remove %s: %s", container.name, error)
+            continue
+        removed.append(container.name)
+    return removed
 
 
 # --------------------------------------------------------------------------- images

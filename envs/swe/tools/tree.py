@@ -11,6 +11,11 @@ Skipped everywhere: ``.git`` (the agent's git directory, config and hooks), ``__
 ``--protect``) and file names (``--protect-name``, e.g. ``conftest.py``) are never copied from SRC
 and never removed from DST: DST keeps its pristine version of them, extra files included.
 
+A protected path also protects the names that would shadow it on import, next to it: for
+``tests`` (or ``test_x.py``), the siblings ``tests.py``, ``tests.pyc``, ``tests.*.so`` and a directory
+``tests`` (``test_x/``). A ``tests.py`` beside a ``tests/`` without ``__init__.py`` would replace the
+test package, and a ``test_x/`` package beside ``test_x.py`` the test module.
+
 ``copy`` makes DST equal to SRC outside the protected and skipped paths (DST's other files are
 removed first, so the agent's deletions carry over). The walk is iterative: a tree thousands of
 directories deep neither recurses nor raises; entries that cannot be read are reported and skipped.
@@ -23,6 +28,7 @@ import sys
 
 JUNK_DIRS = frozenset({".git", "__pycache__"})
 JUNK_SUFFIXES = (".pyc", ".pyo")
+MODULE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
 
 
 def parse(argv):
@@ -38,16 +44,30 @@ def parse(argv):
     return positional, tuple(p for p in protect if p), frozenset(names)
 
 
-def skipped(rel, name, protect, names, is_dir):
+def shadows(protect):
+    """(parent, importable name) of each protected path: siblings importable under that name are protected."""
+    found = set()
+    for path in protect:
+        parent, _, base = path.rpartition("/")
+        found.add((parent, base.removesuffix(".py")))
+    return frozenset(found)
+
+
+def skipped(rel, name, protect, names, is_dir, shadowed=frozenset()):
     if name in JUNK_DIRS or (not is_dir and name.endswith(JUNK_SUFFIXES)):
         return True
     if not is_dir and name in names:
         return True
+    if shadowed and (is_dir or name.endswith(MODULE_SUFFIXES)):
+        stem = name if is_dir else name.split(".", 1)[0]
+        if (rel.rpartition("/")[0], stem) in shadowed:
+            return True
     return any(rel == p or rel.startswith(p + "/") for p in protect)
 
 
 def walk(root, protect, names):
     """Yield (relative path, lstat) of every kept entry under root, parents before children."""
+    shadowed = shadows(protect)
     stack = [""]
     while stack:
         rel_dir = stack.pop()
@@ -66,7 +86,7 @@ def walk(root, protect, names):
             kind = stat.S_IFMT(info.st_mode)
             if kind not in (stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK):
                 continue
-            if skipped(rel, entry.name, protect, names, kind == stat.S_IFDIR):
+            if skipped(rel, entry.name, protect, names, kind == stat.S_IFDIR, shadowed):
                 continue
             yield rel, info
             if kind == stat.S_IFDIR:
