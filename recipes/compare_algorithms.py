@@ -12,7 +12,8 @@ and every trained policy play the same held-out panels with the same harness (gr
 - ``results.md``: success with its 95 % Wilson interval per policy, the paired difference to the
   SFT-only policy with its 95 % interval, return, turns, invalid actions, sampled tokens, the
   breakdown by difficulty, and every extra panel;
-- ``learning_curves.png``: held-out success and training return against RL episodes;
+- ``learning_curves.png``: held-out success (on the curve's games, with SFT-only's and the base model's success
+  on those same games as lines) and training return against RL episodes;
 - ``summary.json``: every number above, the stage timings, the panels' fingerprints, package
   versions and the full config;
 - one folder per stage (policies, training logs, evaluation outcomes per task), so a rerun with the
@@ -167,34 +168,59 @@ def _label(label: str, arm: Mapping[str, Any]) -> str:
 
 def plot_curves(summary: Mapping[str, Any], path: Path, *, smooth: int = 4) -> Path:
     """Two panels against RL episodes: held-out success (the curve panel) and training return."""
+    import matplotlib.pyplot as plt
+
+    fig = curve_figure(summary, smooth=smooth)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def curve_figure(summary: Mapping[str, Any], *, smooth: int = 4) -> Any:
+    """The learning-curve figure, drawn so that it cannot mislead:
+
+    - left: held-out success on the curve's games (the first ``curve_tasks`` held-out tasks) and, as
+      horizontal lines, SFT-only's and the base model's success on *those same games*
+      (``summary["curve_reference"]``), never the full panel's;
+    - every point keeps a visible marker: each arm has its own marker shape, a small horizontal offset
+      (the arms share their x values, and all start at the SFT policy's point) and its own z-order;
+    - a null control is dashed and labelled "(null control)";
+    - right: training return per step (moving average).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     config = summary["config"]
+    evaluation = config["evaluation"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    markers, dashes = "osD^v", ["-", "--", "-.", ":"]  # overlapping lines stay distinguishable
-    for i, (label, runs) in enumerate(summary["curves"].items()):
-        colour, marker, dash = colours[i % len(colours)], markers[i % len(markers)], dashes[i % len(dashes)]
-        for key, axis in (("held_out", left), ("train_return", right)):
-            series = [run[key] for run in runs if run[key]]
-            if not series:
-                continue
-            xs, ys = _mean_over_seeds(series)
-            if key == "train_return":
-                ys = moving_average(ys, smooth)
-            axis.plot(xs, [100 * y for y in ys] if key == "held_out" else ys,
-                      marker=marker if key == "held_out" else None, markersize=8 - 1.5 * i, linestyle=dash,
-                      label=label, color=colour)
-    for name, style in ((summary["reference_arm"], "--"), (BASE, ":")):
-        arm = summary["arms"].get(name)
-        if arm and name != BASE or (arm and summary["reference_arm"] == BASE):
-            left.axhline(100 * arm["panels"]["held_out"]["success"], linestyle=style, color="grey",
-                         label=f"{name} (full panel)")
-    evaluation = config["evaluation"]
-    left.set(title=f"held-out success (first {evaluation['curve_tasks']} held-out tasks)", xlabel="RL episodes",
+    markers = "osD^vP*Xph"
+    curves = list(summary["curves"].items())
+    xs_all = [x for _, runs in curves for run in runs for x, _ in run["held_out"]]
+    spread = 0.025 * (max(xs_all) - min(xs_all) if xs_all else 1.0) or 1.0
+    for i, (label, runs) in enumerate(curves):
+        null = bool(summary["arms"].get(label, {}).get("null"))
+        style = {"color": colours[i % len(colours)], "linestyle": "--" if null else "-",
+                 "label": f"{label} (null control)" if null else label, "zorder": 3 + i}
+        held = [run["held_out"] for run in runs if run["held_out"]]
+        if held:
+            xs, ys = _mean_over_seeds(held)
+            offset = (i - (len(curves) - 1) / 2) * spread  # side by side, so no marker hides another
+            left.plot([x + offset for x in xs], [100 * y for y in ys], marker=markers[i % len(markers)], markersize=6,
+                      markerfacecolor="white", markeredgewidth=1.5, **style)
+        returns = [run["train_return"] for run in runs if run["train_return"]]
+        if returns:
+            xs, ys = _mean_over_seeds(returns)
+            right.plot(xs, moving_average(ys, smooth), **style)
+    games = evaluation["curve_tasks"]
+    reference = summary.get("curve_reference") or {}
+    for name, style in {summary["reference_arm"]: (0, (6, 3)), BASE: ":"}.items():
+        if name in reference:
+            left.axhline(100 * reference[name], linestyle=style, color="grey", linewidth=1.2, zorder=1,
+                         label=f"{name} (the same {games} games)")
+    left.set(title=f"held-out success on the first {games} held-out games", xlabel="RL episodes",
              ylabel="success (%)", ylim=(-2, 102))
     right.set(title=f"training return per episode ({smooth}-step moving average)", xlabel="RL episodes",
               ylabel="return")
@@ -204,9 +230,7 @@ def plot_curves(summary: Mapping[str, Any], path: Path, *, smooth: int = 4) -> P
     fig.suptitle(f"{summary['name']}: {config['world'].get('env_id')} {config['world'].get('env_kwargs') or ''}, "
                  f"{len(config['seeds'])} seed(s)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _mean_over_seeds(series: Sequence[Sequence[Sequence[float]]]) -> tuple[list[float], list[float]]:

@@ -330,7 +330,7 @@ class Study:
         trainer.add_callback(curve_callback(trainer, interior))
         checkpoints = sorted((folder / "trainer").glob("checkpoint-*"))
         trainer.train(resume_from_checkpoint=True if checkpoints else None)
-        trainer.save_model(str(folder / "policy"))
+        save_policy(trainer, folder / "policy")
         history = trainer.state.log_history
         del trainer, model
         gc.collect()
@@ -419,6 +419,7 @@ class Study:
             "arms": arms,
             "stages": dict(stages),
             "curves": {arm.label: self.curves(arm) for arm in self.arms if arm.trains_rl},
+            "curve_reference": self.curve_reference(),
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}
@@ -451,6 +452,18 @@ class Study:
             })
         return out
 
+    def curve_reference(self) -> dict[str, float]:
+        """Each arm without RL (base, SFT-only): its success on the learning curve's tasks, the same games the
+        curves' points are measured on, pooled over seeds (the full panel's number would compare other games)."""
+        out = {}
+        for arm in self.arms:
+            if arm.trains_rl:
+                continue
+            rates = [r for seed in self.config.seeds if (r := self._curve_success(arm.label, seed)) is not None]
+            if rates:
+                out[arm.label] = sum(rates) / len(rates)
+        return out
+
     def _curve_success(self, label: str, seed: int) -> float | None:
         """A finished evaluation's success on the learning curve's tasks (None if not evaluated)."""
         file = self.out / "evals" / label / f"seed{seed}-held_out.json"
@@ -459,6 +472,21 @@ class Study:
         ids = {task.id for task in self._curve_tasks()}
         won = [o["won"] for o in json.loads(file.read_text())["outcomes"] if o["task"] in ids]
         return sum(won) / len(won) if won else None
+
+
+def save_policy(trainer: Any, folder: Path) -> None:
+    """The trained policy as a plain model folder: a LoRA run's adapters are merged into the weights first, so
+    every evaluation loads the policy the same way."""
+    from accelerate.utils import is_peft_model
+
+    policy = trainer.accelerator.unwrap_model(trainer.model)
+    if not is_peft_model(policy):
+        trainer.save_model(str(folder))
+        return
+    if trainer.accelerator.is_main_process:
+        policy.merge_and_unload().save_pretrained(str(folder))
+        trainer.processing_class.save_pretrained(str(folder))
+    trainer.accelerator.wait_for_everyone()
 
 
 def curve_callback(trainer: Any, steps: Iterable[int]) -> Any:

@@ -45,6 +45,61 @@ def test_moving_average_by_hand():
     assert moving_average([2.0, 4.0], 5) == [2.0, 3.0]
 
 
+# ---------------------------------------------------------------------- the learning-curve plot
+def _curve_summary() -> dict:
+    """Three RL arms (one a null control) whose held-out points coincide, as they do at 0 episodes (every arm
+    starts from the SFT policy) and whenever two arms win the same games."""
+    def run(ys):
+        return {"seed": 0, "held_out": list(zip([0, 64, 128], ys, strict=True)),
+                "train_return": [(16 * k, 0.5) for k in range(1, 9)], "train_success": []}
+
+    arms = {"base": {"null": False}, "sft-only": {"null": False}, "ppo": {"null": False},
+            "turn_rloo": {"null": False}, "turn_rloo-null": {"null": True}}
+    for label, arm in arms.items():  # full-panel success: NOT the curve's games
+        arm["panels"] = {"held_out": {"success": {"base": 0.0, "sft-only": 0.64}.get(label, 0.6)}}
+    return {"name": "t", "reference_arm": "sft-only", "arms": arms,
+            "curves": {"ppo": [run([0.55, 0.5, 0.5])], "turn_rloo": [run([0.55, 0.5, 0.6])],
+                       "turn_rloo-null": [run([0.55, 0.5, 0.5])]},
+            "curve_reference": {"base": 0.0, "sft-only": 0.55},
+            "config": {"world": {"env_id": "turngym/TextWorld-v0"}, "seeds": [0],
+                       "evaluation": {"curve_tasks": 20}}}
+
+
+def test_the_learning_curve_plot_cannot_mislead(tmp_path):
+    import matplotlib.pyplot as plt
+
+    summary = _curve_summary()
+    fig = compare_algorithms.curve_figure(summary)
+    try:
+        held_out = fig.axes[0]
+        lines = {line.get_label(): line for line in held_out.get_lines()}
+        # The SFT-only line sits on the held-out panel at its success on the curve's 20 games (55 %), the games the
+        # curves are measured on, not at its full-panel 64 %; the base model's likewise.
+        sft = lines["sft-only (the same 20 games)"]
+        assert list(sft.get_ydata()) == pytest.approx([55.0, 55.0])
+        assert list(lines["base (the same 20 games)"].get_ydata()) == [0.0, 0.0]
+        assert not any(abs(y - 64.0) < 1e-6 for line in held_out.get_lines() for y in line.get_ydata())
+        # The null control: dashed and labelled; the RL arms solid.
+        null = lines["turn_rloo-null (null control)"]
+        assert null.get_linestyle() == "--" and lines["ppo"].get_linestyle() == "-"
+        # Every point has a marker, and no two markers sit on the same spot (the arms' points coincide in data).
+        curves = [lines[label] for label in ("ppo", "turn_rloo", "turn_rloo-null (null control)")]
+        assert all(line.get_marker() not in (None, "", "None", " ") for line in curves)
+        assert all(len(line.get_xdata()) == 3 for line in curves)
+        assert len({line.get_marker() for line in curves}) == 3
+        spots = [(round(float(x), 6), round(float(y), 6)) for line in curves
+                 for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)]
+        assert len(set(spots)) == len(spots) == 9
+        # The legend names every curve and reference line.
+        legend = {text.get_text() for text in held_out.get_legend().get_texts()}
+        assert {"ppo", "turn_rloo", "turn_rloo-null (null control)", "sft-only (the same 20 games)"} <= legend
+        assert {line.get_label() for line in fig.axes[1].get_lines()} == {
+            "ppo", "turn_rloo", "turn_rloo-null (null control)"}
+    finally:
+        plt.close(fig)
+    assert compare_algorithms.plot_curves(summary, tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
 # ---------------------------------------------------------------------- configs
 def test_study_config_errors_name_the_problem(tmp_path):
     world = {"env_id": "turngym/Signals-v0"}
@@ -173,6 +228,12 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
     (curve,) = summary["curves"]["ppo"]
     assert [x for x, _ in curve["held_out"]] == [0, 4, 8]
     assert [x for x, _ in curve["train_return"]] == [4, 8]
+    # The plot's reference lines are the no-RL arms' success on the curve's games (the first curve_tasks tasks).
+    curve_ids = {t.id for t in Study(config, compare_algorithms.arms_of(config), progress=False)._curve_tasks()}
+    won = [o["won"] for o in json.loads((out / "evals" / "sft-only" / "seed0-held_out.json").read_text())["outcomes"]
+           if o["task"] in curve_ids]
+    assert len(won) == 2 and summary["curve_reference"]["sft-only"] == sum(won) / 2
+    assert set(summary["curve_reference"]) == {"base", "sft-only"}
 
     # A rerun with the same config trains and evaluates nothing again.
     def refuse(*args, **kwargs):
@@ -263,6 +324,15 @@ def test_a_null_arm_shuffles_advantages_and_is_reported_as_the_null_control(tmp_
     (row,) = [line for line in table.splitlines() if line.startswith("| null (null control) |")]
     assert " to " in row  # its paired difference to SFT-only
     assert "Null control (null)" in table
+
+
+def test_a_lora_arm_is_saved_merged_and_evaluated_like_any_policy(tmp_path, policy):
+    config = tiny_study(tmp_path, policy, algorithms={"turn_rloo": {"use_peft": True, "lora_r": 4}}, sft=None,
+                        episodes=4, evaluation={"num_tasks": 2, "curve_points": 0})
+    summary, out = compare_algorithms.run(config, progress=False)
+    saved = out / "seed0" / "turn_rloo" / "policy"
+    assert (saved / "model.safetensors").is_file() and not (saved / "adapter_config.json").exists()
+    assert summary["arms"]["turn_rloo"]["panels"]["held_out"]["episodes"] == 2
 
 
 def test_budget_sweep_writes_table_and_plot(tmp_path, policy):

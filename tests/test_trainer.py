@@ -27,6 +27,7 @@ from turngym.trainers.trainer import (
     turn_advantages,
     value_loss,
     without_dropout,
+    zero_signal_groups,
 )
 
 SIGNALS = {"turns": 3, "colours": 2}
@@ -283,6 +284,121 @@ def test_skip_train_tasks_leaves_out_the_first_tasks(tmp_path):
     every = task_panel(args.env_id, args.train_split, 10, args.world_kwargs(), progress=False)
     assert [t.id for t in tasks] == [t.id for t in every][4:]
     assert [t.id for t in train_tasks(make_args(tmp_path, num_train_tasks=6))] == [t.id for t in every][:6]
+
+
+# ---------------------------------------------------------------------- dynamic sampling, LoRA, KL
+def test_zero_signal_groups_by_hand():
+    per_turn = [[0.0, 0.0], [0.0], [0.5, -0.5], [0.0, 0.0, 0.0], [1e-12], [0.0]]
+    assert zero_signal_groups(per_turn, [0, 0, 1, 1, 2, 2]) == {0, 2}
+
+
+def _silence_first_group(trainer):
+    """Wrap the rollout so the step's first group (episodes 0-3, one task) scores 0 on every turn."""
+    rollout = trainer.rollout_func
+
+    def silenced(prompts, trainer_):
+        out = rollout(prompts, trainer_)
+        for episode in out["episode"][:4]:
+            episode.trajectory.turn_rewards = [0.0] * len(episode.trajectory.turn_rewards)
+        return out
+
+    trainer.rollout_func = silenced
+
+
+def test_dynamic_sampling_drop_takes_zero_signal_groups_out_of_the_loss(tmp_path, tokenizer):
+    """dynamic_sampling='drop': the all-zero group's rows leave the loss mask and TRL's token normaliser, so the
+    step's loss is the informative groups' alone (not diluted by the silent group's tokens), and it is logged."""
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="turn_rloo", dynamic_sampling="drop")
+    _silence_first_group(trainer)
+    batch = one_batch(trainer)
+    copy = [dict(x) for x in batch]
+    dropped = trainer._generate_and_score_completions(copy)
+    episodes = played(copy)
+    trainer.args.dynamic_sampling = "off"
+    kept = trainer._generate_and_score_completions([dict(x) for x in batch])  # the same scripted episodes
+    assert dropped["tool_mask"][:4].sum() == 0  # the silent group is out of the loss...
+    assert torch.equal(dropped["tool_mask"][4:], kept["tool_mask"][4:])  # ...the other group is untouched
+    assert kept["tool_mask"][:4].sum() > 0 and kept["advantages"][:4].abs().sum() == 0
+    informative = sum(sum(e.env_mask) for e in episodes[4:])
+    assert dropped["num_items_in_batch"].item() == informative
+    assert kept["num_items_in_batch"].item() == sum(sum(e.env_mask) for e in episodes)
+    # TRL's dapo loss divides by the kept tokens only: the same gradient, not diluted by the silent group's tokens.
+    trainer.current_gradient_accumulation_steps = 1
+
+    def gradient(output):
+        trainer.model.zero_grad()
+        trainer._compute_loss(trainer.model, output).backward()
+        return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+
+    g_dropped, g_kept = gradient(dropped), gradient(kept)
+    assert g_kept.abs().max() > 0
+    torch.testing.assert_close(g_dropped * informative, g_kept * kept["num_items_in_batch"].item(), rtol=1e-4,
+                               atol=1e-6)
+    metrics = trainer._metrics["train"]
+    assert metrics["dynamic_sampling/dropped_groups"] == [1.0]  # logged by the 'drop' call only
+    assert metrics["dynamic_sampling/dropped_fraction"] == [0.5]
+    with pytest.raises(ValueError, match="refill"):
+        make_args(tmp_path, dynamic_sampling="refill")
+    with pytest.raises(ValueError, match="ppo"):
+        make_args(tmp_path, dynamic_sampling="drop", algorithm="ppo")
+
+
+def test_dynamic_sampling_is_logged_in_training(tmp_path, tokenizer):
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="grpo", dynamic_sampling="drop")
+    _silence_first_group(trainer)
+    trainer.train()
+    (logged,) = [row for row in trainer.state.log_history if "episode/return" in row]
+    assert logged["dynamic_sampling/dropped_groups"] == 1.0
+
+
+LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
+
+
+def test_lora_from_the_config_trains_the_adapter_only_and_saves_it(tmp_path, tokenizer):
+    """use_peft from the config: only the LoRA weights move, PPO's critic stays a full model that trains, the
+    saved policy is an adapter, and the KL (beta > 0) is to the adapter-free model, the starting one."""
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", learning_rate=1e-2, critic_learning_rate=1e-2,
+                           beta=0.1, **LORA)
+    from peft import PeftModel
+
+    assert isinstance(trainer.model, PeftModel) and trainer.ref_model is None  # TRL disables the adapter instead
+    assert not any("lora" in name for name, _ in trainer.critic.named_parameters())  # a full critic
+    policy_before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    critic_before = [p.detach().clone() for p in trainer.critic.parameters()]
+    trainer.train()
+    moved = {k for k, v in trainer.model.named_parameters() if not torch.equal(v, policy_before[k])}
+    assert moved and all("lora_" in k for k in moved)  # the base weights did not move
+    assert {k for k in policy_before if "lora_B" in k} <= moved
+    assert any(not torch.equal(a, b) for a, b in zip(critic_before, trainer.critic.parameters(), strict=True))
+    assert "kl" in trainer.state.log_history[0]
+    out = tmp_path / "saved"
+    trainer.save_model(str(out))
+    assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    assert not (out / "model.safetensors").exists() and (out / "critic" / "model.safetensors").is_file()
+
+
+def test_the_kl_reference_is_the_starting_checkpoint(tmp_path, tokenizer):
+    """beta > 0: TRL's reference model is the checkpoint the policy was loaded from (with SFT -> RL, the SFT
+    model), the KL is logged and grows once the policy moves; a policy that is not its folder is refused."""
+    from safetensors.torch import load_file
+
+    trainer = make_trainer(tmp_path, tokenizer, saved=True, algorithm="turn_rloo", beta=0.1, max_steps=2)
+    saved = load_file(tmp_path / "policy" / "model.safetensors")
+    reference = dict(trainer.ref_model.named_parameters())
+    assert saved.keys() <= reference.keys()
+    assert all(torch.equal(reference[k], v) for k, v in saved.items())
+    trainer.train()
+    kl = [row["kl"] for row in trainer.state.log_history if "kl" in row]
+    assert len(kl) == 2 and kl[0] == pytest.approx(0.0, abs=1e-6) and kl[1] > 1e-6
+    # A policy object whose weights are not its checkpoint's would be pulled towards another model.
+    from transformers import AutoModelForCausalLM
+
+    changed = AutoModelForCausalLM.from_pretrained(tmp_path / "policy")
+    with torch.no_grad():
+        changed.model.norm.weight.add_(1.0)
+    with pytest.raises(ValueError, match="KL reference"):
+        TurnGymTrainer(changed, make_args(tmp_path, beta=0.1, tis_cap=None), tasks=signal_tasks("train", 8, **SIGNALS),
+                       processing_class=tokenizer, backend=scripted(tokenizer))
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="CPU bf16 autocast needs oneDNN")
@@ -550,3 +666,25 @@ def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer, capsys
     assert (out / "model.safetensors").is_file() and (out / "tokenizer_config.json").is_file()
     assert not (out / "critic").exists()  # the command line's turn_grpo replaced the file's ppo
     assert main(["train", "--config", str(config), "--output_dir", str(out), "--algorithm", "a2c"]) == 2
+
+
+def test_turngym_train_builds_a_lora_policy_from_yaml(tmp_path, tokenizer):
+    from turngym.recipes.cli import main
+
+    policy = tmp_path / "policy"
+    tokenizer.save_pretrained(policy)
+    tiny_llama(len(tokenizer)).save_pretrained(policy)
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "env_id: turngym/Signals-v0\nenv_kwargs: {turns: 2, colours: 2}\nnum_train_tasks: 4\nreward_mode: dense\n"
+        "algorithm: ppo\nnum_generations: 2\nper_device_train_batch_size: 4\nmax_steps: 1\n"
+        "max_completion_length: 64\nmax_new_tokens_per_turn: 2\naction_format: last_line\nreport_to: none\n"
+        "save_strategy: 'no'\nuse_peft: true\nlora_r: 4\nlora_alpha: 8\nlora_target_modules: [q_proj, v_proj]\n")
+    out = tmp_path / "out"
+    assert main(["train", "--config", str(config), "--model_name_or_path", str(policy), "--output_dir", str(out)]) == 0
+    assert (out / "adapter_config.json").is_file() and not (out / "model.safetensors").exists()
+    assert (out / "critic" / "model.safetensors").is_file()  # PPO's critic: a full model
+    import json
+
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["r"] == 4 and adapter["lora_alpha"] == 8 and set(adapter["target_modules"]) == {"q_proj", "v_proj"}

@@ -178,6 +178,24 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     skip_train_tasks: int = field(
         default=0, metadata={"help": "skip the first N tasks of train_split (e.g. the SFT demos' games, which are "
                                      "the split's first num_demos tasks), so RL trains on other games"})
+    dynamic_sampling: str = field(
+        default="off", metadata={"help": "DAPO-style dynamic sampling for the critic-free algorithms: 'drop' takes the "
+                                         "groups whose advantages are all 0 (every episode of the task scored the "
+                                         "same) out of the loss and its token normalisation, and logs how many "
+                                         "(dynamic_sampling/dropped_groups); 'off' keeps them (they add no policy "
+                                         "gradient, but dilute the step and still carry the KL term)"})
+    # LoRA, with TRL's ModelConfig field names (turngym train parses TurnGymConfig only, so they live here).
+    use_peft: bool = field(
+        default=False, metadata={"help": "train a LoRA adapter instead of every weight (the saved policy is the "
+                                         "adapter); PPO's critic stays a full model"})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank (use_peft)"})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (use_peft)"})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout (use_peft)"})
+    lora_target_modules: list[str] | None = field(
+        default=None, metadata={"help": "modules that get adapters, e.g. q_proj v_proj, or all-linear (use_peft; "
+                                        "default: PEFT's choice for the architecture)"})
+    lora_modules_to_save: list[str] | None = field(
+        default=None, metadata={"help": "modules trained in full next to the adapters, e.g. lm_head (use_peft)"})
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -198,6 +216,16 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
             raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
         if self.skip_train_tasks < 0:
             raise ValueError(f"skip_train_tasks must be >= 0, got {self.skip_train_tasks}")
+        if self.dynamic_sampling not in ("off", "drop"):
+            raise ValueError(
+                f"dynamic_sampling must be 'off' or 'drop', got {self.dynamic_sampling!r} ('refill' is not available: "
+                "TRL's step fixes the generation batch before the advantages are known)")
+        if self.dynamic_sampling != "off" and self.algorithm == "ppo":
+            raise ValueError("dynamic_sampling drops groups with all-zero advantages: it is for the group-based "
+                             "algorithms (grpo, rloo, turn_grpo, turn_rloo), not ppo, whose GAE advantages are "
+                             "never all 0")
+        if isinstance(self.lora_target_modules, list) and len(self.lora_target_modules) == 1:
+            self.lora_target_modules = self.lora_target_modules[0]  # "all-linear" is a string to PEFT (as ModelConfig)
         self._check_world_options()
         super().__post_init__()
 

@@ -167,6 +167,31 @@ def train_tasks(args: TurnGymConfig) -> TaskSet:
     return TaskSet(name=f"{tasks.name}[{skip}:]", version=tasks.version, tasks=tuple(tasks)[skip:])
 
 
+def lora_config(args: TurnGymConfig) -> Any:
+    """The ``peft.LoraConfig`` of ``args``'s LoRA fields (TRL's ModelConfig names), through TRL's own
+    ``get_peft_config``; None when ``use_peft`` is off."""
+    if not args.use_peft:
+        return None
+    from trl import ModelConfig, get_peft_config
+
+    return get_peft_config(ModelConfig(
+        use_peft=True, lora_r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+        lora_target_modules=args.lora_target_modules, lora_modules_to_save=args.lora_modules_to_save))
+
+
+def zero_signal_groups(per_turn: Sequence[Sequence[float]], groups: Sequence[Hashable],
+                       tolerance: float = 1e-8) -> set[Hashable]:
+    """Groups in which every turn of every episode has advantage 0 (|A| <= ``tolerance``).
+
+    Such a group (every episode of the task scored alike, e.g. all lost) adds no policy gradient; DAPO's
+    dynamic sampling (Yu et al. 2025) keeps it out of the batch so that it does not dilute the step.
+    """
+    signal: dict[Hashable, bool] = {}
+    for row, group in zip(per_turn, groups, strict=True):
+        signal[group] = signal.get(group, False) or any(abs(a) > tolerance for a in row)
+    return {group for group, has in signal.items() if not has}
+
+
 def build_critic(policy: Any, name_or_path: str | None = None) -> Any:
     """A critic with one value per token: a token-classification head (one label) on a backbone.
 
@@ -233,6 +258,11 @@ class TurnGymTrainer(GRPOTrainer):
 
             eval_tasks = task_panel(args.env_id, args.eval_split, args.num_eval_tasks, args.world_kwargs())
         self.eval_tasks = eval_tasks
+        if peft_config is None:
+            peft_config = lora_config(args)
+        if peft_config is not None and args.algorithm == "ppo" and critic is None:
+            # The critic stays a full model: copied from the policy before TRL injects the adapters into it.
+            critic = build_critic(model, args.critic_model_name_or_path)
         self.runner = EpisodeRunner(args, tasks, processing_class, backend)
         dataset = Dataset.from_dict({"prompt": [task.id for task in tasks]})
         held_out = Dataset.from_dict({"prompt": [task.id for task in eval_tasks]}) if eval_tasks else None
@@ -245,6 +275,7 @@ class TurnGymTrainer(GRPOTrainer):
                              callbacks=callbacks, peft_config=peft_config)
         if backend is None and self.use_vllm:
             self.runner.backend = self._vllm_backend
+        self._check_reference()
         self.critic = self.critic_optimizer = None
         if args.algorithm == "ppo":
             critic = (without_dropout(critic) if critic is not None
@@ -253,6 +284,26 @@ class TurnGymTrainer(GRPOTrainer):
             # A plain optimizer, stepped by hand at each accumulation boundary: accelerate's wrapper
             # would skip steps outside its own accumulation context, which the critic is not in.
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=args.critic_learning_rate)
+
+    def _check_reference(self) -> None:
+        """With ``beta > 0`` the KL's reference must be the policy RL starts from (e.g. the SFT checkpoint).
+
+        TRL builds the reference model again from ``model.config._name_or_path``; a policy object whose
+        weights differ from that folder would silently be pulled towards another model. (With LoRA there
+        is no reference model: the policy with its adapters disabled is the starting model.)
+        """
+        if self.ref_model is None or self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return  # no reference, or sharded parameters that cannot be compared here
+        reference = dict(self.accelerator.unwrap_model(self.ref_model).named_parameters())
+        for name, parameter in self.accelerator.unwrap_model(self.model).named_parameters():
+            other = reference.get(name)
+            # Compared in the reference's dtype: a recipe may load it in bf16 next to an fp32 policy.
+            if other is None or other.shape != parameter.shape or not torch.equal(other,
+                                                                                    parameter.detach().to(other.dtype)):
+                raise ValueError(
+                    f"the KL reference (beta={self.beta}) loaded from {self.ref_model.config._name_or_path!r} differs "
+                    f"from the policy being trained ({name}): save the starting policy (e.g. the SFT checkpoint) and "
+                    "pass its folder as model_name_or_path, so the reference is the policy RL starts from")
 
     # ------------------------------------------------------------------ rollout
     def _rollout(self, prompts: list[str], trainer: Any) -> dict[str, list]:
@@ -300,6 +351,8 @@ class TurnGymTrainer(GRPOTrainer):
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         groups = group_keys([task for task, _ in everyone], num_generations)
         width, device = output["completion_ids"].size(1), output["completion_ids"].device
+        start = self.accelerator.process_index * len(episodes)
+        dropped: list[bool] = [False] * len(everyone)
         if self.args.algorithm == "ppo":
             token_advantages = self._ppo_targets(output, episodes, mode)
             if self.args.shuffle_advantages:  # the null control, over this process's model tokens
@@ -308,18 +361,37 @@ class TurnGymTrainer(GRPOTrainer):
         else:
             per_turn = turn_advantages(self.args.algorithm, [r for _, r in everyone], groups, gamma=self.args.gamma,
                                        scale=self.args.scale_rewards, alone=self.args.turn_baseline_alone)
-            if self.args.shuffle_advantages:  # the null control, over every (episode, turn) of the step
-                per_turn = adv.shuffle_advantages(per_turn, self._null_rng())
-            start = self.accelerator.process_index * len(episodes)
+            if self.args.dynamic_sampling == "drop":  # decided on the honest advantages, before any shuffle
+                silent = zero_signal_groups(per_turn, groups)
+                dropped = [group in silent for group in groups]
+                self._metrics[mode]["dynamic_sampling/dropped_groups"].append(float(len(silent)))
+                self._metrics[mode]["dynamic_sampling/dropped_fraction"].append(len(silent) / max(len(set(groups)), 1))
+            if self.args.shuffle_advantages:  # the null control, over every (episode, turn) of the step that is kept
+                kept = [i for i, d in enumerate(dropped) if not d]
+                for i, row in zip(kept, adv.shuffle_advantages([per_turn[i] for i in kept], self._null_rng()),
+                                  strict=True):
+                    per_turn[i] = row
             per_turn = per_turn[start: start + len(episodes)]
             token_advantages = [adv.spread_over_tokens(a, e.turn_index, e.env_mask)
                                 for a, e in zip(per_turn, episodes, strict=True)]
         output["advantages"] = padded(token_advantages, width, device)
+        if any(dropped):
+            self._drop_from_loss(output, dropped[start: start + len(episodes)])
         self._log_episodes(episodes, token_advantages, groups, mode)
         weights = self._importance_weights(output, mode)
         if weights is not None:
             output["advantages"] = output["advantages"] * weights
         return output
+
+    def _drop_from_loss(self, output: dict[str, Any], dropped: Sequence[bool]) -> None:
+        """Dynamic sampling ('drop'): this process's rows of zero-signal groups leave the loss mask (``tool_mask``,
+        which TRL multiplies into the completion mask), so they add neither policy gradient nor KL, and the token
+        count TRL normalises by (``num_items_in_batch``, loss_type dapo/cispo; the micro-batch's mask, bnpo) no
+        longer counts them. loss_type grpo and dr_grpo still count the rows themselves (as zeros)."""
+        keep = torch.tensor([0 if d else 1 for d in dropped], device=output["completion_ids"].device)
+        output["tool_mask"] = output["tool_mask"] * keep.unsqueeze(1).to(output["tool_mask"].dtype)
+        output["num_items_in_batch"] = self.accelerator.gather(
+            (output["completion_mask"] * output["tool_mask"]).sum()).sum()
 
     def _null_rng(self, *salt: Any) -> random.Random:
         """The null control's generator: the same on every process (unless salted), new at every step."""
