@@ -9,12 +9,13 @@ import socket
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from pathlib import Path
 
 import pytest
 from test_core import readme_world_code
 
+from tests.helpers_http import JSONHandler
 from turngym.recipes.cli import build_parser, main
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -204,25 +205,14 @@ def test_openai_without_a_server_fails_before_the_run(capsys):
     assert f"no server answers at {url}" in message and "--base-url" in message
 
 
-class _RefusingServer(BaseHTTPRequestHandler):
+class _RefusingServer(JSONHandler):
     """Lists models, then rejects every chat request (400: not retried by the client)."""
 
     def do_GET(self):  # http.server's method names
-        self._answer(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+        self.answer(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
 
     def do_POST(self):
-        self._answer(400, {"error": {"message": "no such model", "type": "invalid_request_error"}})
-
-    def _answer(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.answer(400, {"error": {"message": "no such model", "type": "invalid_request_error"}})
 
 
 def test_openai_run_where_every_request_failed_exits_2(capsys):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
 import torch
 
+from tests.helpers_http import JSONHandler
 from tests.helpers_llm import (
     QWEN_CHATML_TEMPLATE,
     SMOLLM2_TEMPLATE,
@@ -421,7 +422,7 @@ def test_vllm_backend_sends_token_ids_and_reads_logprobs():
         VLLMBackend()
 
 
-class _ChatServer(BaseHTTPRequestHandler):
+class _ChatServer(JSONHandler):
     replies: ClassVar[list[str]] = []
     requests: ClassVar[list[dict]] = []
 
@@ -433,18 +434,9 @@ class _ChatServer(BaseHTTPRequestHandler):
             self.end_headers()
             return
         reply = type(self).replies[len(type(self).requests) % len(type(self).replies)]
-        payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                   "choices": [{"index": 0, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": reply}}]}
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.answer(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                          "choices": [{"index": 0, "finish_reason": "stop",
+                                       "message": {"role": "assistant", "content": reply}}]})
 
 
 def test_openai_compatible_agent_over_real_http(games):

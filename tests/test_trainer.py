@@ -646,13 +646,18 @@ def test_every_shipped_config_parses(path):
     assert kind is TurnGymSFTConfig or config.algorithm in ALGORITHMS
 
 
-def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer, capsys):
-    from turngym.recipes.cli import main
-
+def saved_policy(tmp_path: Path, tokenizer) -> Path:
+    """The tiny policy and its tokenizer in one folder, as ``--model_name_or_path`` takes them."""
     policy = tmp_path / "policy"
     tokenizer.save_pretrained(policy)
     tiny_llama(len(tokenizer)).save_pretrained(policy)
-    config = tmp_path / "run.yaml"
+    return policy
+
+
+def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer, capsys):
+    from turngym.recipes.cli import main
+
+    policy, config = saved_policy(tmp_path, tokenizer), tmp_path / "run.yaml"
     config.write_text(
         "env_id: turngym/Signals-v0\nenv_kwargs: {turns: 2, colours: 2}\nnum_train_tasks: 4\nreward_mode: dense\n"
         "algorithm: ppo\nnum_generations: 2\nper_device_train_batch_size: 4\nmax_steps: 5\nmax_completion_length: 64\n"
@@ -671,10 +676,7 @@ def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer, capsys
 def test_turngym_train_builds_a_lora_policy_from_yaml(tmp_path, tokenizer):
     from turngym.recipes.cli import main
 
-    policy = tmp_path / "policy"
-    tokenizer.save_pretrained(policy)
-    tiny_llama(len(tokenizer)).save_pretrained(policy)
-    config = tmp_path / "run.yaml"
+    policy, config = saved_policy(tmp_path, tokenizer), tmp_path / "run.yaml"
     config.write_text(
         "env_id: turngym/Signals-v0\nenv_kwargs: {turns: 2, colours: 2}\nnum_train_tasks: 4\nreward_mode: dense\n"
         "algorithm: ppo\nnum_generations: 2\nper_device_train_batch_size: 4\nmax_steps: 1\n"
