@@ -104,7 +104,7 @@ def check_text_env(env: gym.Env, *, seed: int = 0, max_steps: int = 200, check_g
 
     _, info = world.reset(seed=seed, options=options)
     walkthrough = info.get("walkthrough")
-    actions = list(walkthrough) if walkthrough else ["look"] * max_steps
+    actions = list(walkthrough or [])
     try:
         rewards, steps, last = _play(world, actions, max_steps)
     except Exception as error:
@@ -141,19 +141,12 @@ def _check_info(check: Any, info: dict[str, Any], where: str, turn: int) -> None
 
 
 def _play(world: TextEnv, actions: list[str], max_steps: int) -> tuple[list[float], int, tuple | None]:
+    """Step through ``actions``, then "look" until the episode ends (at most ``max_steps`` steps)."""
     rewards: list[float] = []
     last = None
-    for steps, action in enumerate(actions[:max_steps], start=1):
-        last = world.step(action)
+    for steps in range(1, max_steps + 1):
+        last = world.step(actions[steps - 1] if steps <= len(actions) else "look")
         rewards.append(float(last[1]))
         if last[2] or last[3]:
-            return rewards, steps, last
-    # The walkthrough ran out (or max_steps): keep looking until the turn limit ends the episode.
-    steps = len(rewards)
-    while last is None or not (last[2] or last[3]):
-        if steps >= max_steps:
             break
-        last = world.step("look")
-        rewards.append(float(last[1]))
-        steps += 1
-    return rewards, steps, last
+    return rewards, len(rewards), last

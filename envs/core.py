@@ -372,8 +372,6 @@ class TextEnv(gym.Env[str, str]):
 
     def _interpret(self, action: str) -> tuple[str, str | None]:
         """Turn raw agent output into a world command, or a reason why it is invalid."""
-        if not isinstance(action, str):
-            raise TypeError(f"actions are str, got {type(action).__name__}: decode model output before stepping")
         text = action.strip()
         if not text:
             return "", "the action is empty"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -31,13 +30,10 @@ import gymnasium as gym
 
 from turngym.envs.tasks import TaskSet
 
-logger = logging.getLogger(__name__)
-
 NAMESPACE = "turngym"
 TaskPanel = Callable[..., TaskSet]
 _TEXT_WORLDS: set[str] = set()
 _TASK_PANELS: dict[str, str | TaskPanel] = {}
-_IMPORTED: dict[str, str] = {}  # module -> the folder it was found in (import_worlds)
 
 
 class UnknownWorldError(gym.error.NameNotFound, ValueError):
@@ -175,25 +171,7 @@ def import_worlds(modules: Iterable[str]) -> list[ModuleType]:
             module, folder = path.stem, path.parent
         _on_sys_path(folder)
         loaded.append(_import(module, f"--import {name}"))
-        _IMPORTED[module] = str(folder)
     return loaded
-
-
-def imported_worlds() -> list[tuple[str, str]]:
-    """``(module, folder)`` of every module :func:`import_worlds` imported in this process: what a
-    worker process must import again (:func:`restore_imports`) before it unpickles a world of theirs."""
-    return list(_IMPORTED.items())
-
-
-def restore_imports(imported: Iterable[tuple[str, str]]) -> None:
-    """Import again, in another process, the modules :func:`imported_worlds` lists (a module that is
-    gone is skipped: unpickling a world that needs it then names it)."""
-    for module, folder in imported:
-        _on_sys_path(Path(folder))
-        try:
-            _import(module, f"re-importing {module}")
-        except ValueError as error:
-            logger.warning("%s", error)
 
 
 def register_class(entry_point: str) -> str:
@@ -201,7 +179,6 @@ def register_class(entry_point: str) -> str:
     module, _, attr = entry_point.partition(":")
     _on_sys_path(Path.cwd())
     creator = _load(entry_point, f"--env {entry_point}")
-    _IMPORTED.setdefault(module, str(Path.cwd()))
     env_id = f"{module}/{attr}-v0"
     if env_id not in gym.registry:
         register(env_id, entry_point=creator)

@@ -31,7 +31,6 @@ def readme_world(tmp_path, monkeypatch) -> Path:
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, README_MODULE, raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("turngym.envs.registry._IMPORTED", {})  # this test's imports only
     return tmp_path
 
 
@@ -277,16 +276,9 @@ def test_help_shows_turngyms_own_fields_first(capsys, command, own, base):
     assert "--lr_scheduler_type" in capsys.readouterr().out
 
 
-def test_imported_worlds_can_be_restored_in_another_process(readme_world, monkeypatch):
-    """What an env worker started before the import needs: the module and the folder it came from."""
-    from turngym.envs.registry import import_worlds, imported_worlds, restore_imports
+def test_import_takes_a_path_to_a_py_file(readme_world):
+    from turngym.envs.registry import import_worlds
 
-    import_worlds([README_MODULE])
-    assert (README_MODULE, str(readme_world)) in imported_worlds()
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(readme_world)])
-    monkeypatch.delitem(sys.modules, README_MODULE)
-    restore_imports([(README_MODULE, str(readme_world))])
-    assert sys.modules[README_MODULE].GuessNumber
     file_module = readme_world / "sub" / "other_world.py"
     file_module.parent.mkdir()
     file_module.write_text("VALUE = 3\n")

@@ -227,8 +227,6 @@ class SWEEnv(TextEnv):
         )
 
     def _interpret(self, action: str) -> tuple[str, str | None]:
-        if not isinstance(action, str):
-            raise TypeError(f"actions are str, got {type(action).__name__}: decode model output before stepping")
         if time.monotonic() >= self._deadline:
             return WALL_CLOCK, None
         parsed = parse_action(action, self.max_action_chars)
