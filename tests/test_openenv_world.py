@@ -137,6 +137,22 @@ def test_a_missing_or_unreachable_server_is_a_one_line_error(capsys):
     assert "no OpenEnv server answers" in capsys.readouterr().err
 
 
+@pytest.mark.timeout(120)
+def test_a_full_server_is_refused_in_one_clear_line(server):
+    """The server holds 8 sessions: the 9th world is told the server is full, however its refusal arrives
+    (an error frame, or a close with the refusal still buffered), and no world is left half-open."""
+    worlds = [envs.make(OPENENV, base_url=server.url) for _ in range(8)]
+    try:
+        for _ in range(3):
+            with pytest.raises(ConnectionError, match="has no free session.*--max-sessions") as error:
+                envs.make(OPENENV, base_url=server.url)
+            assert len(str(error.value).splitlines()) == 1
+    finally:
+        for world in worlds:
+            world.close()
+    envs.make(OPENENV, base_url=server.url).close()  # the sessions were given back
+
+
 @pytest.mark.timeout(300)
 def test_a_server_killed_mid_episode_truncates_the_episode():
     with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=2, panel_size=2) as served:

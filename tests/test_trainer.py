@@ -228,9 +228,18 @@ def test_truncated_importance_sampling_in_the_step(tmp_path, tokenizer):
         return out
 
     trainer.rollout_func = perturbed
+    forwards = []
+    logps_and_entropies = trainer._get_per_token_logps_and_entropies
+    trainer._get_per_token_logps_and_entropies = lambda *a, **k: forwards.append(1) or logps_and_entropies(*a, **k)
     batch = one_batch(trainer)
     output = trainer._generate_and_score_completions(batch)
+    assert forwards == []  # no forward pass of its own: TIS takes the loss's logprobs (num_iterations = 1)
+    del trainer._get_per_token_logps_and_entropies
     episodes = played(batch)
+    unweighted = output["advantages"].clone()
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by TRL's training loop
+    trainer._compute_loss(trainer.model, output)  # weighs output["advantages"] from its own forward pass
     expected = turn_advantages("turn_rloo", [e.turn_rewards for e in episodes], [i // 4 for i in range(8)])
     gaps, ratios = [], []
     for row, episode in enumerate(episodes):
@@ -242,6 +251,7 @@ def test_truncated_importance_sampling_in_the_step(tmp_path, tokenizer):
                 gaps.append(abs(deltas[k % 4]))
                 ratios.append(math.exp(deltas[k % 4]))
                 k += 1
+        assert unweighted[row, : len(plain)].tolist() == pytest.approx(plain, abs=1e-6)
         got = output["advantages"][row, : len(plain)].tolist()
         assert got == pytest.approx([a * w for a, w in zip(plain, weights, strict=True)], abs=1e-4)
     metrics = trainer._metrics["train"]
@@ -562,6 +572,34 @@ def test_ppo_step_bootstraps_truncated_episodes_and_trains_the_critic(tmp_path, 
                 "episode/turns", "episode/invalid_action_rate", "advantages/frac_zero_groups",
                 "advantages/turn_0/mean", "entropy", "clip_ratio/region_mean"):
         assert key in logged, key
+
+
+def test_the_critic_step_in_passes_of_a_few_episodes_equals_one_pass(tmp_path, tokenizer):
+    """critic_rows_per_pass splits the value loss's backward by episodes: the same gradients, loss and
+    clip fraction as one pass over the batch (the loss is a sum over tokens with a fixed normalizer)."""
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="ppo", max_completion_length=256)
+    output = trainer._generate_and_score_completions(one_batch(trainer))
+    output["old_values"] = output["old_values"] + 0.3 * torch.randn_like(output["old_values"])  # some clipping
+    trainer.current_gradient_accumulation_steps = 1  # set by TRL's training loop
+    results, passes = [], []
+    critic_values = trainer._critic_values
+    trainer._critic_values = lambda critic, ids, attention: passes.append(len(ids)) or critic_values(critic, ids,
+                                                                                                     attention)
+    for rows in (8, 3, 1):
+        trainer.args.critic_rows_per_pass = rows
+        trainer.critic.zero_grad(set_to_none=True)
+        trainer._metrics["train"].clear()
+        passes.clear()
+        trainer._critic_backward(output)
+        assert passes == {8: [8], 3: [3, 3, 2], 1: [1] * 8}[rows]  # only one pass's activations at a time
+        results.append(([p.grad.clone() for p in trainer.critic.parameters()],
+                        trainer._metrics["train"]["critic/value_loss"][0],
+                        trainer._metrics["train"]["critic/clip_fraction"][0]))
+    (whole, loss, clipped), *split = results
+    assert 0.0 < clipped < 1.0
+    for grads, split_loss, split_clipped in split:
+        assert split_loss == pytest.approx(loss, rel=1e-5) and split_clipped == pytest.approx(clipped)
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole, grads, strict=True))
 
 
 def test_gae_in_the_step_uses_the_critics_values(tmp_path, tokenizer):

@@ -205,6 +205,10 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
                                      "spend their episodes and count towards max_steps"})
     value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping range (None: off)"})
     critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
+    critic_rows_per_pass: int = field(
+        default=4, metadata={"help": "PPO: episodes per critic forward/backward pass. The value loss is a sum over "
+                                     "tokens, so the split is exact; only one pass's activations are held (the "
+                                     "demo's 16 episodes: 12.5 GB in one pass, 4.8 GB in passes of 4)"})
     eval_temperature: float = field(
         default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
     episode_samples: int = field(
@@ -264,6 +268,8 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
             raise ValueError(f"turn_baseline_alone must be 'return' or 'zero', got {self.turn_baseline_alone!r}")
         if self.critic_learning_rate is None:
             self.critic_learning_rate = 10 * self.learning_rate
+        if self.critic_rows_per_pass < 1:
+            raise ValueError(f"critic_rows_per_pass must be >= 1, got {self.critic_rows_per_pass}")
         if self.critic_warmup_steps < 0:
             raise ValueError(f"critic_warmup_steps must be >= 0, got {self.critic_warmup_steps}")
         if self.tis_cap is not None and self.tis_cap <= 0:

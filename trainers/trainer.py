@@ -20,6 +20,7 @@ TRL 1.16 has no PPOTrainer (removed in PR #7020), so the critic lives here, in t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -533,31 +534,31 @@ class TurnGymTrainer(GRPOTrainer):
         """The null control's generator: the same on every process (unless salted), new at every step."""
         return random.Random(stable_seed(self.args.seed, "shuffle_advantages", self.state.global_step, *salt))
 
+    def _tis_applies(self, inputs: dict[str, Any]) -> bool:
+        """TIS is on and ours to apply: sampling logprobs known, and TRL's own vLLM correction not in charge."""
+        return (self.args.tis_cap is not None and inputs.get("sampling_per_token_logps") is not None
+                and not (self.use_vllm and self.vllm_importance_sampling_correction))
+
     def _importance_weights(self, output: dict[str, Any], mode: str) -> torch.Tensor | None:
-        """TIS weights (:func:`truncated_importance_weights`) for this step's tokens, and their metrics.
+        """TIS weights (:func:`truncated_importance_weights`) for this step's tokens, when they are known now.
 
         TRL 1.16 has this correction (``vllm_importance_sampling_correction``, mode ``token_truncate``),
-        but only when TRL itself generates with vLLM: with ``rollout_func`` and our HF backend it neither
-        computes the trainer's logprobs at sampling time (``old_per_token_logps`` is skipped when
-        ``num_iterations = 1``) nor applies the ratio. So we compute them with TRL's own
-        ``_get_per_token_logps_and_entropies`` (one extra forward pass without gradients) and fold the
-        weights into the per-token advantages: w > 0 is constant per token, so
-        -min(r A w, clip(r) A w) = w * -min(r A, clip(r) A), exactly TRL's per-token loss times its ratio.
-        When TRL's own vLLM correction is on, it applies instead and this returns None.
+        but only when TRL itself generates with vLLM: with ``rollout_func`` and our HF backend it never
+        applies the ratio. We fold the weights into the per-token advantages: w > 0 is constant per token,
+        so -min(r A w, clip(r) A w) = w * -min(r A, clip(r) A), exactly TRL's per-token loss times its ratio.
+
+        When TRL computed the trainer's logprobs at sampling time (``old_per_token_logps``: several updates
+        per batch), the weights come from those, here. Otherwise (``num_iterations = 1``, TRL skips them)
+        the loss's own forward pass gives them (:meth:`_compute_loss`), so TIS costs no extra forward pass.
         """
-        cap, sampling = self.args.tis_cap, output.get("sampling_per_token_logps")
-        if cap is None or sampling is None or (self.use_vllm and self.vllm_importance_sampling_correction):
+        if not self._tis_applies(output) or output.get("old_per_token_logps") is None:
             return None
-        trainer_logps = output.get("old_per_token_logps")
-        if trainer_logps is None:
-            ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-            batch_size = (self.args.per_device_train_batch_size if mode == "train"
-                          else self.args.per_device_eval_batch_size)
-            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-                trainer_logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, ids, attention, output["completion_ids"].size(1), batch_size=batch_size)
-        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        return self._tis_weights(output["old_per_token_logps"], output, mode)
+
+    def _tis_weights(self, trainer_logps: torch.Tensor, inputs: dict[str, Any], mode: str) -> torch.Tensor:
+        """The capped weights from the trainer's logprobs of the sampled tokens, and the TIS metrics."""
+        cap, sampling = self.args.tis_cap, inputs["sampling_per_token_logps"]
+        mask = inputs["completion_mask"] * inputs.get("tool_mask", torch.ones_like(inputs["completion_mask"]))
         weights, ratios = truncated_importance_weights(trainer_logps, sampling, mask, cap)
         model_tokens = mask.bool() & ~torch.isnan(sampling)
         gap = (trainer_logps - sampling).abs()[model_tokens]
@@ -572,6 +573,28 @@ class TurnGymTrainer(GRPOTrainer):
         metrics["tis/ratio_max"].append(self.accelerator.gather(ratio_max.reshape(1).float()).max().item())
         metrics["tis/capped_fraction"].append(capped / count)
         return weights
+
+    @contextlib.contextmanager
+    def _tis_from_the_loss_forward(self, inputs: dict[str, Any]) -> Any:
+        """While TRL's loss runs: weight ``inputs["advantages"]`` by TIS from the logprobs its forward just made.
+
+        TRL's ``_compute_loss`` reads the advantages only after ``_get_per_token_logps_and_entropies``
+        returns, and offers no hook in between, so the call is wrapped on this instance for the loss's
+        duration. The detached logprobs are exactly the ones TRL's ratio uses as "old" (num_iterations = 1),
+        so the weights equal those of a separate no-grad forward pass, without paying for one.
+        """
+        forward = self._get_per_token_logps_and_entropies
+
+        def forward_then_weigh(*args: Any, **kwargs: Any) -> Any:
+            logps, *rest = forward(*args, **kwargs)
+            inputs["advantages"] = inputs["advantages"] * self._tis_weights(logps.detach(), inputs, "train")
+            return (logps, *rest)
+
+        self._get_per_token_logps_and_entropies = forward_then_weigh
+        try:
+            yield
+        finally:
+            del self._get_per_token_logps_and_entropies  # the class's method again
 
     def _ppo_targets(self, output: dict[str, Any], episodes: list[Episode], mode: str) -> list[list[float]]:
         """GAE advantages from the critic's values; stores value targets in ``output`` for the critic step."""
@@ -643,29 +666,40 @@ class TurnGymTrainer(GRPOTrainer):
                 # a gradient and the optimizer leaves them all as they are (AdamW skips grad=None).
                 self._metrics["train"]["critic/warmup"].append(1.0)
                 return torch.zeros((), device=self.accelerator.device, requires_grad=True)
-        if self.args.kl_penalty == "reward":  # the KL is already in the rewards: keep it out of the loss
-            beta, self.beta = self.beta, 0.0
-            try:
-                return super()._compute_loss(model, inputs)
-            finally:
-                self.beta = beta
-        return super()._compute_loss(model, inputs)
+        with contextlib.ExitStack() as stack:
+            if self._tis_applies(inputs) and inputs.get("old_per_token_logps") is None:
+                stack.enter_context(self._tis_from_the_loss_forward(inputs))
+            if self.args.kl_penalty == "reward":  # the KL is already in the rewards: keep it out of the loss
+                beta, self.beta = self.beta, 0.0
+                stack.callback(setattr, self, "beta", beta)
+            return super()._compute_loss(model, inputs)
 
     def _critic_backward(self, inputs: dict[str, Any]) -> None:
+        """The value loss's gradient, ``critic_rows_per_pass`` episodes at a time.
+
+        L_V is a sum over tokens divided by a fixed normalizer, so the passes' gradients add up to the
+        whole batch's exactly, while the activations kept for backward are those of one pass only.
+        """
         prompt_width, width = inputs["prompt_ids"].size(1), inputs["completion_ids"].size(1)
         ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
         attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-        values = self._critic_values(self.critic, ids, attention)[:, prompt_width - 1: prompt_width - 1 + width]
         mask = inputs["completion_mask"] * inputs["tool_mask"]
         # The share of the generation batch's loss tokens one micro-batch stands for (as TRL's DAPO loss).
         normalizer = (inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
                       * self.current_gradient_accumulation_steps / self.args.steps_per_generation)
-        loss, clipped = value_loss(values, inputs["old_values"], inputs["returns"], mask, self.args.value_clip,
-                                   normalizer)
-        self.accelerator.backward(loss)
+        total, clipped_tokens = torch.zeros(()), torch.zeros(())
+        step = self.args.critic_rows_per_pass
+        for rows in (slice(start, start + step) for start in range(0, ids.size(0), step)):
+            values = self._critic_values(self.critic, ids[rows], attention[rows])[:, prompt_width - 1:][:, :width]
+            loss, clipped = value_loss(values, inputs["old_values"][rows], inputs["returns"][rows], mask[rows],
+                                       self.args.value_clip, normalizer)
+            self.accelerator.backward(loss)
+            total += loss.detach().cpu()
+            clipped_tokens += clipped.detach().cpu() * mask[rows].sum().cpu()
+        clip_fraction = (clipped_tokens / mask.sum().cpu().clamp(min=1.0)).to(self.accelerator.device)
         metrics = self._metrics["train"]
-        metrics["critic/value_loss"].append(self.accelerator.gather(loss.detach()).mean().item())
-        metrics["critic/clip_fraction"].append(self.accelerator.gather(clipped.detach()).mean().item())
+        metrics["critic/value_loss"].append(self.accelerator.gather(total.to(self.accelerator.device)).mean().item())
+        metrics["critic/clip_fraction"].append(self.accelerator.gather(clip_fraction).mean().item())
 
     def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
         loss = super().training_step(model, inputs, num_items_in_batch)

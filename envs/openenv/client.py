@@ -127,6 +127,21 @@ class EventLoopThread:
             self.loop.close()
 
 
+async def buffered_message(client: Any) -> str:
+    """A message an OpenEnv server sent ``client`` before it closed the socket ("" if none).
+
+    A full server sends its CAPACITY_REACHED refusal and closes at once; when the client sees the close
+    first, the refusal still waits in the socket's buffer.
+    """
+    socket = getattr(client, "_ws", None)
+    if socket is None:
+        return ""
+    try:
+        return str(await asyncio.wait_for(socket.recv(), 0.5))
+    except Exception:  # noqa: BLE001 - nothing buffered, or the socket is gone: no refusal to report
+        return ""
+
+
 class RemoteSession:
     """One world on a ``turngym serve`` server (one WebSocket session), used from an event loop.
 
@@ -158,7 +173,7 @@ class RemoteSession:
         except (ConnectionError, OSError) as error:
             # A full server sends its refusal and closes at once; if the close is seen first, the refusal
             # still waits in the socket's buffer.
-            refusal = await self._buffered_message()
+            refusal = await buffered_message(self.client)
             await self.close()
             if "CAPACITY_REACHED" not in refusal:
                 raise ConnectionError(f"no turngym server answers at {self.url} ({error})") from None
@@ -175,16 +190,6 @@ class RemoteSession:
             raise ConnectionError(f"{self.url} is an OpenEnv server, but not a turngym one (its state names no world)")
         self.state = state
         return state
-
-    async def _buffered_message(self) -> str:
-        """A message the server sent before it closed the socket ("" if none)."""
-        socket = getattr(self.client, "_ws", None)
-        if socket is None:
-            return ""
-        try:
-            return str(await asyncio.wait_for(socket.recv(), 0.5))
-        except Exception:  # noqa: BLE001 - nothing buffered, or the socket is gone: no refusal to report
-            return ""
 
     async def _connect(self) -> None:
         await self.client.connect()

@@ -53,6 +53,7 @@ from turngym.envs.openenv.client import (
     EventLoopThread,
     OneSession,
     _get_json,
+    buffered_message,
     http_url,
     served_panel,
     websocket_url,
@@ -295,14 +296,24 @@ class OpenEnvWorld(TextEnv):
             self._call(lambda client: client.connect(), self.connect_timeout)
             state = self._call(lambda client: client.state(), self.connect_timeout)
         except Exception as error:  # noqa: BLE001 - told apart below
+            refusal = self._refusal() if isinstance(error, (ConnectionError, OSError)) else ""
             self._drop_session()
-            raise ConnectionError(self._why_unreachable(error)) from None
+            raise ConnectionError(self._why_unreachable(error, refusal)) from None
         return dict(state) if isinstance(state, Mapping) else {}
 
-    def _why_unreachable(self, error: BaseException) -> str:
+    def _refusal(self) -> str:
+        """The server's message left in the socket when it closed (a full server's refusal), or ""."""
+        try:
+            return self._call(buffered_message, 2.0)
+        except Exception:  # noqa: BLE001 - the loop or socket is gone: no refusal to report
+            return ""
+
+    def _why_unreachable(self, error: BaseException, refusal: str = "") -> str:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         if isinstance(error, TimeoutError):
             return f"{ENV_ID}: {self.url} did not answer within {self.connect_timeout:.0f} s"
+        if "CAPACITY_REACHED" in refusal:
+            message = refusal
         if "CAPACITY_REACHED" in message:
             return (f"{ENV_ID}: {self.url} has no free session ({message}); start it with a larger --max-sessions "
                     "or make fewer worlds")
