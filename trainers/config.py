@@ -207,8 +207,8 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
     critic_rows_per_pass: int = field(
         default=4, metadata={"help": "PPO: episodes per critic forward/backward pass. The value loss is a sum over "
-                                     "tokens, so the split is exact; only one pass's activations are held (the "
-                                     "demo's 16 episodes: 12.5 GB in one pass, 4.8 GB in passes of 4)"})
+                                     "tokens, so the split is exact; only one pass's activations are held (one PPO "
+                                     "step of the demo: 12.3 GB peak in one pass, 7.4 GB in passes of 4)"})
     eval_temperature: float = field(
         default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
     episode_samples: int = field(
