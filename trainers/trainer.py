@@ -687,18 +687,18 @@ class TurnGymTrainer(GRPOTrainer):
         # The share of the generation batch's loss tokens one micro-batch stands for (as TRL's DAPO loss).
         normalizer = (inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
                       * self.current_gradient_accumulation_steps / self.args.steps_per_generation)
-        total, clipped_tokens = torch.zeros(()), torch.zeros(())
+        total = clipped_tokens = torch.zeros((), device=ids.device)
         step = self.args.critic_rows_per_pass
         for rows in (slice(start, start + step) for start in range(0, ids.size(0), step)):
             values = self._critic_values(self.critic, ids[rows], attention[rows])[:, prompt_width - 1:][:, :width]
             loss, clipped = value_loss(values, inputs["old_values"][rows], inputs["returns"][rows], mask[rows],
                                        self.args.value_clip, normalizer)
             self.accelerator.backward(loss)
-            total += loss.detach().cpu()
-            clipped_tokens += clipped.detach().cpu() * mask[rows].sum().cpu()
-        clip_fraction = (clipped_tokens / mask.sum().cpu().clamp(min=1.0)).to(self.accelerator.device)
+            total = total + loss.detach()
+            clipped_tokens = clipped_tokens + clipped.detach() * mask[rows].sum()
+        clip_fraction = clipped_tokens / mask.sum().clamp(min=1.0)
         metrics = self._metrics["train"]
-        metrics["critic/value_loss"].append(self.accelerator.gather(total.to(self.accelerator.device)).mean().item())
+        metrics["critic/value_loss"].append(self.accelerator.gather(total).mean().item())
         metrics["critic/clip_fraction"].append(self.accelerator.gather(clip_fraction).mean().item())
 
     def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:

@@ -1,0 +1,113 @@
+"""Peak memory, time and profile of one RL step of the demo, by how many episodes each critic pass holds.
+
+    .venv/bin/python bench/rl_step.py [--model PATH] [--algorithm ppo] [--rows-per-pass 16 4] [--steps 1]
+    .venv/bin/python bench/rl_step.py --model PATH --algorithm turn_rloo --rows-per-pass 4 --steps 2 --profile
+
+Each variant trains ``--steps`` real steps of the demo config's ``--algorithm`` arm
+(``recipes/configs/compare/textworld-demo.yaml``: 16 TextWorld episodes a step, bf16 autocast; PPO with a
+full critic) in a fresh child process, and reports that process's peak resident memory (``ru_maxrss``)
+and its mean step time. The first ``--rows-per-pass`` value is the baseline: 16, one critic pass over
+the whole batch, is what the trainer did before ``critic_rows_per_pass`` existed (the setting only
+matters for PPO). The episodes are the same in every variant (same policy, seed and games).
+``--profile`` runs each variant under cProfile and prints where its training time went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEMO = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "compare" / "textworld-demo.yaml"
+# (label, file suffix, function name) of the parts of a step, by cumulative time under cProfile.
+PARTS = [("backward (with checkpointing's recomputed forward)", "torch/_tensor.py", "backward"),
+         ("  of which TRL's chunked vocabulary log-probability backward", "chunked_logprob.py", "backward"),
+         ("rollouts: generation", "agents/backends.py", "generate"),
+         ("rollouts: world resets", "envs/core.py", "reset"),
+         ("the loss's forward", "trl/trainer/grpo_trainer.py", "_get_per_token_logps_and_entropies"),
+         ("optimizer step", "torch/optim/adam.py", "step")]
+
+
+def step_profile(profile: cProfile.Profile) -> dict[str, float]:
+    """Cumulative seconds of each of PARTS (a function counted once, at its outermost call)."""
+    stats = pstats.Stats(profile).stats
+    return {label: max((ct for (file, _, name), (_, _, _, ct, _) in stats.items()
+                        if name == function and file.endswith(suffix)), default=0.0)
+            for label, suffix, function in PARTS}
+
+
+def one_variant(model: str, algorithm: str, rows_per_pass: int, steps: int, profile: bool) -> dict:
+    """Train ``steps`` steps in this process; its peak RSS, step times and (``profile``) their parts."""
+    from turngym.agents.models import load_policy
+    from turngym.recipes.study import Arm, Study, load_config
+    from turngym.trainers.trainer import TurnGymTrainer
+
+    profiler = cProfile.Profile() if profile else None
+    with tempfile.TemporaryDirectory() as results:
+        config = load_config(DEMO, results_dir=results)
+        config.evaluation.curve_points = 2  # no held-out curve point inside the run
+        study = Study(config, [], progress=False)
+        arm = Arm(algorithm, demos=config.sft["num_demos"], algorithm=algorithm, episodes=steps * 16)
+        args = study.rl_config(arm, model, 0, study.out / algorithm)
+        args.save_strategy, args.critic_rows_per_pass = "no", rows_per_pass
+        policy, tokenizer = load_policy(model)
+        trainer = TurnGymTrainer(model=policy, args=args, processing_class=tokenizer)
+        started = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        trainer.train()
+        if profiler:
+            profiler.disable()
+        elapsed = time.perf_counter() - started
+        times = [row["step_time"] for row in trainer.state.log_history if "step_time" in row]
+    return {"rows_per_pass": rows_per_pass, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+            "step_seconds": sum(times) / len(times) if times else elapsed / steps, "train_seconds": elapsed,
+            "parts": step_profile(profiler) if profiler else None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct",
+                        help="the policy (the demo's starts from its SFT checkpoint; any folder or name works)")
+    parser.add_argument("--algorithm", default="ppo")
+    parser.add_argument("--rows-per-pass", type=int, nargs="+", default=[16, 4])
+    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="where each variant's training time went")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)  # run one variant, print JSON
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        print(json.dumps(one_variant(args.model, args.algorithm, args.child, args.steps, args.profile)))
+        return
+    rows = []
+    for rows_per_pass in args.rows_per_pass:
+        command = [sys.executable, __file__, "--model", args.model, "--algorithm", args.algorithm,
+                   "--steps", str(args.steps), "--child", str(rows_per_pass)] + (["--profile"] if args.profile else [])
+        child = subprocess.run(command, check=False, capture_output=True, text=True, env=os.environ)
+        if child.returncode:
+            sys.exit(f"variant rows_per_pass={rows_per_pass} failed:\n{child.stderr[-3000:]}")
+        rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
+    base = rows[0]
+    print(f"{args.algorithm}, the demo config, {args.steps} step(s) of 16 episodes from {args.model}, "
+          f"{os.cpu_count()} cores\n")
+    print("| critic_rows_per_pass | peak RSS (GB) | vs first | s / step | vs first |")
+    print("|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['rows_per_pass']} | {row['peak_rss_gb']:.1f} | {row['peak_rss_gb'] / base['peak_rss_gb']:.2f}x "
+              f"| {row['step_seconds']:.1f} | {row['step_seconds'] / base['step_seconds']:.2f}x |")
+    for row in rows if args.profile else ():
+        print(f"\ncritic_rows_per_pass {row['rows_per_pass']}: {row['train_seconds']:.1f} s of training\n")
+        print("| part | seconds | share |\n|---|---:|---:|")
+        for label, seconds in row["parts"].items():
+            print(f"| {label} | {seconds:.1f} | {seconds / row['train_seconds']:.0%} |")
+
+
+if __name__ == "__main__":
+    main()
