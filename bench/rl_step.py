@@ -1,14 +1,22 @@
-"""Peak memory, time and profile of one RL step of the demo, by how many episodes each critic pass holds.
+"""Peak memory, time and profile of one RL step of the demo, by critic pass size and by vocabulary projection.
 
     .venv/bin/python bench/rl_step.py [--model PATH] [--algorithm ppo] [--rows-per-pass 16 4] [--steps 1]
+    .venv/bin/python bench/rl_step.py --model PATH --algorithm turn_rloo --rows-per-pass 4 --projection trl loss
     .venv/bin/python bench/rl_step.py --model PATH --algorithm turn_rloo --rows-per-pass 4 --steps 2 --profile
 
 Each variant trains ``--steps`` real steps of the demo config's ``--algorithm`` arm
 (``recipes/configs/compare/textworld-demo.yaml``: 16 TextWorld episodes a step, bf16 autocast; PPO with a
 full critic) in a fresh child process, and reports that process's peak resident memory (``ru_maxrss``)
-and its mean step time. The first ``--rows-per-pass`` value is the baseline: 16, one critic pass over
-the whole batch, is what the trainer did before ``critic_rows_per_pass`` existed (the setting only
-matters for PPO). The episodes are the same in every variant (same policy, seed and games).
+and its mean step time. Variants are every (``--rows-per-pass``, ``--projection``) pair; the first is the
+baseline the others are compared with.
+
+* ``--rows-per-pass``: 16, one critic pass over the whole batch, is what the trainer did before
+  ``critic_rows_per_pass`` existed (the setting only matters for PPO).
+* ``--projection``: ``trl`` sends every position through the vocabulary, as TRL's fused head does on CPU
+  (what the trainer did before it scored only the loss's tokens); ``loss`` is the trainer's default, the
+  model's own tokens only (``turngym.trainers.logprobs``).
+
+The episodes are the same in every variant (same policy, seed and games).
 ``--profile`` runs each variant under cProfile and prints where its training time went.
 """
 
@@ -32,7 +40,8 @@ PARTS = [("backward (with checkpointing's recomputed forward)", "torch/_tensor.p
          ("  of which TRL's chunked vocabulary log-probability backward", "chunked_logprob.py", "backward"),
          ("rollouts: generation", "agents/backends.py", "generate"),
          ("rollouts: world resets", "envs/core.py", "reset"),
-         ("the loss's forward", "trl/trainer/grpo_trainer.py", "_get_per_token_logps_and_entropies"),
+         ("the loss's forward", ("turngym/trainers/trainer.py", "trainers/trainer.py", "trl/trainer/grpo_trainer.py"),
+          "_get_per_token_logps_and_entropies"),
          ("optimizer step", "torch/optim/adam.py", "step")]
 
 
@@ -44,7 +53,7 @@ def step_profile(profile: cProfile.Profile) -> dict[str, float]:
             for label, suffix, function in PARTS}
 
 
-def one_variant(model: str, algorithm: str, rows_per_pass: int, steps: int, profile: bool) -> dict:
+def one_variant(model: str, algorithm: str, rows_per_pass: int, projection: str, steps: int, profile: bool) -> dict:
     """Train ``steps`` steps in this process; its peak RSS, step times and (``profile``) their parts."""
     from turngym.agents.models import load_policy
     from turngym.recipes.study import Arm, Study, load_config
@@ -60,6 +69,8 @@ def one_variant(model: str, algorithm: str, rows_per_pass: int, steps: int, prof
         args.save_strategy, args.critic_rows_per_pass = "no", rows_per_pass
         policy, tokenizer = load_policy(model)
         trainer = TurnGymTrainer(model=policy, args=args, processing_class=tokenizer)
+        if projection == "trl":  # TRL's own path for every log-probability: the whole sequence projected
+            trainer._directly_callable = lambda _model: None
         started = time.perf_counter()
         if profiler:
             profiler.enable()
@@ -68,7 +79,8 @@ def one_variant(model: str, algorithm: str, rows_per_pass: int, steps: int, prof
             profiler.disable()
         elapsed = time.perf_counter() - started
         times = [row["step_time"] for row in trainer.state.log_history if "step_time" in row]
-    return {"rows_per_pass": rows_per_pass, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+    return {"rows_per_pass": rows_per_pass, "projection": projection,
+            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
             "step_seconds": sum(times) / len(times) if times else elapsed / steps, "train_seconds": elapsed,
             "parts": step_profile(profiler) if profiler else None}
 
@@ -79,31 +91,40 @@ def main(argv: list[str] | None = None) -> None:
                         help="the policy (the demo's starts from its SFT checkpoint; any folder or name works)")
     parser.add_argument("--algorithm", default="ppo")
     parser.add_argument("--rows-per-pass", type=int, nargs="+", default=[16, 4])
+    parser.add_argument("--projection", nargs="+", choices=["trl", "loss"], default=["loss"],
+                        help="trl: every position through the vocabulary (TRL on CPU); loss: the loss's tokens only")
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="where each variant's training time went")
-    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)  # run one variant, print JSON
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # run one variant, print JSON
     args = parser.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(one_variant(args.model, args.algorithm, args.child, args.steps, args.profile)))
+        rows_per_pass, projection = args.child
+        print(json.dumps(one_variant(args.model, args.algorithm, int(rows_per_pass), projection, args.steps,
+                                     args.profile)))
         return
     rows = []
     for rows_per_pass in args.rows_per_pass:
-        command = [sys.executable, __file__, "--model", args.model, "--algorithm", args.algorithm,
-                   "--steps", str(args.steps), "--child", str(rows_per_pass)] + (["--profile"] if args.profile else [])
-        child = subprocess.run(command, check=False, capture_output=True, text=True, env=os.environ)
-        if child.returncode:
-            sys.exit(f"variant rows_per_pass={rows_per_pass} failed:\n{child.stderr[-3000:]}")
-        rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
+        for projection in args.projection:
+            command = [sys.executable, __file__, "--model", args.model, "--algorithm", args.algorithm,
+                       "--steps", str(args.steps), "--child", str(rows_per_pass), projection]
+            child = subprocess.run(command + (["--profile"] if args.profile else []), check=False,
+                                   capture_output=True, text=True, env=os.environ)
+            if child.returncode:
+                sys.exit(f"variant rows_per_pass={rows_per_pass} projection={projection} failed:\n"
+                         f"{child.stderr[-3000:]}")
+            rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
     base = rows[0]
     print(f"{args.algorithm}, the demo config, {args.steps} step(s) of 16 episodes from {args.model}, "
           f"{os.cpu_count()} cores\n")
-    print("| critic_rows_per_pass | peak RSS (GB) | vs first | s / step | vs first |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| critic_rows_per_pass | projection | peak RSS (GB) | vs first | s / step | vs first |")
+    print("|---:|---|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['rows_per_pass']} | {row['peak_rss_gb']:.1f} | {row['peak_rss_gb'] / base['peak_rss_gb']:.2f}x "
+        print(f"| {row['rows_per_pass']} | {row['projection']} | {row['peak_rss_gb']:.1f} "
+              f"| {row['peak_rss_gb'] / base['peak_rss_gb']:.2f}x "
               f"| {row['step_seconds']:.1f} | {row['step_seconds'] / base['step_seconds']:.2f}x |")
     for row in rows if args.profile else ():
-        print(f"\ncritic_rows_per_pass {row['rows_per_pass']}: {row['train_seconds']:.1f} s of training\n")
+        print(f"\ncritic_rows_per_pass {row['rows_per_pass']}, projection {row['projection']}: "
+              f"{row['train_seconds']:.1f} s of training\n")
         print("| part | seconds | share |\n|---|---:|---:|")
         for label, seconds in row["parts"].items():
             print(f"| {label} | {seconds:.1f} | {seconds / row['train_seconds']:.0%} |")

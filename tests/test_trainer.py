@@ -37,6 +37,7 @@ from turngym.trainers.trainer import (
 )
 
 SIGNALS = {"turns": 3, "colours": 2}
+LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
 
 def make_args(tmp_path: Path, **overrides) -> TurnGymConfig:
@@ -265,6 +266,75 @@ def test_truncated_importance_sampling_in_the_step(tmp_path, tokenizer):
     assert "tis/logp_gap_mean" in logged and logged["clip_ratio/region_mean"] == 0.0
 
 
+def _loss_inputs(trainer: TurnGymTrainer) -> tuple[dict, torch.Tensor, torch.Tensor, int, torch.Tensor]:
+    output = trainer._generate_and_score_completions(one_batch(trainer))
+    ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+    attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+    return output, ids, attention, output["completion_ids"].size(1), output["completion_mask"] * output["tool_mask"]
+
+
+@pytest.mark.parametrize("overrides", [{}, {**LORA, "lora_dropout": 0.0}], ids=["full", "lora"])  # no random masks
+def test_the_loss_projects_only_its_own_tokens_with_trls_numbers(tmp_path, tokenizer, monkeypatch, overrides):
+    """In the loss, only the model's tokens go through the vocabulary (the kernel sees exactly the loss mask's
+    positions, fewer than the completion's); their log-probabilities, entropies and gradients are TRL's own
+    full-projection ones, and every other position is 0."""
+    from turngym.trainers import logprobs
+
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="turn_rloo", **overrides)
+    output, ids, attention, width, mask = _loss_inputs(trainer)
+    assert 0 < mask.sum() < output["completion_mask"].sum()  # the world's tokens are in the completion
+    projected = []
+    kernel = logprobs.ChunkedLogProbFunction
+
+    class Counting:
+        @staticmethod
+        def apply(hidden, *rest):
+            projected.append(hidden.size(0))
+            return kernel.apply(hidden, *rest)
+
+    monkeypatch.setattr(logprobs, "ChunkedLogProbFunction", Counting)
+    trainer.model.train()
+    weights = torch.randn(mask.shape)
+
+    def scored(method):
+        trainer.model.zero_grad(set_to_none=True)
+        with trainer._scoring_the_loss_mask(output):
+            logps, entropy, _ = method(trainer.model, ids, attention, width, compute_entropy=True)
+        (logps * weights * mask).sum().backward()
+        grads = [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+        return logps.detach(), entropy.detach(), grads
+
+    ours = scored(trainer._get_per_token_logps_and_entropies)
+    assert projected == [mask.sum().item()]
+    theirs = scored(lambda *a, **k: GRPOTrainer._get_per_token_logps_and_entropies(trainer, *a, **k))
+    assert projected == [mask.sum().item()]  # TRL's own path projects every position (CPU), not through ours
+    kept = mask.bool()
+    assert torch.allclose(ours[0][kept], theirs[0][kept], atol=1e-5)
+    assert torch.allclose(ours[1][kept], theirs[1][kept], atol=1e-5)
+    assert (ours[0][~kept] == 0).all() and (ours[1][~kept] == 0).all()
+    assert ours[2] and len(ours[2]) == len(theirs[2])
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(ours[2], theirs[2], strict=True))
+
+
+def test_outside_the_loss_every_completion_token_is_scored_as_by_trl(tmp_path, tokenizer):
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="turn_rloo")
+    output, ids, attention, width, _ = _loss_inputs(trainer)
+    with torch.no_grad():
+        ours, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, width, batch_size=3)
+        theirs, _, _ = GRPOTrainer._get_per_token_logps_and_entropies(trainer, trainer.model, ids, attention, width)
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    assert (ours[output["completion_mask"] == 0] == 0).all() and (ours[output["completion_mask"] == 1] < 0).all()
+
+
+def test_a_scaled_or_softcapped_head_keeps_trls_path(tmp_path, tokenizer):
+    from turngym.trainers.logprobs import plain_head
+
+    trainer = make_trainer(tmp_path, tokenizer, algorithm="turn_rloo")
+    assert plain_head(trainer.model) and trainer._directly_callable(trainer.model) is trainer.model
+    trainer.model.config.final_logit_softcapping = 30.0
+    assert not plain_head(trainer.model) and trainer._directly_callable(trainer.model) is None
+
+
 def test_shuffled_advantages_are_the_steps_advantages_dealt_at_random(tmp_path, tokenizer):
     trainer = make_trainer(tmp_path, tokenizer, algorithm="turn_rloo", shuffle_advantages=True)
     batch = one_batch(trainer)
@@ -361,7 +431,6 @@ def test_dynamic_sampling_is_logged_in_training(tmp_path, tokenizer):
     assert logged["dynamic_sampling/dropped_groups"] == 1.0
 
 
-LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
 
 def test_lora_from_the_config_trains_the_adapter_only_and_saves_it(tmp_path, tokenizer):

@@ -36,10 +36,10 @@ REVIEWED_SOURCE = {
 }
 # Overridden above; _generate is not overridden, but the trainer relies on how it hands
 # rollout_func's extra keys (env_mask, episode) on, so it is pinned too. _get_per_token_logps_and_entropies
-# is called (not overridden) for the trainer-side logprobs of truncated importance sampling. _get_train_sampler
+# is overridden to project only the positions the loss reads (its fallback calls TRL's). _get_train_sampler
 # is replaced only for weighted worlds or a curriculum, by a sampler with RepeatSampler's layout.
 OVERRIDDEN = {"_generate_and_score_completions", "_compute_loss", "_save_checkpoint", "_load_optimizer_and_scheduler",
-              "_get_train_sampler"}
+              "_get_train_sampler", "_get_per_token_logps_and_entropies"}
 
 
 def pinned_trl() -> str:

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import numpy
 import torch
-from accelerate.utils import gather_object
+from accelerate.utils import gather_object, is_peft_model
 from datasets import Dataset
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
@@ -47,6 +47,7 @@ from turngym.trainers.config import TurnGymConfig
 from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler
 from turngym.trainers.episodes import Episode
 from turngym.trainers.estimators import AdvantageBatch, get_estimator
+from turngym.trainers.logprobs import plain_head, scored_logprobs
 from turngym.trainers.rollout import BackendFactory, EpisodeRunner, evaluate_policy, rollout_seed
 from turngym.trainers.worlds import World, given_tasks, parse_worlds, world_eval_tasks, world_train_tasks
 
@@ -248,6 +249,7 @@ class TurnGymTrainer(GRPOTrainer):
     """
 
     _tag_names: ClassVar[list[str]] = ["trl", "turngym"]
+    _loss_mask: torch.Tensor | None = None  # set while the loss runs (_scoring_the_loss_mask)
 
     def __init__(self, model: Any = None, args: TurnGymConfig | None = None, *,
                  tasks: TaskSet | dict[str, TaskSet] | None = None,
@@ -657,6 +659,58 @@ class TurnGymTrainer(GRPOTrainer):
     def _critic_values(critic: Any, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         return critic(input_ids=ids, attention_mask=attention).logits[..., 0].float()
 
+    # ------------------------------------------------------------------ per-token log-probabilities
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                           logits_to_keep: int, batch_size: int | None = None,
+                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
+                                           pixel_values: Any = None, image_grid_thw: Any = None, num_images: Any = None,
+                                           pixel_attention_mask: Any = None, spatial_shapes: Any = None,
+                                           num_tiles: Any = None, image_sizes: Any = None, token_type_ids: Any = None,
+                                           mm_token_type_ids: Any = None, image_position_ids: Any = None) -> tuple:
+        """TRL's log-probabilities, projected through the vocabulary only at the completion positions read.
+
+        Those are the loss's mask (completion and tool mask: the model's own tokens) while :meth:`_compute_loss`
+        runs, else every completion token; other positions are 0, as in TRL (:mod:`turngym.trainers.logprobs`).
+        Multimodal inputs, a MoE aux loss, a scaled head or a wrapped model (DDP, FSDP, DeepSpeed, whose own
+        forward must run) take TRL's path unchanged.
+        """
+        extra = (pixel_values, image_grid_thw, num_images, pixel_attention_mask, spatial_shapes, num_tiles,
+                 image_sizes, token_type_ids, mm_token_type_ids, image_position_ids)
+        causal_lm = self._directly_callable(model)
+        if causal_lm is None or compute_aux_loss or any(x is not None for x in extra):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                *extra)
+        scored = attention_mask[:, -logits_to_keep:].bool()
+        if self._loss_mask is not None and self._loss_mask.shape == scored.shape:
+            scored = scored & self._loss_mask.bool()
+        batch_size = batch_size or input_ids.size(0)
+        logps, entropies = [], []
+        for rows in (slice(start, start + batch_size) for start in range(0, input_ids.size(0), batch_size)):
+            with self.accelerator.autocast():
+                lp, entropy = scored_logprobs(causal_lm, input_ids[rows], attention_mask[rows], scored[rows],
+                                              self.temperature, compute_entropy=compute_entropy,
+                                              fp32_head=self.args.cast_lm_head_to_fp32)
+            logps.append(lp)
+            entropies.append(entropy)
+        return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
+
+    def _directly_callable(self, model: Any) -> Any:
+        """The causal LM under ``model`` (through PEFT) whose backbone and head may be called apart, or None."""
+        if self.accelerator.unwrap_model(model) is not model or self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return None
+        causal_lm = model.get_base_model() if is_peft_model(model) else model
+        return causal_lm if hasattr(causal_lm, "base_model") and plain_head(causal_lm) else None
+
+    @contextlib.contextmanager
+    def _scoring_the_loss_mask(self, inputs: dict[str, Any]) -> Any:
+        """While the loss runs, its forward scores only the tokens its mask keeps (completion x tool mask)."""
+        self._loss_mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+        try:
+            yield
+        finally:
+            self._loss_mask = None
+
     # ------------------------------------------------------------------ loss and critic step
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         if self.critic is not None and self.model.training:
@@ -667,6 +721,7 @@ class TurnGymTrainer(GRPOTrainer):
                 self._metrics["train"]["critic/warmup"].append(1.0)
                 return torch.zeros((), device=self.accelerator.device, requires_grad=True)
         with contextlib.ExitStack() as stack:
+            stack.enter_context(self._scoring_the_loss_mask(inputs))
             if self._tis_applies(inputs) and inputs.get("old_per_token_logps") is None:
                 stack.enter_context(self._tis_from_the_loss_forward(inputs))
             if self.args.kl_penalty == "reward":  # the KL is already in the rewards: keep it out of the loss
