@@ -322,6 +322,9 @@ def test_the_demo_runs_the_shipped_config_with_its_null_control(tmp_path, monkey
     assert config.name == name and config.results_dir == str(tmp_path)
     assert [a.label for a in compare_algorithms.arms_of(config)] == arms
     assert [a.null for a in compare_algorithms.arms_of(config)][-1] is True
+    # The quick demo is the recipe whose null keeps the rule: half the step, twice the episodes a step.
+    rl = (config.rl["learning_rate"], config.rl["per_device_train_batch_size"], config.episodes)
+    assert rl == ((5e-6, 32, 256) if flags else (1e-5, 16, 128))
 
 
 def test_compare_only_names_unknown_arms(capsys):
