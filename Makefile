@@ -43,7 +43,8 @@ model: $(STAMP)
 demo: install model
 	$(VENV)/bin/turngym demo
 
-# Half the demo: SFT, then turn-level RLOO and its null control only (results/demo-quick/).
+# SFT, then turn-level RLOO and its null control only, at lr 5e-6 and 32 episodes a step: the recipe whose null
+# keeps the 3-point rule (textworld-demo-quick.yaml; results/demo-quick/).
 demo-quick: install model
 	$(VENV)/bin/turngym demo --quick
 
