@@ -185,6 +185,24 @@ def test_the_demo_config_builds_each_algorithms_trainer_config(tmp_path):
         study.rl_config(Arm("ppo", 20, "ppo", 100), "start", 0, tmp_path / "x")
 
 
+def test_the_quick_demo_is_the_demo_at_half_the_step_and_twice_the_episodes_a_step(tmp_path):
+    demo = load_config(CONFIGS / "compare" / "textworld-demo.yaml", results_dir=str(tmp_path))
+    quick = load_config(CONFIGS / "compare" / "textworld-demo-quick.yaml", results_dir=str(tmp_path))
+    arms = compare_algorithms.arms_of(quick)
+    assert [a.label for a in arms] == ["base", "sft-only", "turn_rloo", "turn_rloo-null"]
+    assert quick.sft == demo.sft and quick.evaluation == demo.evaluation  # the same warm start and held-out games
+    changed = {"learning_rate": 5e-6, "per_device_train_batch_size": 32}
+    assert quick.rl == {**demo.rl, **changed} and quick.episodes == 2 * demo.episodes
+    assert quick.world == {**demo.world, "num_train_tasks": 64}
+    study = Study(quick, arms, progress=False)
+    for arm in arms[2:]:
+        rl = study.rl_config(arm, "start", 0, tmp_path / arm.label)
+        assert rl.max_steps == 8 and rl.shuffle_advantages == arm.null
+        # every training game once, none of them an SFT demo
+        assert rl.max_steps * rl.per_device_train_batch_size // rl.num_generations == quick.world["num_train_tasks"]
+        assert rl.skip_train_tasks == quick.sft["num_demos"]
+
+
 def test_the_gigpo_config_builds_gigpo_turn_rloo_and_grpo_at_an_equal_budget(tmp_path):
     demo = load_config(CONFIGS / "compare" / "textworld-demo.yaml", results_dir=str(tmp_path))
     config = load_config(CONFIGS / "compare" / "textworld-gigpo.yaml", results_dir=str(tmp_path))
