@@ -755,7 +755,7 @@ def _add_studies(sub) -> None:
     p.add_argument("--baselines", action="store_true", help="only the oracle and random agents (seconds)")
     p.add_argument("--quick", action="store_true",
                    help="turn-level RLOO and its null control only, at lr 5e-6 and 32 episodes a step "
-                        "(textworld-demo-quick.yaml; results/demo-quick/; about 28 min)")
+                        "(textworld-demo-quick.yaml; results/demo-quick/; about 31 min)")
     p.set_defaults(func=cmd_demo)
 
     from turngym.recipes import compare_algorithms, sft_rl_budget
