@@ -298,8 +298,8 @@ def test_the_loss_projects_only_its_own_tokens_with_trls_numbers(tmp_path, token
 
     def scored(method):
         trainer.model.zero_grad(set_to_none=True)
-        with trainer._scoring_the_loss_mask(output):
-            logps, entropy, _ = method(trainer.model, ids, attention, width, compute_entropy=True)
+        monkeypatch.setattr(trainer, "_loss_inputs", output)  # as while _compute_loss runs
+        logps, entropy, _ = method(trainer.model, ids, attention, width, compute_entropy=True)
         (logps * weights * mask).sum().backward()
         grads = [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
         return logps.detach(), entropy.detach(), grads

@@ -249,7 +249,7 @@ class TurnGymTrainer(GRPOTrainer):
     """
 
     _tag_names: ClassVar[list[str]] = ["trl", "turngym"]
-    _loss_mask: torch.Tensor | None = None  # set while the loss runs (_scoring_the_loss_mask)
+    _loss_inputs: dict[str, Any] | None = None  # the micro-batch, while its loss runs (_compute_loss)
 
     def __init__(self, model: Any = None, args: TurnGymConfig | None = None, *,
                  tasks: TaskSet | dict[str, TaskSet] | None = None,
@@ -551,7 +551,8 @@ class TurnGymTrainer(GRPOTrainer):
 
         When TRL computed the trainer's logprobs at sampling time (``old_per_token_logps``: several updates
         per batch), the weights come from those, here. Otherwise (``num_iterations = 1``, TRL skips them)
-        the loss's own forward pass gives them (:meth:`_compute_loss`), so TIS costs no extra forward pass.
+        the loss's own forward pass gives them (:meth:`_get_per_token_logps_and_entropies`), so TIS costs no
+        extra forward pass.
         """
         if not self._tis_applies(output) or output.get("old_per_token_logps") is None:
             return None
@@ -575,28 +576,6 @@ class TurnGymTrainer(GRPOTrainer):
         metrics["tis/ratio_max"].append(self.accelerator.gather(ratio_max.reshape(1).float()).max().item())
         metrics["tis/capped_fraction"].append(capped / count)
         return weights
-
-    @contextlib.contextmanager
-    def _tis_from_the_loss_forward(self, inputs: dict[str, Any]) -> Any:
-        """While TRL's loss runs: weight ``inputs["advantages"]`` by TIS from the logprobs its forward just made.
-
-        TRL's ``_compute_loss`` reads the advantages only after ``_get_per_token_logps_and_entropies``
-        returns, and offers no hook in between, so the call is wrapped on this instance for the loss's
-        duration. The detached logprobs are exactly the ones TRL's ratio uses as "old" (num_iterations = 1),
-        so the weights equal those of a separate no-grad forward pass, without paying for one.
-        """
-        forward = self._get_per_token_logps_and_entropies
-
-        def forward_then_weigh(*args: Any, **kwargs: Any) -> Any:
-            logps, *rest = forward(*args, **kwargs)
-            inputs["advantages"] = inputs["advantages"] * self._tis_weights(logps.detach(), inputs, "train")
-            return (logps, *rest)
-
-        self._get_per_token_logps_and_entropies = forward_then_weigh
-        try:
-            yield
-        finally:
-            del self._get_per_token_logps_and_entropies  # the class's method again
 
     def _ppo_targets(self, output: dict[str, Any], episodes: list[Episode], mode: str) -> list[list[float]]:
         """GAE advantages from the critic's values; stores value targets in ``output`` for the critic step."""
@@ -673,17 +652,33 @@ class TurnGymTrainer(GRPOTrainer):
         runs, else every completion token; other positions are 0, as in TRL (:mod:`turngym.trainers.logprobs`).
         Multimodal inputs, a MoE aux loss, a scaled head or a wrapped model (DDP, FSDP, DeepSpeed, whose own
         forward must run) take TRL's path unchanged.
+
+        In the loss, with TIS on and no trainer logprobs from sampling time (``num_iterations = 1``), these
+        detached logprobs are the ones TRL's ratio uses as "old", so the loss's advantages are weighted by
+        TIS from them here: TRL reads the advantages only after this call returns.
         """
         extra = (pixel_values, image_grid_thw, num_images, pixel_attention_mask, spatial_shapes, num_tiles,
                  image_sizes, token_type_ids, mm_token_type_ids, image_position_ids)
-        causal_lm = self._directly_callable(model)
+        inputs, causal_lm = self._loss_inputs, self._directly_callable(model)
         if causal_lm is None or compute_aux_loss or any(x is not None for x in extra):
-            return super()._get_per_token_logps_and_entropies(
+            logps, entropies, aux_loss = super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                 *extra)
+        else:
+            logps, entropies, aux_loss = self._scored_logps(causal_lm, input_ids, attention_mask, logits_to_keep,
+                                                            batch_size, compute_entropy, inputs)
+        if inputs is not None and self._tis_applies(inputs) and inputs.get("old_per_token_logps") is None:
+            mode = "train" if self.model.training else "eval"
+            inputs["advantages"] = inputs["advantages"] * self._tis_weights(logps.detach(), inputs, mode)
+        return logps, entropies, aux_loss
+
+    def _scored_logps(self, causal_lm: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      logits_to_keep: int, batch_size: int | None, compute_entropy: bool,
+                      inputs: dict[str, Any] | None) -> tuple:
+        """:func:`scored_logprobs` in chunks of ``batch_size`` rows: the loss's tokens, else the completion's."""
         scored = attention_mask[:, -logits_to_keep:].bool()
-        if self._loss_mask is not None and self._loss_mask.shape == scored.shape:
-            scored = scored & self._loss_mask.bool()
+        if inputs is not None:
+            scored = scored & (inputs["completion_mask"] * inputs.get("tool_mask", 1)).bool()
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for rows in (slice(start, start + batch_size) for start in range(0, input_ids.size(0), batch_size)):
@@ -702,15 +697,6 @@ class TurnGymTrainer(GRPOTrainer):
         causal_lm = model.get_base_model() if is_peft_model(model) else model
         return causal_lm if hasattr(causal_lm, "base_model") and plain_head(causal_lm) else None
 
-    @contextlib.contextmanager
-    def _scoring_the_loss_mask(self, inputs: dict[str, Any]) -> Any:
-        """While the loss runs, its forward scores only the tokens its mask keeps (completion x tool mask)."""
-        self._loss_mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
-        try:
-            yield
-        finally:
-            self._loss_mask = None
-
     # ------------------------------------------------------------------ loss and critic step
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         if self.critic is not None and self.model.training:
@@ -721,9 +707,8 @@ class TurnGymTrainer(GRPOTrainer):
                 self._metrics["train"]["critic/warmup"].append(1.0)
                 return torch.zeros((), device=self.accelerator.device, requires_grad=True)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(self._scoring_the_loss_mask(inputs))
-            if self._tis_applies(inputs) and inputs.get("old_per_token_logps") is None:
-                stack.enter_context(self._tis_from_the_loss_forward(inputs))
+            self._loss_inputs = inputs  # its forward projects only the loss's tokens, and applies TIS
+            stack.callback(setattr, self, "_loss_inputs", None)
             if self.args.kl_penalty == "reward":  # the KL is already in the rewards: keep it out of the loss
                 beta, self.beta = self.beta, 0.0
                 stack.callback(setattr, self, "beta", beta)
