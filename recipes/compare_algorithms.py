@@ -26,7 +26,8 @@ A YAML config (``recipes/configs/compare/*.yaml``) has these keys::
     sft: {...}                        # TurnGymSFTConfig fields (num_demos, epochs...); omit for RL from the base model
     rl: {...}                         # TurnGymConfig fields shared by every algorithm
     algorithms: {ppo: {...}, grpo: {...}, turn_rloo: {...}}   # label -> overrides (algorithm defaults to the label)
-    #   an entry with null: true is a null control: that algorithm with shuffled advantages (shuffle_advantages)
+    #   an entry with null: true is a null control: that algorithm with its advantages permuted within each group
+    #   and turn (shuffle_advantages); null: lr0 takes the same steps at learning rate 0
     episodes: 128                     # RL episodes per algorithm and seed
     seeds: [0, 1, 2]
     evaluation: {split: eval, num_tasks: 100, temperature: 0.0, curve_tasks: 20, curve_points: 3,
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from turngym.recipes.study import (
+    INTERVAL_NOTE,
     Arm,
     Study,
     StudyConfig,
@@ -54,11 +56,18 @@ from turngym.recipes.study import (
     moving_average,
     percent,
     print_outputs,
+    seed_table,
+    seeds_cell,
     success_cell,
     write_json,
 )
 
 BASE, SFT_ONLY = "base", "sft-only"
+NULL_TEXT = {
+    "shuffle": ("with each step's advantages permuted within each group and turn index (every group keeps its sum, "
+                "tied groups stay at 0), so its steps carry no reward signal"),
+    "lr0": "at learning rate 0, so it measures what the RL pipeline does to the policy without any update",
+}
 
 
 def arms_of(config: StudyConfig) -> list[Arm]:
@@ -74,10 +83,23 @@ def arms_of(config: StudyConfig) -> list[Arm]:
     arms = [Arm(BASE)]
     if demos:
         arms.append(Arm(SFT_ONLY, demos=demos))
-    arms += [Arm(label, demos=demos, algorithm=label, episodes=config.episodes,
-                 null=bool(overrides.get("null") or overrides.get("shuffle_advantages")))
+    arms += [Arm(label, demos=demos, algorithm=label, episodes=config.episodes, **null_control(label, overrides))
              for label, overrides in config.algorithms.items()]
     return arms
+
+
+NULL_KINDS = {True: "shuffle", "shuffle": "shuffle", "lr0": "lr0"}
+
+
+def null_control(label: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """An algorithm entry's null control: ``null: true`` (or ``shuffle``) permutes advantages within groups,
+    ``null: lr0`` takes the same steps at learning rate 0; ``shuffle_advantages: true`` is the first."""
+    value = overrides.get("null") or (True if overrides.get("shuffle_advantages") else None)
+    if value in (None, False):
+        return {}
+    if value not in NULL_KINDS:
+        raise ValueError(f"algorithms.{label}.null: expected true, 'shuffle' or 'lr0', got {value!r}")
+    return {"null": True, "null_kind": NULL_KINDS[value]}
 
 
 def run(config: StudyConfig, *, restart: bool = False, progress: bool = True) -> tuple[dict[str, Any], Path]:
@@ -121,8 +143,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
         f"{'greedy' if not evaluation['temperature'] else 'temperature ' + str(evaluation['temperature'])} evaluation"
         f"{samples_note}. RL budget: {config['episodes']} episodes per algorithm and seed."),
         "",
-        (f"| policy | RL episodes | sampled tokens | success (95 % CI) | vs {reference} (paired 95 % CI) | return "
-         f"| turns | invalid actions |{''.join(f' pass@{k} (95 % CI) |' for k in ks)}"),
+        (f"| policy | RL episodes | sampled tokens | success (95 % CI) | vs {reference} (95 % CI, seeds x tasks) "
+         f"| return | turns | invalid actions |{''.join(f' pass@{k} (95 % CI) |' for k in ks)}"),
         "|---|---:|---:|---|---|---:|---:|---:|" + "---|" * len(ks),
     ]
     for label, arm in arms.items():
@@ -134,17 +156,21 @@ def markdown(summary: Mapping[str, Any]) -> str:
                      f"{success_cell(s)} | {vs} | {s['return']:.3f} | {s['turns']:.2f} | "
                      f"{percent(s['invalid_action_rate'])} % |"
                      + "".join(f" {pass_at_k_cell(by_k[k]) if k in by_k else '-'} |" for k in ks))
-    lines += ["", f"Differences are paired by task and seed against {reference}; **+** marks an interval above zero."]
+    lines += seed_table(((label, arm["panels"]["held_out"]["vs_reference"]) for label, arm in arms.items()
+                         if label != reference), reference)
+    lines += ["", f"Differences are paired by task and seed against {reference}; **+** marks an interval above zero. "
+              + INTERVAL_NOTE]
     if ks:
         lines += ["", (f"pass@k: the unbiased estimator 1 - C(n-c, k) / C(n, k) per task and seed from n = {samples} "
-                       "samples with c wins, averaged; its 95 % interval is a bootstrap over (task, seed) pairs. "
+                       "samples with c wins, averaged; its 95 % interval is a bootstrap over (task, seed) pairs, which "
+                       "treats the pairs as independent and so leaves run-to-run variance out. "
                        "Success and the paired differences use each task's mean over its samples.")]
-    nulls = [label for label, arm in arms.items() if arm.get("null")]
+    nulls = {label: arm.get("null_kind", "shuffle") for label, arm in arms.items() if arm.get("null")}
     if nulls:
-        lines += ["", (f"Null control{'s' if len(nulls) > 1 else ''} ({', '.join(nulls)}): trained like "
-                       "the algorithm it names, for the same episodes, but with each step's advantages shuffled "
-                       "across its episodes, so its updates carry no reward signal. An RL arm's gain over "
-                       f"{reference} counts as learning only where it exceeds the null arm's.")]
+        lines += ["", f"Null control{'s' if len(nulls) > 1 else ''} ({', '.join(nulls)}): trained like the algorithm "
+                  "it names, for the same episodes, but "
+                  + "; ".join(NULL_TEXT[kind] for kind in dict.fromkeys(nulls.values()))
+                  + f". An RL arm's gain over {reference} counts as learning only where it exceeds the null arm's."]
     lines += pairwise_table(summary.get("pairwise", []))
     if len(seeds) > 1:
         lines += ["", "Per seed (held-out success, %):", "",
@@ -181,8 +207,8 @@ def pairwise_table(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
     if not pairs:
         return []
     lines = ["", "## RL arms against each other (held-out, paired by task and seed)", "",
-             "| a | b | a - b (paired 95 % CI) |", "|---|---|---|"]
-    lines += [f"| {p['a']} | {p['b']} | {difference_cell(p)} |" for p in pairs]
+             "| a | b | a - b (95 % CI, seeds x tasks) | t over seeds (95 % CI); per seed |", "|---|---|---|---|"]
+    lines += [f"| {p['a']} | {p['b']} | {difference_cell(p)} | {seeds_cell(p)} |" for p in pairs]
     return lines
 
 

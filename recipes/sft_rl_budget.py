@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from turngym.recipes.study import (
+    INTERVAL_NOTE,
     Arm,
     Study,
     StudyConfig,
@@ -36,6 +37,7 @@ from turngym.recipes.study import (
     load_config,
     percent,
     print_outputs,
+    seed_table,
     success_cell,
     write_json,
 )
@@ -93,7 +95,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
         f"{config['rl'].get('algorithm', 'turn_rloo')}; {len(config['seeds'])} seed(s); panels: "
         + ", ".join(f"{p} = {next(iter(arms.values()))['panels'][p]['taskset']}" for p in panels),
         "",
-        f"| demos | RL episodes | share in demos | {header} | held_out vs {reference} (paired) |",
+        f"| demos | RL episodes | share in demos | {header} | held_out vs {reference} (95 % CI, seeds x tasks) |",
         "|---:|---:|---:|" + "---|" * len(panels) + "---|",
     ]
     for label, arm in arms.items():
@@ -101,6 +103,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
         cells = " | ".join(success_cell(arm["panels"][p]) for p in panels)
         vs = "(reference)" if label == reference else difference_cell(arm["panels"]["held_out"])
         lines.append(f"| {arm['demos']} | {arm['episodes']} | {percent(share)} % | {cells} | {vs} |")
+    lines += seed_table(((label, arm["panels"]["held_out"]["vs_reference"]) for label, arm in arms.items()
+                         if label != reference), reference)
+    lines += ["", INTERVAL_NOTE]
     minutes = (summary.get("wall_seconds") or 0.0) / 60
     lines += ["", f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes:.1f} min."]
     return "\n".join(lines) + "\n"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,7 +29,6 @@ from typing import Any
 import yaml
 
 DONE = "done.json"
-Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 
 
 # ---------------------------------------------------------------------- configuration
@@ -150,9 +148,13 @@ def _yaml_keys(label: str, overrides: Mapping[Any, Any]) -> dict[str, Any]:
 class Arm:
     """One policy of a study: ``demos`` SFT demos (0: none), then ``episodes`` RL episodes of ``algorithm``.
 
-    ``null``: a null control, trained exactly like its algorithm but with the advantages shuffled across
-    each step's episodes (``shuffle_advantages``), so its updates carry no signal: what an RL arm gains over
-    the null arm is what its reward signal taught it, beyond the effect of taking RL steps at all.
+    ``null``: a null control, trained exactly like its algorithm but without its signal. ``null_kind``
+    "shuffle" (the default, the fair null) permutes each step's advantages within each group and turn
+    index (``shuffle_advantages``, ``shuffle_scope: group``): every group keeps its sum, tied groups stay
+    at 0, so the null takes the real arm's steps with the signal's direction removed; what an RL arm gains
+    over it is what its reward signal taught. "lr0" runs the same steps at learning rate 0: the policy
+    is the start policy passed through the whole pipeline (rollouts, saving, merging), so it measures
+    what RL steps cost by themselves.
     """
 
     label: str
@@ -160,6 +162,7 @@ class Arm:
     algorithm: str | None = None  # a key of StudyConfig.algorithms, or the rl config's own algorithm
     episodes: int = 0
     null: bool = False
+    null_kind: str = "shuffle"  # "shuffle" (advantages permuted within groups) or "lr0" (learning rate 0)
 
     @property
     def trains_rl(self) -> bool:
@@ -167,31 +170,6 @@ class Arm:
 
 
 # ---------------------------------------------------------------------- statistics
-def paired_difference(a: Sequence[float], b: Sequence[float], z: float = Z95) -> tuple[float, float, float]:
-    """Mean paired difference of two policies on the same tasks, with a normal 95 % interval.
-
-        d_i = a_i - b_i                       (1 - 0, 0 - 0, ... per held-out task and seed)
-        mean = (1/n) sum_i d_i
-        se   = sqrt( sum_i (d_i - mean)^2 / (n (n - 1)) )
-        CI   = mean -+ z * se
-
-    Pairing removes the tasks' shared difficulty, so the interval is narrower than the difference of
-    two independent Wilson intervals. Returns ``(mean, low, high)``; with fewer than two pairs the
-    interval is the whole range ``[-1, 1]``.
-    """
-    if len(a) != len(b):
-        raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
-    n = len(a)
-    if n == 0:
-        return 0.0, -1.0, 1.0
-    d = [x - y for x, y in zip(a, b, strict=True)]
-    mean = sum(d) / n
-    if n < 2:
-        return mean, -1.0, 1.0
-    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n * (n - 1)))
-    return mean, mean - z * se, mean + z * se
-
-
 def moving_average(values: Sequence[float], window: int) -> list[float]:
     """Trailing mean over the last ``window`` values (fewer at the start)."""
     out, total = [], 0.0
@@ -313,7 +291,10 @@ class Study:
         overrides = dict(self.config.algorithms.get(arm.algorithm or "", {}))
         if arm.algorithm and "algorithm" not in overrides and arm.algorithm in _algorithm_names():
             overrides["algorithm"] = arm.algorithm
-        if overrides.pop("null", False) or arm.null:
+        overrides.pop("null", None)
+        if arm.null and arm.null_kind == "lr0":
+            overrides["learning_rate"] = 0.0
+        elif arm.null:
             overrides["shuffle_advantages"] = True
         fields_ = {**self.config.world, **self.config.rl, **overrides, "model_name_or_path": start,
                    "output_dir": str(folder / "trainer"), "seed": seed, "report_to": "none", "logging_steps": 1,
@@ -416,6 +397,16 @@ class Study:
         file.write_text(json.dumps(result, indent=1))
         return result
 
+    def seed_independent(self, arm: Arm) -> bool:
+        """An arm whose evaluation no seed changes: untrained (the base model) and played greedily."""
+        return not arm.demos and not arm.trains_rl and not self.config.evaluation.temperature
+
+    def reused_eval(self, label: str, first_seed: int, seed: int, panel: str) -> dict[str, Any]:
+        """The first seed's evaluation of a :meth:`seed_independent` arm, standing for ``seed``: the base model
+        is evaluated once per study, and its outcomes pair with every seed's policies on the same tasks."""
+        result = json.loads((self.out / "evals" / label / f"seed{first_seed}-{panel}.json").read_text())
+        return {**result, "seed": seed, "seconds": 0.0, "reused_from_seed": first_seed}
+
     # ---------------------------------------------------------------- the whole study
     def run(self) -> dict[str, Any]:
         """Every stage of every arm for every seed (finished stages are skipped); the summary."""
@@ -435,7 +426,10 @@ class Study:
                     policy = self.rl_stage(arm, start, seed)
                     stages[f"seed{seed}/{arm.label}"] = self._done(policy.parent) or {}
                 for panel in self.panel_names():
-                    evals[arm.label].append(self.eval_stage(arm.label, policy, seed, panel))
+                    if seed != self.config.seeds[0] and self.seed_independent(arm):
+                        evals[arm.label].append(self.reused_eval(arm.label, self.config.seeds[0], seed, panel))
+                    else:
+                        evals[arm.label].append(self.eval_stage(arm.label, policy, seed, panel))
                 if arm.trains_rl and not self.config.keep_models:
                     shutil.rmtree(policy, ignore_errors=True)
         return self.summarise(evals, stages)
@@ -570,12 +564,13 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def paired_wins(rows: Iterable[dict[str, Any]], other_rows: Iterable[dict[str, Any]],
-                panel: str) -> list[tuple[float, float]]:
-    """(success of the first policy, of the other) for each (seed, task) both played on ``panel``; with
-    several samples per task (``samples_per_task``), each side's success is its mean over the samples."""
-    mine, other = _success_by_task(rows, panel), _success_by_task(other_rows, panel)
-    return [(won, other[key]) for key, won in mine.items() if key in other]
+def success_grid(rows: Iterable[dict[str, Any]], panel: str) -> dict[Any, dict[Any, float]]:
+    """{seed: {task: success}} of one policy on ``panel``; with several samples per task
+    (``samples_per_task``), a task's success is its mean over the samples."""
+    grid: dict[Any, dict[Any, float]] = {}
+    for (seed, task), won in _passes_by_task(rows, panel).items():
+        grid.setdefault(seed, {})[task] = sum(won) / len(won)
+    return grid
 
 
 def _passes_by_task(rows: Iterable[dict[str, Any]], panel: str) -> dict[tuple[Any, Any], list[bool]]:
@@ -588,38 +583,38 @@ def _passes_by_task(rows: Iterable[dict[str, Any]], panel: str) -> dict[tuple[An
     return passes
 
 
-def _success_by_task(rows: Iterable[dict[str, Any]], panel: str) -> dict[tuple[Any, Any], float]:
-    return {key: sum(won) / len(won) for key, won in _passes_by_task(rows, panel).items()}
-
-
 def pairwise_differences(evals: Mapping[str, list[dict[str, Any]]], labels: Sequence[str],
                          panel: str = "held_out") -> list[dict[str, Any]]:
-    """Every pair (a, b) of ``labels``, a before b: a's success minus b's, paired by (seed, task), with its
-    interval (:func:`paired_difference`). The ordering of the algorithms is read off these, not off the
-    separate success rates, whose intervals overlap far more."""
+    """Every pair (a, b) of ``labels``, a before b: a's success minus b's, paired by (seed, task)
+    (:func:`~turngym.agents.intervals.paired_comparison`: the seeds x tasks interval, the t over seeds,
+    the difference per seed). The ordering of the algorithms is read off these, not off the separate
+    success rates."""
+    from turngym.agents.intervals import paired_comparison
+
     out = []
     for i, a in enumerate(labels):
         for b in labels[i + 1:]:
-            paired = paired_wins(evals[a], evals[b], panel)
-            mean, low, high = paired_difference([x for x, _ in paired], [y for _, y in paired])
-            out.append({"a": a, "b": b, "mean": mean, "ci95": [low, high], "pairs": len(paired)})
+            out.append({"a": a, "b": b, **paired_comparison(success_grid(evals[a], panel),
+                                                            success_grid(evals[b], panel))})
     return out
 
 
 def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[str, Any]],
                   panel: str) -> dict[str, Any]:
-    """Pooled over seeds: success with its Wilson interval, per-seed rates, the paired difference to
-    the reference arm on the same (seed, task) pairs, the breakdown by difficulty, and pass@k (when the
-    evaluation played several samples per task) over every (seed, task)."""
+    """Pooled over seeds: success with its interval (over seeds and tasks when there are several seeds,
+    else Wilson), per-seed rates, the paired difference to the reference arm on the same (seed, task)
+    pairs (:func:`~turngym.agents.intervals.paired_comparison`), the breakdown by difficulty (Wilson,
+    tasks treated as independent), and pass@k (when the evaluation played several samples per task)."""
     from turngym.agents.evaluate import pass_at_k_summary, wilson_interval
+    from turngym.agents.intervals import paired_comparison, success_interval
 
     rows = [r for r in rows if r["panel"] == panel]
     outcomes = [(r["seed"], o) for r in rows for o in r["outcomes"]]
     n = len(outcomes)
     wins = sum(o["won"] for _, o in outcomes)
     turns = sum(o["turns"] for _, o in outcomes)
-    paired = paired_wins(rows, reference_rows, panel)
-    diff = paired_difference([a for a, _ in paired], [b for _, b in paired])
+    mine = success_grid(rows, panel)
+    success = success_interval(mine) if mine else {"ci95": [0.0, 1.0], "method": "no episodes"}
     by_difficulty: dict[str, list[bool]] = {}
     for _, o in outcomes:
         by_difficulty.setdefault(str(o["difficulty"]), []).append(o["won"])
@@ -629,12 +624,13 @@ def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[
         "pass_at_k": [asdict(pass_at_k_summary(passes, k)) for k in ks],
         "episodes": n,
         "success": wins / n if n else 0.0,
-        "success_ci95": wilson_interval(wins, n),
+        "success_ci95": success["ci95"],
+        "success_ci95_method": success["method"],
         "success_per_seed": {r["seed"]: r["report"]["overall"]["success_rate"] for r in rows},
         "return": sum(o["return"] for _, o in outcomes) / n if n else 0.0,
         "turns": turns / n if n else 0.0,
         "invalid_action_rate": sum(o["invalid"] for _, o in outcomes) / turns if turns else 0.0,
-        "vs_reference": {"mean": diff[0], "ci95": [diff[1], diff[2]], "pairs": len(paired)},
+        "vs_reference": paired_comparison(mine, success_grid(reference_rows, panel)),
         "by_difficulty": {k: {"episodes": len(v), "success": sum(v) / len(v),
                               "success_ci95": wilson_interval(sum(v), len(v))}
                           for k, v in sorted(by_difficulty.items())},
@@ -659,6 +655,36 @@ def difference_cell(s: Mapping[str, Any]) -> str:
     low, high = d["ci95"]
     mark = " **+**" if low > 0 else (" **-**" if high < 0 else "")
     return f"{100 * d['mean']:+.1f} ({100 * low:+.1f} to {100 * high:+.1f}){mark}"
+
+
+def seeds_cell(d: Mapping[str, Any]) -> str:
+    """A paired difference seed by seed: the t interval over seed means and each seed's difference, or with
+    one seed the games gained and lost and the exact McNemar p."""
+    per_seed = d.get("per_seed") or {}
+    if len(per_seed) == 1:
+        (p,) = d["mcnemar_p"].values()
+        return f"{d['gained']} gained, {d['lost']} lost; McNemar p = {p:.3g}"
+    low, high = d.get("seed_t_ci95") or (float("nan"), float("nan"))
+    seeds = " / ".join(f"{100 * v:+.0f}" for v in per_seed.values())
+    return f"{100 * low:+.1f} to {100 * high:+.1f}; per seed {seeds}"
+
+
+def seed_table(rows: Iterable[tuple[str, Mapping[str, Any]]], reference: str) -> list[str]:
+    """Markdown lines: each paired difference to ``reference`` seed by seed (:func:`seeds_cell`)."""
+    rows = list(rows)
+    if not rows:
+        return []
+    return ["", f"Paired differences to {reference}, seed by seed:", "",
+            f"| policy | vs {reference} (95 % CI, seeds x tasks) | t over seeds (95 % CI); per seed |",
+            "|---|---|---|",
+            *(f"| {label} | {difference_cell(d)} | {seeds_cell(d)} |" for label, d in rows)]
+
+
+INTERVAL_NOTE = (
+    "Intervals: a paired difference's 95 % interval comes from a seeds x tasks random-effects model (run-to-run "
+    "and task-sampling variance, Satterthwaite t); with one seed it is the t interval over tasks, which leaves "
+    "run-to-run variance out. Success intervals are the same model over several seeds, Wilson (tasks independent) "
+    "for one.")
 
 
 def print_outputs(summary: Mapping[str, Any], out: Path, plot: str) -> None:

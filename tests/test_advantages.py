@@ -14,6 +14,7 @@ from turngym.trainers.advantages import (
     episode_grpo,
     episode_rloo,
     gigpo,
+    group_turn_cells,
     returns_to_go,
     shuffle_advantages,
     spread_over_tokens,
@@ -137,6 +138,27 @@ def test_shuffle_advantages_deals_the_same_values_at_random():
     assert sorted(a for r in dealt for a in r) == sorted(a for r in rows for a in r)  # the same values
     assert dealt != rows
     assert dealt == shuffle_advantages(rows, random.Random(7))  # seeded: reproducible
+
+
+def test_the_fair_null_permutes_within_each_group_and_turn():
+    # Two groups of three episodes. Group g's episodes differ (turn-level RLOO-like advantages, summing to 0 at
+    # each turn); group h's tied, so the real arm gives them 0 everywhere. Episode 2 stopped after one turn.
+    rows = [[1.0, 0.5], [-0.5, -0.5], [-0.5], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    groups = ["g", "g", "g", "h", "h", "h"]
+    cells = group_turn_cells(groups, [range(len(r)) for r in rows])
+    assert cells[2] == [("g", 0)] and cells[4] == [("h", 0), ("h", 1)]
+    moved_onto_ties = 0
+    for seed in range(40):
+        fair = shuffle_advantages(rows, random.Random(seed), cells)
+        assert [len(r) for r in fair] == [2, 2, 1, 2, 2, 2]
+        assert sorted(r[0] for r in fair[:3]) == [-0.5, -0.5, 1.0]  # group g, turn 0: its own values
+        assert sorted(r[1] for r in fair[:2]) == [-0.5, 0.5]  # group g, turn 1: the two episodes that reached it
+        assert fair[3:] == rows[3:]  # the tied group keeps its zeros
+        step = shuffle_advantages(rows, random.Random(seed))  # the whole step's values dealt across groups
+        moved_onto_ties += any(a != 0 for r in step[3:] for a in r)
+    assert moved_onto_ties > 30  # the step-wide null pushes signal-free updates onto tied groups
+    with pytest.raises(ValueError, match="shape"):
+        shuffle_advantages(rows, random.Random(0), cells[:-1])
 
 
 def test_turn_advantages_spread_over_model_tokens_only():

@@ -15,7 +15,6 @@ from turngym.recipes.study import (
     episodes_per_step,
     load_config,
     moving_average,
-    paired_difference,
     pairwise_differences,
 )
 
@@ -26,21 +25,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------------- statistics
-def test_paired_difference_by_hand():
-    # d = 1, 0, 0, 1: mean 0.5; squared deviations 4 x 0.25 = 1; se = sqrt(1 / (4 * 3)) = 0.288675.
-    mean, low, high = paired_difference([1, 1, 0, 1], [0, 1, 0, 0])
-    assert mean == pytest.approx(0.5)
-    assert low == pytest.approx(0.5 - 1.959964 * 0.288675, abs=1e-5)
-    assert high == pytest.approx(0.5 + 1.959964 * 0.288675, abs=1e-5)
-    # Identical outcomes: no difference and no spread.
-    assert paired_difference([1, 0, 1], [1, 0, 1]) == (0.0, 0.0, 0.0)
-    # Every pair improves: the interval collapses onto +1, entirely above zero.
-    assert paired_difference([1, 1], [0, 0]) == (1.0, 1.0, 1.0)
-    assert paired_difference([1], [0]) == (1.0, -1.0, 1.0)  # one pair says nothing about spread
-    with pytest.raises(ValueError, match="differ in length"):
-        paired_difference([1, 0], [1])
-
-
 def _rows(seed_wins: dict[int, dict[str, bool]], panel: str = "held_out") -> list[dict]:
     return [{"panel": panel, "seed": seed, "outcomes": [{"task": t, "won": w} for t, w in wins.items()]}
             for seed, wins in seed_wins.items()]
@@ -54,14 +38,19 @@ def test_pairwise_differences_pair_by_seed_and_task_by_hand():
     }
     pairs = {(p["a"], p["b"]): p for p in pairwise_differences(evals, ["ppo", "grpo", "null"])}
     assert list(pairs) == [("ppo", "grpo"), ("ppo", "null"), ("grpo", "null")]
-    # ppo - grpo per (seed, task): (0,a) 1, (0,b) 0, (1,a) 0, (1,b) 1 -> the hand-computed case above
-    assert pairs["ppo", "grpo"]["mean"] == pytest.approx(0.5) and pairs["ppo", "grpo"]["pairs"] == 4
-    assert pairs["ppo", "grpo"]["ci95"] == pytest.approx([0.5 - 1.959964 * 0.288675, 0.5 + 1.959964 * 0.288675],
-                                                         abs=1e-5)
-    assert pairs["ppo", "null"] == {"a": "ppo", "b": "null", "mean": 0.0, "ci95": [0.0, 0.0], "pairs": 2}
+    # ppo - grpo per (seed, task): (0,a) 1, (0,b) 0, (1,a) 0, (1,b) 1. Seed means and task means are all 1/2,
+    # so MS_seed = MS_task = 0 and MS_e = 4 * (1/2)^2 / 1 = 1: V = 1 / 4, nu = 1, half width t_1 * 1/2.
+    ppo_grpo = pairs["ppo", "grpo"]
+    assert ppo_grpo["mean"] == pytest.approx(0.5) and ppo_grpo["pairs"] == 4 and ppo_grpo["seeds"] == 2
+    assert ppo_grpo["ci95"] == pytest.approx([0.5 - 12.706205 / 2, 0.5 + 12.706205 / 2], abs=1e-5)
+    assert ppo_grpo["per_seed"] == {0: 0.5, 1: 0.5} and ppo_grpo["seed_t_ci95"] == [0.5, 0.5]
+    ppo_null = pairs["ppo", "null"]  # one seed: the t over its tasks, and the exact McNemar test
+    assert (ppo_null["mean"], ppo_null["ci95"], ppo_null["pairs"], ppo_null["mcnemar_p"]) == (0.0, [0.0, 0.0], 2,
+                                                                                                {0: 1.0})
     assert pairs["grpo", "null"]["mean"] == pytest.approx(-0.5) and pairs["grpo", "null"]["pairs"] == 2
     table = "\n".join(compare_algorithms.pairwise_table(list(pairs.values())))
-    assert "| ppo | grpo | +50.0 (-6.6 to +106.6) |" in table and "| grpo | null | -50.0" in table
+    assert "| ppo | grpo | +50.0 (-585.3 to +685.3) | +50.0 to +50.0; per seed +50 / +50 |" in table
+    assert "| grpo | null | -50.0" in table and "1 gained" not in table and "0 gained, 1 lost; McNemar p = 1" in table
 
 
 def test_moving_average_by_hand():
@@ -152,6 +141,15 @@ def test_a_null_arm_written_in_yaml_is_a_null_arm_that_builds(tmp_path):
     assert arm.null
     study = Study(config, [arm], progress=False)
     assert study.rl_config(arm, "unused", 0, tmp_path / "arm").shuffle_advantages
+    assert study.rl_config(arm, "unused", 0, tmp_path / "arm").shuffle_scope == "group"  # the fair null
+    path.write_text(path.read_text().replace("null: true", "null: lr0"))  # the same steps at learning rate 0
+    (arm,) = [a for a in compare_algorithms.arms_of(load_config(path, results_dir=str(tmp_path))) if a.trains_rl]
+    assert (arm.null, arm.null_kind) == (True, "lr0")
+    rl = study.rl_config(arm, "unused", 0, tmp_path / "arm")
+    assert rl.learning_rate == 0.0 and not rl.shuffle_advantages
+    path.write_text(path.read_text().replace("null: lr0", "null: sometimes"))
+    with pytest.raises(ValueError, match="turn_rloo-null.null: expected true, 'shuffle' or 'lr0'"):
+        compare_algorithms.arms_of(load_config(path, results_dir=str(tmp_path)))
     path.write_text("name: n\nworld: {}\nalgorithms:\n  x: {1: 2}\n")
     with pytest.raises(ValueError, match="algorithms.x: option names must be strings"):
         load_config(path)
@@ -303,7 +301,8 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
 
     ppo = summary["arms"]["ppo"]["panels"]["held_out"]
     assert ppo["episodes"] == 4 and ppo["success"] == sum(wins("ppo")) / 4
-    assert ppo["vs_reference"]["mean"] == pytest.approx(paired_difference(wins("ppo"), wins("sft-only"))[0])
+    gains = [a - b for a, b in zip(wins("ppo"), wins("sft-only"), strict=True)]
+    assert ppo["vs_reference"]["mean"] == pytest.approx(sum(gains) / 4)
     assert summary["arms"]["ppo"]["panels"]["longer"]["episodes"] == 4
 
     # Learning curve: the start policy's and the final policy's evaluations bracket the mid-run one.
@@ -415,6 +414,21 @@ def test_a_lora_arm_is_saved_merged_and_evaluated_like_any_policy(tmp_path, poli
     saved = out / "seed0" / "turn_rloo" / "policy"
     assert (saved / "model.safetensors").is_file() and not (saved / "adapter_config.json").exists()
     assert summary["arms"]["turn_rloo"]["panels"]["held_out"]["episodes"] == 2
+
+
+def test_the_base_model_is_evaluated_once_per_study(tmp_path, policy):
+    """Greedy and untrained, the base model plays the same episodes for every seed: one evaluation stands for all."""
+    config = tiny_study(tmp_path, policy, seeds=[0, 1, 2], evaluation={"num_tasks": 3, "curve_points": 0})
+    study = Study(config, [Arm("base")], progress=False)
+    summary = study.run()
+    assert sorted(p.name for p in (study.out / "evals" / "base").glob("*.json")) == ["seed0-held_out.json"]
+    held = summary["arms"]["base"]["panels"]["held_out"]
+    assert held["episodes"] == 9 and set(held["success_per_seed"]) == {0, 1, 2}
+    assert len(set(held["success_per_seed"].values())) == 1
+    # sampled at a temperature, or trained, every seed plays its own episodes
+    hot = tiny_study(tmp_path, policy, name="hot", seeds=[0, 1], evaluation={"temperature": 0.7})
+    assert not Study(hot, [Arm("base")], progress=False).seed_independent(Arm("base"))
+    assert not study.seed_independent(Arm("sft-only", demos=4))
 
 
 def test_budget_sweep_writes_table_and_plot(tmp_path, policy):

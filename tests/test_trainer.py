@@ -341,7 +341,9 @@ def test_shuffled_advantages_are_the_steps_advantages_dealt_at_random(tmp_path, 
     output = trainer._generate_and_score_completions(batch)
     episodes = played(batch)
     honest = turn_advantages("turn_rloo", [e.turn_rewards for e in episodes], [i // 4 for i in range(8)])
-    dealt = adv.shuffle_advantages(honest, trainer._null_rng())  # seeded by (seed, step): reproducible
+    groups = [i // 4 for i in range(8)]
+    cells = adv.group_turn_cells(groups, [range(len(r)) for r in honest])  # the fair null: within (group, turn)
+    dealt = adv.shuffle_advantages(honest, trainer._null_rng(), cells)  # seeded by (seed, step): reproducible
     assert dealt != honest
     for row, episode in enumerate(episodes):
         tokens = adv.spread_over_tokens(dealt[row], episode.turn_index, episode.env_mask)
@@ -349,8 +351,12 @@ def test_shuffled_advantages_are_the_steps_advantages_dealt_at_random(tmp_path, 
     # PPO's null control deals its token advantages over model tokens only.
     one = Episode.from_ids(prompt_ids=[1], completion_ids=[2, 3, 4, 5], env_mask=[1, 0, 1, 1], turn_index=[0, 0, 1, 1],
                            turn_ends=[0, 3], logprobs=[0.0] * 4, turn_rewards=[0.0, 1.0])
-    (shuffled,) = _shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], random.Random(3))
+    (shuffled,) = _shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], ["g"], "step", random.Random(3))
     assert shuffled[1] == 0.0 and sorted(shuffled) == [0.0, 0.1, 0.2, 0.3]
+    # ... and by default within (group, turn): turn 0's one model token keeps its value, turn 1's two swap at most
+    for seed in range(5):
+        (fair,) = _shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], ["g"], "group", random.Random(seed))
+        assert fair[:2] == [0.1, 0.0] and sorted(fair[2:]) == [0.2, 0.3]
 
 
 def test_skip_train_tasks_leaves_out_the_first_tasks(tmp_path):

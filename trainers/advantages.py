@@ -243,21 +243,42 @@ def gigpo(turn_rewards: Sequence[Sequence[float]], groups: Sequence[Hashable],
     return [[a + step_weight * s for s in row] for a, row in zip(episode, step, strict=True)]
 
 
-def shuffle_advantages(rows: Sequence[Sequence[float]], rng: random.Random) -> list[list[float]]:
-    """The null control: the same advantages, dealt out at random.
+def shuffle_advantages(rows: Sequence[Sequence[float]], rng: random.Random,
+                       cells: Sequence[Sequence[Hashable]] | None = None) -> list[list[float]]:
+    """A null control: the same advantages, dealt out at random within cells.
 
-    Every entry of ``rows`` (ragged: one row per episode, one entry per turn or per model token) goes
-    into one pool; the pool is permuted with ``rng`` and refilled into the same shape. The step keeps
-    the same number, sizes and signs of advantages, but which episode, turn or token receives which
-    is independent of what it did: a policy update with no signal in it.
+    ``rows`` is ragged (one row per episode, one entry per turn or per model token); ``cells`` has the
+    same shape and names each entry's cell. Within every cell the entries are permuted with ``rng``
+    (cells in order of first appearance) and refilled into the same places:
+
+        A'_{i,t} = A_{pi_c(i,t)}   with pi_c a uniform permutation of the entries of cell c = cells[i][t]
+
+    so every cell keeps its multiset of advantages (its sum, its signs), but which of its episodes
+    receives which value is independent of what the episode did. The fair null
+    (:func:`group_turn_cells`: cell = (group, turn index)) keeps each group's sum at each turn, leaves a
+    group whose episodes tied at 0 untouched, and so takes the same steps as the real arm without its
+    signal. ``cells=None`` puts everything in one cell: the whole step's advantages dealt across groups,
+    a harsher null that also moves advantages onto groups the real arm leaves alone.
     """
-    pool = [a for row in rows for a in row]
-    rng.shuffle(pool)
-    out, start = [], 0
-    for row in rows:
-        out.append(pool[start: start + len(row)])
-        start += len(row)
+    cells = cells if cells is not None else [[None] * len(row) for row in rows]
+    if [len(r) for r in cells] != [len(r) for r in rows]:
+        raise ValueError("cells must have the shape of rows: one cell per advantage")
+    members: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
+    for i, row in enumerate(cells):
+        for t, cell in enumerate(row):
+            members[cell].append((i, t))
+    out = [list(row) for row in rows]
+    for places in members.values():
+        values = [rows[i][t] for i, t in places]
+        rng.shuffle(values)
+        for (i, t), value in zip(places, values, strict=True):
+            out[i][t] = value
     return out
+
+
+def group_turn_cells(groups: Sequence[Hashable], turns: Sequence[Sequence[int]]) -> list[list[tuple[Hashable, int]]]:
+    """The fair null's cells: entry t of episode i (turn ``turns[i][t]``) sits in cell (groups[i], turns[i][t])."""
+    return [[(group, turn) for turn in row] for group, row in zip(groups, turns, strict=True)]
 
 
 # ---------------------------------------------------------------------- token level

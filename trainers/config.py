@@ -220,8 +220,13 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
                                        "trainer mismatch (precision, kernels); None: off. Under vLLM, TRL's own "
                                        "vllm_importance_sampling_correction applies instead when it is on"})
     shuffle_advantages: bool = field(
-        default=False, metadata={"help": "null control: permute the step's advantages across its episodes (and "
-                                         "turns/tokens) with a seeded generator, so updates carry no signal"})
+        default=False, metadata={"help": "null control: permute the step's advantages with a seeded generator, "
+                                         "within each cell of shuffle_scope, so updates carry no signal"})
+    shuffle_scope: str = field(
+        default="group", metadata={"help": "the null control's cells: 'group' permutes within each group and turn "
+                                           "index (every group keeps its sum; tied groups stay at 0: the fair null); "
+                                           "'step' deals every advantage of the step across groups (harsher: it "
+                                           "moves advantages onto groups the real arm leaves alone)"})
     skip_train_tasks: int = field(
         default=0, metadata={"help": "skip the first N tasks of train_split (e.g. the SFT demos' games, which are "
                                      "the split's first num_demos tasks), so RL trains on other games"})
@@ -278,6 +283,8 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
             raise ValueError(f"skip_train_tasks must be >= 0, got {self.skip_train_tasks}")
         if self.episode_samples < 0:
             raise ValueError(f"episode_samples must be >= 0 (0: off), got {self.episode_samples}")
+        if self.shuffle_scope not in ("group", "step"):
+            raise ValueError(f"shuffle_scope must be 'group' (the fair null) or 'step', got {self.shuffle_scope!r}")
         if self.dynamic_sampling not in ("off", "drop"):
             raise ValueError(
                 f"dynamic_sampling must be 'off' or 'drop', got {self.dynamic_sampling!r} ('refill' is not available: "

@@ -424,8 +424,9 @@ class TurnGymTrainer(GRPOTrainer):
         if self.estimator.needs_critic:
             token_advantages = self._ppo_targets(output, episodes, mode)
             if self.args.shuffle_advantages:  # the null control, over this process's model tokens
-                token_advantages = _shuffled_over_model_tokens(token_advantages, episodes, self._null_rng(
-                    self.accelerator.process_index))
+                token_advantages = _shuffled_over_model_tokens(
+                    token_advantages, episodes, groups[start: start + len(episodes)], self.args.shuffle_scope,
+                    self._null_rng(self.accelerator.process_index))
         else:
             batch = AdvantageBatch([r for _, r, _ in everyone], groups, [s for _, _, s in everyone])
             per_turn = self.estimator(batch, self.args)
@@ -438,8 +439,10 @@ class TurnGymTrainer(GRPOTrainer):
                 self._metrics[mode]["dynamic_sampling/dropped_fraction"].append(len(silent) / max(len(set(groups)), 1))
             if self.args.shuffle_advantages:  # the null control, over every (episode, turn) of the step that is kept
                 kept = [i for i, d in enumerate(dropped) if not d]
-                for i, row in zip(kept, adv.shuffle_advantages([per_turn[i] for i in kept], self._null_rng()),
-                                  strict=True):
+                rows = [per_turn[i] for i in kept]
+                cells = (adv.group_turn_cells([groups[i] for i in kept], [range(len(r)) for r in rows])
+                         if self.args.shuffle_scope == "group" else None)
+                for i, row in zip(kept, adv.shuffle_advantages(rows, self._null_rng(), cells), strict=True):
                     per_turn[i] = row
             per_turn = per_turn[start: start + len(episodes)]
             token_advantages = [adv.spread_over_tokens(a, e.turn_index, e.env_mask)
@@ -953,10 +956,13 @@ def _mean_per_turn(token_advantages: list[float], episode: Episode) -> list[floa
     return [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
 
 
-def _shuffled_over_model_tokens(token_advantages: list[list[float]], episodes: list[Episode],
-                                rng: random.Random) -> list[list[float]]:
-    """:func:`~turngym.trainers.advantages.shuffle_advantages` over the model tokens only (env tokens keep 0)."""
+def _shuffled_over_model_tokens(token_advantages: list[list[float]], episodes: list[Episode], groups: Sequence[Any],
+                                scope: str, rng: random.Random) -> list[list[float]]:
+    """:func:`~turngym.trainers.advantages.shuffle_advantages` over the model tokens only (env tokens keep 0); with
+    ``scope="group"`` within each (group, turn index) cell, so each group keeps its token sum at every turn."""
     on_model = [[a for a, m in zip(row, e.env_mask, strict=True) if m]
                 for row, e in zip(token_advantages, episodes, strict=True)]
-    dealt = [iter(row) for row in adv.shuffle_advantages(on_model, rng)]
+    turns = [[t for t, m in zip(e.turn_index, e.env_mask, strict=True) if m] for e in episodes]
+    cells = adv.group_turn_cells(groups, turns) if scope == "group" else None
+    dealt = [iter(row) for row in adv.shuffle_advantages(on_model, rng, cells)]
     return [[next(values) if m else 0.0 for m in e.env_mask] for values, e in zip(dealt, episodes, strict=True)]

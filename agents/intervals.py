@@ -1,0 +1,193 @@
+"""Intervals for held-out results that account for every source of variance in a study.
+
+A study plays the *same* T held-out tasks with policies from S training runs (seeds). Its numbers form a
+seeds x tasks grid ``y[s][t]`` (an outcome, or a paired difference of two policies), and the grid has two
+crossed sources of variance: which training run you got (a seed effect, shared by all its tasks) and which
+tasks were drawn (a task effect, shared by all seeds). Treating the S*T cells as independent draws, as a
+pooled Wilson or normal interval does, ignores both correlations and is too narrow whenever runs differ.
+
+- :func:`crossed_interval`: the primary interval, a two-way crossed random-effects model (method of
+  moments, Satterthwaite degrees of freedom); with one seed it is the paired t interval over tasks, and
+  says that run-to-run variance is not in it.
+- :func:`seed_t_interval`: Student's t over the S per-seed means, the simplest honest interval.
+- :func:`mcnemar_exact_p`: the exact McNemar test of two policies on one seed's tasks.
+- :func:`paired_comparison`: all of the above for two policies on a grid of (seed, task) outcomes.
+
+Hand-written on scipy's distributions: statsmodels' mixed models fit by (RE)ML with iterative optimisers
+whose edge cases (a zero variance component, three seeds) would need more code to guard than the closed
+form below, and the balanced crossed design has exact expected mean squares.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scipy import stats
+
+CROSSED = "seeds x tasks random effects (Satterthwaite t)"
+TASKS_ONLY = "t over tasks (one seed: run-to-run variance not measured)"
+SEEDS_T = "t over seed means"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with a two-sided interval; ``df`` of the t quantile used (None: no spread to estimate)."""
+
+    mean: float
+    low: float
+    high: float
+    method: str
+    se: float = 0.0
+    df: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _t_interval(mean: float, variance: float, df: float | None, level: float, method: str) -> Interval:
+    if variance <= 0 or df is None or df <= 0:
+        return Interval(mean, mean, mean, method, 0.0, None)
+    se = math.sqrt(variance)
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    return Interval(mean, mean - half, mean + half, method, se, df)
+
+
+def _check_grid(grid: Sequence[Sequence[float]]) -> tuple[int, int]:
+    if not grid or not grid[0]:
+        raise ValueError("an interval needs at least one seed and one task")
+    widths = {len(row) for row in grid}
+    if len(widths) != 1:
+        raise ValueError(f"every seed must have played the same tasks: rows of lengths {sorted(widths)}")
+    return len(grid), len(grid[0])
+
+
+def crossed_interval(grid: Sequence[Sequence[float]], level: float = 0.95) -> Interval:
+    r"""The mean of a seeds x tasks grid with an interval for both run-to-run and task-sampling variance.
+
+    Model (two-way crossed random effects, balanced, one value per cell):
+
+        y_st = mu + a_s + b_t + e_st,   a_s ~ (0, s2_seed), b_t ~ (0, s2_task), e_st ~ (0, s2_e)
+
+    With S seeds, T tasks, row means y_s., column means y_.t and grand mean y:
+
+        MS_seed = T / (S-1)          * sum_s (y_s. - y)^2                       E = s2_e + T s2_seed
+        MS_task = S / (T-1)          * sum_t (y_.t - y)^2                       E = s2_e + S s2_task
+        MS_e    = 1 / ((S-1)(T-1))   * sum_st (y_st - y_s. - y_.t + y)^2        E = s2_e
+
+        Var(y) = s2_seed / S + s2_task / T + s2_e / (S T)  =  (MS_seed + MS_task - MS_e) / (S T)
+
+    Each variance component is floored at 0 (a mean square below MS_e adds nothing), so the estimate is
+    V = (MS_e + max(MS_seed - MS_e, 0) + max(MS_task - MS_e, 0)) / (S T). The interval is
+    y -+ t_{nu} sqrt(V), with Satterthwaite's nu = (sum_i c_i MS_i)^2 / sum_i (c_i MS_i)^2 / nu_i over
+    the mean squares kept (nu_seed = S-1, nu_task = T-1, nu_e = (S-1)(T-1)). With few seeds, nu is
+    small whenever runs disagree, and the interval is as wide as the seeds make it.
+
+    One seed (S = 1): the paired t interval over tasks, V = sum_t (y_t - y)^2 / (T (T-1)), nu = T-1;
+    one task (T = 1): t over seeds. A grid without spread gives the point.
+    """
+    n_seeds, n_tasks = _check_grid(grid)
+    grand = sum(map(sum, grid)) / (n_seeds * n_tasks)
+    if n_seeds == 1 or n_tasks == 1:
+        values = [v for row in grid for v in row]
+        n = len(values)
+        if n < 2:
+            return Interval(grand, grand, grand, TASKS_ONLY, 0.0, None)
+        variance = sum((v - grand) ** 2 for v in values) / (n * (n - 1))
+        return _t_interval(grand, variance, n - 1, level, TASKS_ONLY if n_seeds == 1 else SEEDS_T)
+    seed_means = [sum(row) / n_tasks for row in grid]
+    task_means = [sum(row[t] for row in grid) / n_seeds for t in range(n_tasks)]
+    df_seed, df_task = n_seeds - 1, n_tasks - 1
+    df_e = df_seed * df_task
+    ms_seed = n_tasks * sum((m - grand) ** 2 for m in seed_means) / df_seed
+    ms_task = n_seeds * sum((m - grand) ** 2 for m in task_means) / df_task
+    ms_e = sum((grid[s][t] - seed_means[s] - task_means[t] + grand) ** 2
+               for s in range(n_seeds) for t in range(n_tasks)) / df_e
+    keep_seed, keep_task = ms_seed > ms_e, ms_task > ms_e  # a component estimated below 0 is 0
+    terms = [(1.0 - keep_seed - keep_task, ms_e, df_e), (float(keep_seed), ms_seed, df_seed),
+             (float(keep_task), ms_task, df_task)]  # (coefficient, mean square, its degrees of freedom)
+    total = sum(c * ms for c, ms, _ in terms)
+    denominator = sum((c * ms) ** 2 / df for c, ms, df in terms)
+    df = total ** 2 / denominator if denominator else None
+    return _t_interval(grand, total / (n_seeds * n_tasks), df, level, CROSSED)
+
+
+def seed_t_interval(seed_means: Sequence[float], level: float = 0.95) -> Interval | None:
+    r"""Student's t over S per-seed means m_s: m -+ t_{S-1} sd(m_s) / sqrt(S). None for one seed.
+
+    It treats each training run as one observation, whatever the number of tasks: exact under normal
+    seed means, and wide with 3 seeds (t_2 = 4.30) because 3 runs say little about run-to-run spread.
+    """
+    n = len(seed_means)
+    if n < 2:
+        return None
+    mean = sum(seed_means) / n
+    variance = sum((m - mean) ** 2 for m in seed_means) / (n - 1) / n
+    return _t_interval(mean, variance, n - 1, level, SEEDS_T)
+
+
+def mcnemar_exact_p(gained: int, lost: int) -> float:
+    """Two-sided exact McNemar p of two policies on the same tasks: ``gained`` tasks only the first wins,
+    ``lost`` only the second. Under no difference each discordant task is a fair coin:
+    p = P(|Binomial(gained + lost, 1/2) - n/2| >= |gained - n/2|) (scipy's exact binomial test); 1 if none."""
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    return float(stats.binomtest(gained, n, 0.5).pvalue)
+
+
+def complete_grid(by_seed: Mapping[Any, Mapping[Any, float]]) -> tuple[list[Any], list[Any], list[list[float]]]:
+    """Seeds, tasks and the grid of values over the tasks every seed played (sorted, for a stable order)."""
+    seeds = sorted(by_seed, key=str)
+    shared = set.intersection(*(set(by_seed[s]) for s in seeds)) if seeds else set()
+    tasks = sorted(shared, key=str)
+    return seeds, tasks, [[float(by_seed[s][t]) for t in tasks] for s in seeds]
+
+
+def paired_comparison(a: Mapping[Any, Mapping[Any, float]], b: Mapping[Any, Mapping[Any, float]],
+                      level: float = 0.95) -> dict[str, Any]:
+    """Policy a against policy b, each given as {seed: {task: success}} on the same held-out tasks.
+
+    The difference d_st = a_st - b_st on every (seed, task) both played, then: the mean with the
+    :func:`crossed_interval` (``ci95``, the primary interval), the :func:`seed_t_interval`, the
+    difference per seed, the tasks gained and lost, and per seed the exact McNemar p (outcomes 0/1).
+    """
+    seeds = [s for s in a if s in b]
+    by_seed = {s: {t: a[s][t] - b[s][t] for t in a[s] if t in b[s]} for s in seeds}
+    seeds, tasks, grid = complete_grid(by_seed)
+    if not tasks:
+        return {"mean": 0.0, "ci95": [-1.0, 1.0], "method": "no shared (seed, task) pairs", "pairs": 0,
+                "seeds": len(seeds), "tasks": 0, "per_seed": {}, "seed_t_ci95": None, "gained": 0, "lost": 0,
+                "mcnemar_p": {}}
+    primary = crossed_interval(grid, level)
+    per_seed = {s: sum(row) / len(row) for s, row in zip(seeds, grid, strict=True)}
+    seed_t = seed_t_interval(list(per_seed.values()), level)
+    gained = {s: sum(d > 0 for d in row) for s, row in zip(seeds, grid, strict=True)}
+    lost = {s: sum(d < 0 for d in row) for s, row in zip(seeds, grid, strict=True)}
+    return {
+        "mean": primary.mean, "ci95": [primary.low, primary.high], "method": primary.method, "df": primary.df,
+        "pairs": len(seeds) * len(tasks), "seeds": len(seeds), "tasks": len(tasks),
+        "per_seed": per_seed,
+        "seed_t_ci95": [seed_t.low, seed_t.high] if seed_t else None,
+        "gained": sum(gained.values()), "lost": sum(lost.values()),
+        "mcnemar_p": {s: mcnemar_exact_p(gained[s], lost[s]) for s in seeds},
+    }
+
+
+def success_interval(by_seed: Mapping[Any, Mapping[Any, float]], level: float = 0.95) -> dict[str, Any]:
+    """One policy's success over {seed: {task: success}}: with several seeds the :func:`crossed_interval`
+    (the tasks every seed played); with one, the Wilson interval, which assumes independent tasks."""
+    from turngym.agents.evaluate import wilson_interval
+
+    seeds, tasks, grid = complete_grid(by_seed)
+    if len(seeds) == 1 and tasks:
+        outcomes = grid[0]
+        if all(v in (0.0, 1.0) for v in outcomes):
+            low, high = wilson_interval(int(sum(outcomes)), len(outcomes))
+            return {"ci95": [low, high], "method": "Wilson (one seed; tasks independent)"}
+    if not tasks:
+        return {"ci95": [0.0, 1.0], "method": "no tasks"}
+    interval = crossed_interval(grid, level)
+    return {"ci95": [max(0.0, interval.low), min(1.0, interval.high)], "method": interval.method}

@@ -1,0 +1,136 @@
+"""Intervals over seeds x tasks, against numbers computed by hand (agents/intervals.py)."""
+
+import math
+
+import pytest
+
+from turngym.agents.intervals import (
+    CROSSED,
+    SEEDS_T,
+    TASKS_ONLY,
+    crossed_interval,
+    mcnemar_exact_p,
+    paired_comparison,
+    seed_t_interval,
+    success_interval,
+)
+
+T975 = {1: 12.706204736174703, 2: 4.302652729911275, 3: 3.182446305284263}  # Student t, 97.5 % quantile
+
+
+def pooled_normal_half_width(grid):
+    """What the old interval did: every (seed, task) cell an independent pair, normal quantile."""
+    cells = [v for row in grid for v in row]
+    n, mean = len(cells), sum(cells) / len(cells)
+    return 1.959963984540054 * math.sqrt(sum((v - mean) ** 2 for v in cells) / (n * (n - 1)))
+
+
+def test_all_three_variance_components_by_hand():
+    # S = 3 seeds, T = 4 tasks; grand mean 1/2. Row means 3/4, 1/2, 1/4; column means 1, 2/3, 1/3, 0.
+    #   MS_seed = 4/2 * (1/16 + 0 + 1/16)                       = 1/4
+    #   MS_task = 3/3 * (1/4 + 1/36 + 1/36 + 1/4)               = 5/9
+    #   MS_e    = (sum of squared residuals = 5/6) / (2 * 3)    = 5/36
+    #   V  = (1/4 + 5/9 - 5/36) / 12 = 1/18,  se = sqrt(1/18)
+    #   nu = (2/3)^2 / ((1/4)^2/2 + (5/9)^2/3 + (5/36)^2/6)      = 288/89
+    grid = [[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]]
+    interval = crossed_interval(grid)
+    assert interval.method == CROSSED
+    assert interval.mean == pytest.approx(0.5)
+    assert interval.se == pytest.approx(math.sqrt(1 / 18))
+    assert interval.df == pytest.approx(288 / 89)
+    from scipy import stats
+
+    half = stats.t.ppf(0.975, 288 / 89) * math.sqrt(1 / 18)
+    assert (interval.low, interval.high) == pytest.approx((0.5 - half, 0.5 + half))
+
+
+def test_a_component_below_the_residual_counts_as_zero():
+    # S = 3, T = 3, grand 5/9: MS_seed = 4/9, MS_task = 1/9 < MS_e = 5/18, so V = MS_seed / 9, nu = S - 1
+    interval = crossed_interval([[1, 1, 1], [1, 0, 0], [0, 0, 1]])
+    assert interval.se == pytest.approx(2 / 9)
+    assert interval.df == pytest.approx(2)
+    assert interval.high - interval.mean == pytest.approx(T975[2] * 2 / 9)
+
+
+def test_the_interval_widens_when_seeds_disagree():
+    # The same eight cells (four wins, four ties), arranged two ways. The old pooled interval cannot tell
+    # them apart; the clustered one must be far wider when one run gains everything and the other nothing.
+    agree = [[1, 1, 0, 0], [1, 1, 0, 0]]
+    disagree = [[1, 1, 1, 1], [0, 0, 0, 0]]
+    assert pooled_normal_half_width(agree) == pooled_normal_half_width(disagree)
+    a, d = crossed_interval(agree), crossed_interval(disagree)
+    # agree: MS_seed = MS_e = 0, MS_task = 2/3: V = 1/12, nu = 3
+    assert a.high - a.mean == pytest.approx(T975[3] * math.sqrt(1 / 12))
+    # disagree: MS_task = MS_e = 0, MS_seed = 2: V = 1/4, nu = 1 (it is the t over two seed means)
+    assert d.high - d.mean == pytest.approx(T975[1] * 0.5)
+    assert d.high - d.low > 5 * (a.high - a.low) > 5 * 2 * pooled_normal_half_width(agree)
+    assert d.low < a.low
+
+
+def test_one_seed_is_the_paired_t_over_tasks_and_says_so():
+    interval = crossed_interval([[1, 1, 0, 1]])  # mean 3/4, sample variance 1/4, se = sqrt(1/16)
+    assert interval.method == TASKS_ONLY and "run-to-run variance not measured" in interval.method
+    assert interval.df == 3
+    assert (interval.low, interval.high) == pytest.approx((0.75 - T975[3] / 4, 0.75 + T975[3] / 4))
+
+
+def test_no_spread_gives_the_point_and_ragged_grids_are_refused():
+    point = crossed_interval([[1, 1], [1, 1]])
+    assert (point.low, point.mean, point.high, point.df) == (1.0, 1.0, 1.0, None)
+    with pytest.raises(ValueError, match="same tasks"):
+        crossed_interval([[1, 0], [1]])
+    with pytest.raises(ValueError, match="at least one seed"):
+        crossed_interval([])
+
+
+def test_seed_t_interval_by_hand():
+    # seed means -3, +7, +4 points: mean 8/300, sd^2 = 79/3 points^2, se = sqrt(79/9) points
+    interval = seed_t_interval([-0.03, 0.07, 0.04])
+    assert interval.method == SEEDS_T and interval.df == 2
+    se = math.sqrt(79 / 9) / 100
+    assert (interval.low, interval.high) == pytest.approx((0.08 / 3 - T975[2] * se, 0.08 / 3 + T975[2] * se))
+    assert seed_t_interval([0.5]) is None
+
+
+def test_mcnemar_exact_by_hand():
+    assert mcnemar_exact_p(7, 0) == pytest.approx(2 / 2 ** 7)
+    assert mcnemar_exact_p(0, 3) == pytest.approx(2 / 2 ** 3)
+    assert mcnemar_exact_p(3, 1) == pytest.approx(2 * (1 + 4) / 16)
+    assert mcnemar_exact_p(0, 0) == 1.0
+
+
+def test_paired_comparison_reports_every_view_of_the_difference():
+    # the quick demo's shape: seed 0 loses 3 games, seeds 1 and 2 gain 7 and 4, on 100 shared games
+    sft = {s: {f"g{t}": 0.0 for t in range(100)} for s in range(3)}
+    rl = {s: dict(games) for s, games in sft.items()}
+    for t in range(3):
+        sft[0][f"g{t}"] = 1.0
+    for t in range(10, 17):
+        rl[1][f"g{t}"] = 1.0
+    for t in range(20, 24):
+        rl[2][f"g{t}"] = 1.0
+    result = paired_comparison(rl, sft)
+    assert result["mean"] == pytest.approx(8 / 300)
+    assert (result["pairs"], result["seeds"], result["tasks"]) == (300, 3, 100)
+    assert result["per_seed"] == pytest.approx({0: -0.03, 1: 0.07, 2: 0.04})
+    assert (result["gained"], result["lost"]) == (11, 3)
+    assert result["mcnemar_p"] == pytest.approx({0: 0.25, 1: 2 / 2 ** 7, 2: 2 / 2 ** 4})
+    low, high = result["ci95"]
+    assert low < -0.09 and high > 0.14  # the run-to-run variance is in it (pooled: +0.2 to +5.1 points)
+    assert result["seed_t_ci95"] == pytest.approx([seed_t_interval([-0.03, 0.07, 0.04]).low,
+                                                   seed_t_interval([-0.03, 0.07, 0.04]).high])
+
+
+def test_paired_comparison_uses_only_tasks_every_seed_played():
+    a = {0: {"x": 1.0, "y": 1.0, "z": 0.0}, 1: {"x": 1.0, "y": 0.0}}
+    b = {0: {"x": 0.0, "y": 1.0, "z": 1.0}, 1: {"x": 0.0, "y": 0.0, "z": 1.0}}
+    result = paired_comparison(a, b)
+    assert result["tasks"] == 2 and result["per_seed"] == {0: 0.5, 1: 0.5}
+
+
+def test_success_interval_says_what_it_assumes():
+    one = success_interval({0: {"a": 1.0, "b": 0.0, "c": 1.0}})
+    assert one["method"].startswith("Wilson") and "independent" in one["method"]
+    many = success_interval({0: {"a": 1.0, "b": 1.0}, 1: {"a": 0.0, "b": 0.0}})
+    assert many["method"] == CROSSED
+    assert many["ci95"] == [0.0, 1.0]  # two runs that disagree completely: clipped to [0, 1]
