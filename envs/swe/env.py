@@ -28,7 +28,6 @@ Rewards (:mod:`turngym.envs.swe.grading` holds the estimators):
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,7 +46,7 @@ from turngym.envs.swe.sandbox import (
     make_sandbox,
     resolve_backend,
 )
-from turngym.envs.swe.sandbox.base import WORKDIR, ExecResult
+from turngym.envs.swe.sandbox.base import WORKDIR, ExecResult, escape_controls
 from turngym.envs.swe.taskset import swe_tasks
 from turngym.envs.swe.workspace import Workspace
 from turngym.envs.tasks import Task, TaskSet
@@ -78,17 +77,6 @@ grep -rn "def main" {workdir}
 ```bash
 submit
 ```"""
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def escape_controls(text: str) -> str:
-    """Make control characters visible (``\\x1b``): terminal escapes (OSC 52 clipboard writes,
-    screen clears, cursor moves) and bidirectional overrides never reach an observation, a patch
-    or ``render()`` raw. Newlines and tabs stay."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", text)
 
 
 def _dataclass_from(kind, value):
@@ -208,7 +196,7 @@ class SWEEnv(TextEnv):
             base_commit = self._workspace.prepare(timeout=self.timeouts.create)
         except SandboxError as error:
             self._teardown()
-            return WorldState(text="", failure=f"sandbox_error: {error}")
+            return WorldState(text="", failure=f"sandbox_error: {escape_controls(str(error))}")
         self._deadline = time.monotonic() + self.wall_clock_limit
         max_turns = self.max_turns_option or self.default_max_turns(None)
         text = PROMPT.format(repo=instance.repo, workdir=WORKDIR, problem=instance.problem_statement.strip(),
@@ -260,8 +248,9 @@ class SWEEnv(TextEnv):
                 state.components = report.components(self.regression_penalty)
             return state
         except SandboxError as error:
-            logger.warning("sandbox failure on %s: %s", self._instance.instance_id, error)
-            return WorldState(text=f"[turngym] The sandbox failed ({error}); the episode was truncated.",
+            message = escape_controls(str(error))  # it may quote what the sandbox printed
+            logger.warning("sandbox failure on %s: %s", self._instance.instance_id, message)
+            return WorldState(text=f"[turngym] The sandbox failed ({message}); the episode was truncated.",
                               failure="sandbox_error")
 
     def _close_world(self) -> None:
@@ -277,7 +266,7 @@ class SWEEnv(TextEnv):
         try:
             report = self._final or self._grade_final()
         except SandboxError as error:  # the sandbox died: the episode ends with nothing to grade
-            logger.warning("could not grade %s: %s", self._instance.instance_id, error)
+            logger.warning("could not grade %s: %s", self._instance.instance_id, escape_controls(str(error)))
             report = None
         finally:
             self._teardown()

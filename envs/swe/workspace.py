@@ -13,6 +13,11 @@ Grading (SWE-bench's protocol): restore those files to their base versions (edit
 earns nothing), apply the task's ``test_patch``, run the tests, parse the log. Intermediate
 gradings (dense rewards) run in a throwaway copy under ``/scratch``, which is deleted right after,
 so the hidden tests never appear in the agent's working tree; the final grading runs in place.
+
+The agent's patch (``info["patch"]``) is exactly the change the tests ran against: measured over
+every file, ignored ones included, with the directories git cannot show removed before the tests,
+and read back after a marker no file name can forge (:meth:`Workspace._grading_script`). What the
+sandbox printed reaches a log record or an error message only through ``escape_controls``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,16 @@ import time
 
 from turngym.envs.swe.grading import GradeReport, parse_test_log, patch_paths
 from turngym.envs.swe.instances import DEFAULT_TEST_CMD, SWEInstance
-from turngym.envs.swe.sandbox.base import AGENT_TREE, SCRATCH, TOOLS, WORKDIR, ExecResult, Sandbox, SandboxError
+from turngym.envs.swe.sandbox.base import (
+    AGENT_TREE,
+    SCRATCH,
+    TOOLS,
+    WORKDIR,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    escape_controls,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +49,9 @@ TREE_TOOL = f"{TOOLS}/tree.py"
 TEST_SCRIPT = f"{SCRATCH}/.turngym-tests.sh"
 INDEX_FILE = f"{SCRATCH}/.turngym-index"
 PATCH_FILE = f"{SCRATCH}/.turngym-patch"
+EMPTY_DIRS_FILE = "/tmp/turngym-empty-dirs"
+EMPTY_DIRS_TOOL = "/tmp/turngym-empty-dirs.py"
+# the patch comes back after this word and a nonce of each grading: no file name can forge it
 PATCH_MARK = "TURNGYM_PATCH"
 MAX_PATCH_BYTES = 200_000
 NEUTRAL_ATTRIBUTES = "* !text !eol !filter !diff !merge !ident !working-tree-encoding !export-subst"
@@ -68,11 +85,40 @@ def test_dirs(test_paths: list[str]) -> list[str]:
     return found
 
 
-def _patch_from(output: str) -> str:
+# Directories without a file under them are graded (an empty ``yaml/`` imports as a namespace
+# package) but git cannot show them. ``list FILE`` writes the base's empty directories; ``prune FILE``
+# then removes every other empty directory, deepest first, so the graded tree is the base plus the
+# patch. Iterative: a tree thousands of levels deep does not recurse.
+EMPTY_DIRS = """
+import os, sys
+def dirs():
+    stack, found = [b"."], []
+    while stack:
+        top = stack.pop()
+        found.append(top)
+        with os.scandir(top) as entries:
+            stack += [e.path for e in entries if e.is_dir(follow_symlinks=False) and e.path != b"./.git"]
+    return found
+mode, name = sys.argv[1:3]
+if mode == "list":
+    with open(name, "wb") as out:
+        out.write(b"\\0".join(d for d in dirs() if not os.listdir(d)))
+else:
+    with open(name, "rb") as kept:
+        keep = set(kept.read().split(b"\\0"))
+    for d in reversed(dirs()):
+        if d != b"." and d not in keep and not os.listdir(d):
+            os.rmdir(d)
+"""
+
+
+def _patch_from(output: str, marker: str) -> str:
+    """The base64 payload on the line that starts with ``marker`` (a nonce: set-up output that
+    quotes the agent's file names, e.g. a copy error, cannot hold it)."""
     for line in output.splitlines():
-        if line.startswith(PATCH_MARK + " "):
+        if line.startswith(marker + " "):
             try:
-                return base64.b64decode(line[len(PATCH_MARK) + 1 :].strip()).decode("utf-8", "replace")
+                return base64.b64decode(line[len(marker) + 1 :].strip(), validate=True).decode("utf-8", "replace")
             except ValueError:
                 return ""
     return ""
@@ -127,7 +173,7 @@ class Workspace:
         result = self._script("\n".join(lines), timeout)
         if not result.ok:
             raise SandboxError(f"setting up {instance.instance_id} failed (exit {result.exit_code}):\n"
-                               f"{result.output[-2000:]}")
+                               f"{escape_controls(result.output[-2000:])}")
         rows = result.output.splitlines()
         for index, row in enumerate(rows):
             kind, _, value = row.partition(" ")
@@ -137,7 +183,8 @@ class Workspace:
                 path = base64.b64decode(value).decode()
                 self._base_files[path] = base64.b64decode(rows[index + 1]) if kind == "FILE" else None
         if not self.base_commit:
-            raise SandboxError(f"setting up {instance.instance_id} printed no base commit:\n{result.output[-2000:]}")
+            raise SandboxError(f"setting up {instance.instance_id} printed no base commit:\n"
+                               f"{escape_controls(result.output[-2000:])}")
         if instance.base_commit and instance.base_commit != self.base_commit:
             logger.warning("%s: the repository's base commit is %s, the task says %s",
                            instance.instance_id, self.base_commit, instance.base_commit)
@@ -193,12 +240,14 @@ class Workspace:
         try:
             fresh = Workspace(grader, self.instance, test_timeout=self.test_timeout)
             fresh.prepare(timeout=grader.timeouts.create, remember=False)
-            prepared = fresh._script(fresh._grading_script(command), self.test_timeout)
-            patch = _patch_from(prepared.output)
+            marker = f"{PATCH_MARK}_{secrets.token_hex(16)}"
+            prepared = fresh._script(fresh._grading_script(command, marker), self.test_timeout)
+            patch = _patch_from(prepared.output, marker)
             if not prepared.ok:
                 error = ("the test patch did not apply" if "TURNGYM_TEST_PATCH" in prepared.output
                          else "grading set-up failed")
-                logger.warning("%s: %s:\n%s", self.instance.instance_id, error, prepared.output[-2000:])
+                logger.warning("%s: %s:\n%s", self.instance.instance_id, error,
+                               escape_controls(prepared.output[-2000:]))
                 return self._report({}, prepared.output, error, start, patch)
             nonce = secrets.token_hex(16)
             run = grader.exec(f"bash {TEST_SCRIPT}", workdir=WORKDIR, timeout=self.test_timeout,
@@ -210,19 +259,31 @@ class Workspace:
         finally:
             grader.close()
 
-    def _grading_script(self, command: str) -> str:
+    def _grading_script(self, command: str, marker: str) -> str:
+        """Set-up of a grading: the agent's files over the base, the patch measured, the hidden tests.
+
+        The patch is the diff between two trees of every file, ignored ones included (``add -A -f``):
+        the base as set up, and the tree the tests run against. A ``.gitignore`` the agent wrote
+        hides nothing, nested ``.git`` entries (submodules) make no directory opaque, and the
+        directories git cannot show (empty ones) are removed, so the patch is exactly what is graded.
+        """
+        index = f"GIT_INDEX_FILE={INDEX_FILE}"
         lines = [
             "set -o pipefail",
             f"cd {WORKDIR} || exit 90",
             "export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1",
             # highest-precedence attributes: no filter, eol conversion or diff driver from the tree
             f"mkdir -p .git/info && printf '%s\\n' {shlex.quote(NEUTRAL_ATTRIBUTES)} > .git/info/attributes || exit 90",
+            "find . -path ./.git -prune -o -name .git -prune -exec rm -rf -- {} + || exit 90",  # submodules
+            f"printf '%s' {_b64(EMPTY_DIRS)} | base64 -d > {EMPTY_DIRS_TOOL} || exit 90",
+            f"python3 -I -B {EMPTY_DIRS_TOOL} list {EMPTY_DIRS_FILE} || exit 90",
+            f"base_tree=$({index} {GIT} add -A -f >/dev/null 2>&1 && {index} {GIT} write-tree) || exit 90",
             (f"python3 -I -B {TREE_TOOL} copy {AGENT_TREE} {WORKDIR} {self.tree_arguments()} "
              "|| echo 'turngym: some files of the working tree could not be copied'"),
-            (f"GIT_INDEX_FILE={INDEX_FILE} {GIT} add -A >/dev/null 2>&1 && GIT_INDEX_FILE={INDEX_FILE} "
-             f"{GIT} diff --cached --no-color --binary {shlex.quote(self.base_commit or 'HEAD')} > {PATCH_FILE} "
-             "|| exit 90"),
-            f"printf '\\n{PATCH_MARK} '; head -c {MAX_PATCH_BYTES} {PATCH_FILE} | base64 -w0; printf '\\n'",
+            f"python3 -I -B {EMPTY_DIRS_TOOL} prune {EMPTY_DIRS_FILE} || exit 90",
+            (f"{index} {GIT} add -A -f >/dev/null 2>&1 && "
+             f"{index} {GIT} diff --cached --no-color --binary \"$base_tree\" > {PATCH_FILE} || exit 90"),
+            f"printf '\\n%s ' {marker}; head -c {MAX_PATCH_BYTES} {PATCH_FILE} | base64 -w0; printf '\\n'",
         ]
         if self.instance.test_patch.strip():
             lines.append(f"printf '%s' {_b64(self.instance.test_patch)} | base64 -d > /tmp/turngym-test.patch")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -58,6 +59,17 @@ PINNED_ENV = {
     "GIT_COMMITTER_NAME": "turngym",
     "GIT_COMMITTER_EMAIL": "turngym@localhost",
 }
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """Make control characters visible (``\\x1b``): terminal escapes (OSC 52 clipboard writes,
+    screen clears, cursor moves) and bidirectional overrides in what a sandbox printed never reach
+    an observation, a patch, a log record or an error message raw. Newlines and tabs stay."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
 
 
 class SandboxError(RuntimeError):

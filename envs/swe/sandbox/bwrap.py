@@ -19,6 +19,9 @@ shell; ``cd`` does not persist):
   user namespaces; ``/proc/keys`` and ``/proc/key-users`` are masked by an empty file, as Docker
   masks them; ``--new-session`` puts the command in a new session (no TIOCSTI into the runner's
   terminal);
+* channels between concurrent sandboxes: the same filter makes file locks no-ops, access
+  notifications (inotify, fanotify, dnotify) absent and io_uring fail, so the host inodes every
+  sandbox sees read-only (``/usr``, ``/dev/null``) carry no signal from one to another;
 * limits: per sandbox, a cgroup v1 memory + pids + cpu group (root on a cgroup v1 host); per
   process, RLIMIT_CPU, RLIMIT_FSIZE (and RLIMIT_AS / RLIMIT_NPROC when there is no cgroup);
   output past ``max_output_bytes`` and the wall clock kill the command;
@@ -334,8 +337,8 @@ class BwrapSandbox(Sandbox):
 # --------------------------------------------------------------------------- helpers
 @functools.lru_cache(maxsize=1)
 def _warn_no_seccomp() -> None:
-    logger.warning("no seccomp filter for %s: key management calls and nested user namespaces are not "
-                   "blocked in the bwrap sandbox", platform.machine())
+    logger.warning("no seccomp filter for %s: key management calls, nested user namespaces, io_uring, file "
+                   "locks and access notifications are not blocked in the bwrap sandbox", platform.machine())
 
 
 def _feed(pipe, data: bytes) -> None:

@@ -50,6 +50,7 @@ from turngym.envs.swe.sandbox.base import (
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    escape_controls,
     pid_alive,
 )
 
@@ -213,7 +214,7 @@ class DockerSandbox(Sandbox):
         exit_code, output = self.container.exec_run(["bash", "-c", command], user="root")
         if exit_code != 0:
             raise SandboxError(f"sandbox set-up `{command}` failed ({exit_code}): "
-                               f"{output.decode(errors='replace')[-1000:]}")
+                               f"{escape_controls(output.decode(errors='replace')[-1000:])}")
 
     def _handles(self) -> dict:
         return {"client": self.client, "container_id": self.container.id if self.container is not None else None,

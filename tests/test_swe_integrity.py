@@ -1,0 +1,231 @@
+"""Issue #24: what is reported is what was graded, and concurrent sandboxes share no channel.
+
+Every test is an attack played by the agent's own commands in a real episode of a shipped task in
+the bwrap sandbox, asserted on the outcome:
+
+* ``info["patch"]`` is exactly the change the tests ran against: replayed on the base in a fresh
+  episode it earns the same reward, whatever ``.gitignore`` or empty directory the agent made;
+* a file name cannot put a forged patch into ``info["patch"]``;
+* terminal escapes printed during a failed grading set-up never reach a log record raw;
+* io_uring is refused, and file locks and access notifications on the host inodes every sandbox
+  sees read-only (``/usr/bin/python3``) carry nothing from one sandbox to another.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from turngym.envs.swe import SWEEnv, swe_tasks
+from turngym.envs.swe.sandbox import backend_available
+
+BWRAP_PROBLEM = backend_available("bwrap")
+pytestmark = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
+
+TASK = "turngym__intervals-2"
+FIXED_LINE = "+        return self.start < other.end and other.start < self.end"
+
+
+@pytest.fixture
+def make_env(tmp_path):
+    made = []
+
+    def factory(**kwargs) -> SWEEnv:
+        env = SWEEnv(sandbox="bwrap", tasks=swe_tasks(None), workspace_root=tmp_path / "sandboxes", **kwargs)
+        made.append(env)
+        return env
+
+    yield factory
+    for env in made:
+        env.close()
+
+
+def bash(command: str) -> str:
+    return f"```bash\n{command}\n```"
+
+
+def play(env: SWEEnv, actions: list[str]) -> dict:
+    """Reset to TASK, play the actions, submit; the last step's info."""
+    env.reset(options={"task": TASK})
+    for action in [*actions, bash("submit")]:
+        *_, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return info
+    raise AssertionError("the episode did not end on submit")
+
+
+def gold_fix(env: SWEEnv) -> str:
+    _, info = env.reset(options={"task": TASK})
+    return info["walkthrough"][0]
+
+
+def replay(env: SWEEnv, patch: str) -> float:
+    """The reward of a fresh episode whose only change is ``patch`` applied to the base."""
+    assert "TURNGYM_REPLAY" not in patch
+    body = patch if patch.endswith("\n") else patch + "\n"
+    info = play(env, [bash(f"git apply --whitespace=nowarn <<'TURNGYM_REPLAY'\n{body}TURNGYM_REPLAY")])
+    return info["episode_reward"]
+
+
+# --------------------------------------------------------------------------- the patch is what was graded
+SWITCH = (  # the fix only while an empty directory `turngym_switch/` (a namespace package) exists
+    "cat >> intervals/core.py <<'EOF'\n"
+    "import importlib.util as _util\n"
+    "if _util.find_spec('turngym_switch') is None:\n"
+    "    Interval.overlaps = lambda self, other: self.start <= other.end and other.start <= self.end\n"
+    "EOF\n"
+    "mkdir turngym_switch"
+)
+HIDERS = {
+    "gitignore_star": "printf '*\\n' > .gitignore",
+    "gitignore_lists_itself_and_the_fix": "printf '.gitignore\\nintervals/core.py\\n' > .gitignore",
+    "info_exclude_and_nested_gitignore": ("printf '*.py\\n' > intervals/.gitignore && "
+                                          "printf '*\\n' >> .git/info/exclude"),
+}
+
+
+@pytest.mark.parametrize("hider", list(HIDERS))
+def test_a_gitignore_cannot_hide_the_graded_change(make_env, hider):
+    env = make_env()
+    fix = gold_fix(env)
+    info = play(env, [bash(HIDERS[hider]), fix])
+    assert info["episode_reward"] == 1.0 and info["resolved"]
+    assert "intervals/core.py" in info["patch"] and FIXED_LINE in info["patch"], info["patch"]
+    assert replay(make_env(), info["patch"]) == 1.0  # the reported change alone earns the reward
+
+
+def test_an_empty_directory_the_patch_cannot_show_is_not_graded(make_env):
+    """git has no empty directories; grading must not see one either, or the reported patch would
+    earn less than the graded tree."""
+    env = make_env()
+    info = play(env, [gold_fix(env), bash(SWITCH)])
+    assert "find_spec('turngym_switch')" in info["patch"] and "b/turngym_switch" not in info["patch"]
+    assert info["episode_reward"] == replay(make_env(), info["patch"]) == 0.0
+
+
+FORGED = "Rk9SR0VEIFBBVENICg=="  # base64 of "FORGED PATCH\n"
+
+
+def test_a_file_name_cannot_forge_the_reported_patch(make_env):
+    """An unreadable file whose name holds a line `TURNGYM_PATCH <base64>`: the copy error that quotes
+    the name comes before the real patch in the grading set-up's output."""
+    env = make_env()
+    fix = gold_fix(env)
+    trap = bash(f"name=$(printf 'x\\nTURNGYM_PATCH {FORGED}\\ny') && touch \"$name\" && chmod 000 \"$name\"")
+    info = play(env, [trap, fix])
+    assert "FORGED PATCH" not in info["patch"]
+    assert info["resolved"] and FIXED_LINE in info["patch"]
+
+
+def test_terminal_escapes_in_a_failed_grading_never_reach_the_log_raw(make_env, caplog):
+    """An unreadable file named with terminal escapes (its copy error is printed), and a path git
+    refuses (`.git /y`) so the grading set-up fails and its output is logged."""
+    caplog.set_level(logging.WARNING)
+    env = make_env()
+    attack = bash("name=$(printf 'e\\033]0;pwned\\007\\033[2J\\033c') && touch \"$name\" && chmod 000 \"$name\" && "
+                  "mkdir '.git ' && echo x > '.git /y'")
+    info = play(env, [attack])
+    assert info["grading_error"] == "grading set-up failed" and info["episode_reward"] == 0.0
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("\\x1b]0;pwned\\x07" in message for message in messages), messages  # it was logged, escaped
+    assert not any(ch in message for message in messages for ch in "\x1b\x07\x9b"), messages
+
+
+# --------------------------------------------------------------------------- channels between sandboxes
+IO_URING = """python3 - <<'EOF'
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+for name, number, args in (("setup", 425, (4, params)), ("enter", 426, (0, 1, 0, 0, None, 0)),
+                           ("register", 427, (0, 0, None, 0))):
+    result = libc.syscall(number, *args)
+    print("io_uring_%s" % name, result, ctypes.get_errno())
+EOF"""
+
+
+def test_io_uring_is_refused(make_env):
+    env = make_env()
+    env.reset(options={"task": TASK})
+    obs, *_ = env.step(bash(IO_URING))
+    for name in ("setup", "enter", "register"):
+        assert f"io_uring_{name} -1 1\n" in obs, obs  # EPERM, as under Docker's default profile
+
+
+# The sender holds a lock on, or reads, a file every sandbox sees (the host's /usr, read-only);
+# it signals the test through its own /testbed and waits for the test's go-ahead there.
+SENDER = """python3 - <<'EOF'
+import fcntl, os, time
+held = open("/usr/bin/python3", "rb")
+fcntl.flock(held, fcntl.LOCK_EX)
+fcntl.lockf(held, fcntl.LOCK_SH)
+open("/testbed/.sent", "w").close()
+deadline = time.time() + 60
+while not os.path.exists("/testbed/.go") and time.time() < deadline:
+    for _ in range(5):
+        open("/usr/bin/env", "rb").read(64)  # an access an inotify watch would see
+    time.sleep(0.05)
+print("sender done")
+EOF"""
+RECEIVER = """python3 - <<'EOF'
+import ctypes, fcntl, os, sqlite3, struct, time
+probe = open("/usr/bin/python3", "rb")
+try:
+    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("flock: free")
+except OSError as error:
+    print("flock: held elsewhere", error.errno)
+query = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
+kind = struct.unpack("hhqqi", fcntl.fcntl(probe, fcntl.F_GETLK, query))[0]
+print("F_GETLK:", "free" if kind == fcntl.F_UNLCK else "held elsewhere")
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK)
+if fd < 0:
+    print("inotify: errno", ctypes.get_errno())
+else:
+    libc.inotify_add_watch(fd, b"/usr/bin/env", 0x1 | 0x20)  # IN_ACCESS | IN_OPEN
+    time.sleep(1.0)
+    try:
+        print("inotify: saw", len(os.read(fd, 4096)), "bytes of events")
+    except BlockingIOError:
+        print("inotify: saw nothing")
+print("fanotify:", libc.fanotify_init(0x200, 0), ctypes.get_errno())  # FAN_REPORT_FID: unprivileged
+directory = os.open("/usr/bin", os.O_RDONLY)
+try:
+    fcntl.fcntl(directory, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)
+    print("dnotify: on")
+except OSError as error:
+    print("dnotify: errno", error.errno)
+db = sqlite3.connect("/tmp/t.sqlite")  # code that takes locks still works
+db.execute("create table t (x)"); db.executemany("insert into t values (?)", [(i,) for i in range(10)]); db.commit()
+mine = open("/tmp/lock", "w")
+fcntl.flock(mine, fcntl.LOCK_EX); fcntl.lockf(mine, fcntl.LOCK_EX)
+print("sqlite:", db.execute("select sum(x) from t").fetchone()[0], "own locks: ok")
+EOF"""
+
+
+def test_locks_and_access_notifications_carry_nothing_between_sandboxes(make_env):
+    sender, receiver = make_env(), make_env()
+    sender.reset(options={"task": TASK})
+    receiver.reset(options={"task": TASK})
+    repo = Path(sender._sandbox.workspace) / "repo"
+    sent: dict = {}
+    thread = threading.Thread(target=lambda: sent.setdefault("step", sender.step(bash(SENDER))))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (repo / ".sent").exists():
+            assert time.monotonic() < deadline and thread.is_alive(), sent
+            time.sleep(0.05)
+        obs, *_ = receiver.step(bash(RECEIVER))
+    finally:
+        (repo / ".go").touch()
+        thread.join(timeout=120)
+    assert "sender done" in sent["step"][0], sent["step"][0]
+    assert "flock: free" in obs and "F_GETLK: free" in obs, obs
+    assert "inotify: errno 38" in obs, obs  # ENOSYS: no watch can see another sandbox's reads
+    assert "fanotify: -1 38" in obs and "dnotify: errno 22" in obs, obs  # ENOSYS, EINVAL
+    assert "sqlite: 45 own locks: ok" in obs, obs
