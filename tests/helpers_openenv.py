@@ -1,4 +1,4 @@
-"""A plain OpenEnv server that is not turngym's, for ``turngym/OpenEnv-v0`` tests.
+"""OpenEnv servers that are not turngym's: a plain one for ``turngym/OpenEnv-v0`` tests, a hostile one.
 
 ``GuessWordEnvironment``: guess the secret word in three tries. Its action is ``{"message": str}``
 (not ``command``), its observation ``{"reply": str, "tries_left": int}``; reward 1 and
@@ -8,16 +8,22 @@ longer than 40 characters fails the action's validation.
 Run as ``python -m tests.helpers_openenv`` (from the repository root): it listens on a free port of
 127.0.0.1 and prints ``listening on ws://127.0.0.1:PORT``. :class:`GenericServer` does that in a
 child process.
+
+:class:`HostileServer`: a "turngym server" written by an attacker, raw WebSocket frames in a thread of
+the test (tests/test_serve_security.py).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
@@ -77,6 +83,56 @@ class GenericServer(ChildServer):
         super().__init__([sys.executable, "-m", "tests.helpers_openenv"],
                          ready=re.compile(r"^listening on (?P<url>\S+)"),
                          cwd=str(Path(__file__).resolve().parent.parent), startup_timeout=timeout)
+
+
+class HostileServer:
+    """A raw WebSocket server on 127.0.0.1 posing as ``turngym serve`` (a context manager; ``url``).
+
+    Its state declares ``max_step_seconds`` and a turngym world; ``answer(kind, message)`` gives the
+    raw text of the reply to each ``reset`` and ``step`` (None: no reply, ever). Replies are whatever
+    an attacker writes: ``observation()`` writes NaN and Infinity as JSON's non-standard literals.
+    """
+
+    def __init__(self, answer: Callable[[str, dict[str, Any]], str | None], *, max_step_seconds: Any = None,
+                 env_id: str = "turngym/Signals-v0") -> None:
+        from websockets.sync.server import serve
+
+        self.answer = answer
+        self.state = {"episode_id": None, "step_count": 0, "env_id": env_id, "world_options": {},
+                      "max_step_seconds": max_step_seconds, "task": None, "turn": 0, "done": True,
+                      "turngym_version": "6.6.6"}
+        self.server = serve(self._session, "127.0.0.1", 0, max_size=None, compression=None)
+        self.url = f"ws://127.0.0.1:{self.server.socket.getsockname()[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="hostile-server", daemon=True)
+        self.thread.start()
+
+    def _session(self, connection: Any) -> None:
+        for raw in connection:
+            message = json.loads(raw)
+            kind = message.get("type")
+            if kind == "close":
+                return
+            reply = json.dumps({"type": "state", "data": self.state}) if kind == "state" else self.answer(kind, message)
+            if reply is not None:
+                connection.send(reply)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def observation(text: str, reward: Any = 0.0, *, done: bool = False, info: dict[str, Any] | None = None) -> str:
+    """The raw text of an observation frame, as a turngym server's (``NaN`` and ``Infinity`` as such)."""
+    info = {"turn_reward": reward, "episode_reward": None, "won": False, "invalid_action": False, **(info or {})}
+    metadata = {"terminated": done, "truncated": False, "truncation_reason": None, "won": False, "info": info}
+    data = {"observation": {"text": text, "metadata": metadata}, "reward": reward, "done": done, "metadata": metadata}
+    return json.dumps({"type": "observation", "data": data})
 
 
 def main() -> None:

@@ -1,6 +1,9 @@
 """`turngym serve` (OpenEnv) and RemotePool: a served world plays exactly like a local one, and fails like one.
 
-Every server here is a real `turngym serve` child process on 127.0.0.1.
+Every server here is a real `turngym serve` child process on 127.0.0.1, with a token (in
+$TURNGYM_SERVE_TOKEN, as a user would set it: every client here, the trainer's included, sends it
+from there) and --reveal-solutions (the oracle and these comparisons read the walkthrough).
+tests/test_serve_security.py attacks the servers and pools.
 """
 
 from __future__ import annotations
@@ -28,11 +31,22 @@ SIGNALS = "turngym/Signals-v0"
 WORLD = {"reward_mode": "dense", "turns": 3, "colours": 2}  # test_trainer's Signals, in dense mode
 # Short keepalive, so that the idle test below outlasts several ping timeouts.
 KEEPALIVE = {"ping_interval": 0.2, "ping_timeout": 2.0}
+TOKEN = "a-test-token-of-32-characters-ok"
+REVEAL = ["--reveal-solutions"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def token():
+    """The servers of this module require TOKEN; their clients find it in $TURNGYM_SERVE_TOKEN."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TURNGYM_SERVE_TOKEN", TOKEN)
+        yield TOKEN
 
 
 @pytest.fixture(scope="module")
-def server():
-    extra = ["--ping-interval", str(KEEPALIVE["ping_interval"]), "--ping-timeout", str(KEEPALIVE["ping_timeout"])]
+def server(token):
+    extra = ["--ping-interval", str(KEEPALIVE["ping_interval"]), "--ping-timeout", str(KEEPALIVE["ping_timeout"]),
+             *REVEAL]
     with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=12, panel_size=8, extra_args=extra) as process:
         yield process
 
@@ -192,7 +206,7 @@ def test_a_server_restarted_between_episodes_is_reconnected_to():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    extra = ["--port", str(port)]  # the same address after the restart
+    extra = ["--port", str(port), *REVEAL]  # the same address after the restart
     first = ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=2, panel_size=2, extra_args=extra)
     pool = RemotePool(first.url, 1, env_id=SIGNALS, env_kwargs=WORLD)
     try:

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("openenv")
 
 from tests.helpers_openenv import SECRET, GenericServer
-from tests.test_openenv_serve import SIGNALS, WORLD, trajectory_fields
+from tests.test_openenv_serve import REVEAL, SIGNALS, TOKEN, WORLD, token, trajectory_fields  # noqa: F401 - a fixture
 from turngym import envs
 from turngym.agents.baselines import OracleAgent, RandomAgent
 from turngym.agents.evaluate import evaluate
@@ -31,8 +31,8 @@ OPENENV = "turngym/OpenEnv-v0"
 
 
 @pytest.fixture(scope="module")
-def server():
-    with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=8, panel_size=8) as process:
+def server(token):
+    with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=8, panel_size=8, extra_args=REVEAL) as process:
         yield process
 
 
@@ -155,7 +155,7 @@ def test_a_full_server_is_refused_in_one_clear_line(server):
 
 @pytest.mark.timeout(300)
 def test_a_server_killed_mid_episode_truncates_the_episode():
-    with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=2, panel_size=2) as served:
+    with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=2, panel_size=2, extra_args=REVEAL) as served:
         world = envs.make(OPENENV, base_url=served.url, ping_interval=0.5, ping_timeout=2.0)
         try:
             _, info = world.reset(seed=0)

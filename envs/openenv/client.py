@@ -6,6 +6,11 @@
   :class:`~turngym.envs.pool_api.StepResult` exactly as a local world would;
 * :func:`served_panel`: a split's task panel, read from the server's task API, fingerprint checked.
 
+Every client sends the server's token (``token=``, else ``$TURNGYM_SERVE_TOKEN``) as
+``Authorization: Bearer TOKEN``, and trusts the server no more than the server trusts it: every
+call has a deadline that a server dripping bytes cannot stretch, messages and observations are
+bounded in size, and rewards must be finite numbers.
+
     with TurnGymClient(base_url="ws://127.0.0.1:8000").sync() as client:
         result = client.reset(task="signals/eval/10000")
         result = client.step("stop")
@@ -16,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import http.client
 import json
 import logging
+import socket
 import threading
-import urllib.error
-import urllib.request
+import time
 from collections.abc import Coroutine, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,16 +36,29 @@ from openenv.core.env_client import EnvClient
 from websockets.protocol import State as WebSocketState
 
 from turngym.envs.openenv.protocol import TurnAction, TurnGymState, TurnObservation, jsonable
-from turngym.envs.pool_api import StepResult
+from turngym.envs.openenv.security import TOKEN_ENV, auth_headers
+from turngym.envs.pool_api import MAX_REMOTE_OBSERVATION_CHARS, StepResult, untrusted_step, untrusted_text
 from turngym.envs.tasks import Task, TaskSet
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+# The largest WebSocket message taken from a server (a bigger one closes the session: env_disconnected).
+MAX_MESSAGE_MB = 16.0
+# The largest HTTP answer taken from a server (a task panel).
+MAX_HTTP_BYTES = 64 * 1024 * 1024
 
 
 class TurnGymClient(EnvClient[TurnAction, TurnObservation, TurnGymState]):
-    """OpenEnv client of a served turngym world; ``step`` takes a :class:`TurnAction` or a plain str."""
+    """OpenEnv client of a served turngym world; ``step`` takes a :class:`TurnAction` or a plain str.
+
+    ``token`` (else ``$TURNGYM_SERVE_TOKEN``) goes to the server as ``Authorization: Bearer TOKEN``;
+    every other argument is OpenEnv's ``EnvClient``'s.
+    """
+
+    def __init__(self, base_url: str | None = None, *, token: str | None = None, **kwargs: Any) -> None:
+        headers = {**auth_headers(token), **dict(kwargs.pop("headers", None) or {})}
+        super().__init__(base_url, headers=headers or None, **kwargs)
 
     def _step_payload(self, action: TurnAction | str) -> dict[str, Any]:
         return {"command": action if isinstance(action, str) else action.command}
@@ -133,13 +152,24 @@ async def buffered_message(client: Any) -> str:
     A full server sends its CAPACITY_REACHED refusal and closes at once; when the client sees the close
     first, the refusal still waits in the socket's buffer.
     """
-    socket = getattr(client, "_ws", None)
-    if socket is None:
+    connection = getattr(client, "_ws", None)
+    if connection is None:
         return ""
     try:
-        return str(await asyncio.wait_for(socket.recv(), 0.5))
+        return str(await asyncio.wait_for(connection.recv(), 0.5))
     except Exception:  # noqa: BLE001 - nothing buffered, or the socket is gone: no refusal to report
         return ""
+
+
+def refused_token(error: BaseException) -> bool:
+    """Whether a failed WebSocket handshake was the server refusing the token (HTTP 401 or 403)."""
+    text = str(error)
+    return "HTTP 401" in text or "HTTP 403" in text
+
+
+def token_refusal(url: str) -> str:
+    return (f"{url} refused this client's token: set {TOKEN_ENV} (or pass token=...) to the token the server "
+            "was started with")
 
 
 class RemoteSession:
@@ -151,16 +181,22 @@ class RemoteSession:
         message_timeout: the longest wait for any answer (a pool's own deadlines are shorter).
         ping_interval, ping_timeout: WebSocket keepalive; a server that stops answering pings for
             ``ping_timeout`` seconds is taken as gone.
+        token: the server's token (None: ``$TURNGYM_SERVE_TOKEN``, if set).
+        max_observation_chars: longer observations are cut in the middle, with the usual marker.
+        max_message_mb: a larger message from the server closes the session.
     """
 
     def __init__(self, server: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                 message_timeout: float = 600.0, ping_interval: float = 20.0, ping_timeout: float = 20.0) -> None:
+                 message_timeout: float = 600.0, ping_interval: float = 20.0, ping_timeout: float = 20.0,
+                 token: str | None = None, max_observation_chars: int = MAX_REMOTE_OBSERVATION_CHARS,
+                 max_message_mb: float = MAX_MESSAGE_MB) -> None:
         self.url = websocket_url(server)
         self.connect_timeout = connect_timeout
+        self.max_observation_chars = int(max_observation_chars)
         self.state: TurnGymState | None = None  # the session's state when it opened
-        self.client = _SessionClient(base_url=self.url, connect_timeout_s=connect_timeout,
+        self.client = _SessionClient(base_url=self.url, token=token, connect_timeout_s=connect_timeout,
                                     message_timeout_s=message_timeout, websocket_ping_interval_s=ping_interval,
-                                    websocket_ping_timeout_s=ping_timeout)
+                                    websocket_ping_timeout_s=ping_timeout, max_message_size_mb=max_message_mb)
 
     async def open(self) -> TurnGymState:
         """Connect and read the session's state; ConnectionError (with the reason) when that fails."""
@@ -175,6 +211,8 @@ class RemoteSession:
             # still waits in the socket's buffer.
             refusal = await buffered_message(self.client)
             await self.close()
+            if refused_token(error):
+                raise ConnectionError(token_refusal(self.url)) from None
             if "CAPACITY_REACHED" not in refusal:
                 raise ConnectionError(f"no turngym server answers at {self.url} ({error})") from None
             raise ConnectionError(f"{self.url} has no free session ({refusal}); start it with a larger "
@@ -199,13 +237,18 @@ class RemoteSession:
 
     async def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[str, dict]:
         result = await self.client.reset(seed=seed, options=jsonable(dict(options or {})))
-        return result.observation.text, dict(result.metadata.get("info") or {})
+        return (untrusted_text(result.observation.text, self.max_observation_chars),
+                dict(result.metadata.get("info") or {}))
 
     async def step(self, action: str) -> StepResult:
+        """The server's answer, checked (:func:`~turngym.envs.pool_api.untrusted_step`): a reward that is
+        not a finite number truncates the episode (``worker_error``), a long observation is cut."""
         result = await self.client.step(TurnAction(command=action))
         metadata = result.metadata or {}
-        return StepResult(result.observation.text, float(result.reward or 0.0), bool(metadata.get("terminated")),
-                          bool(metadata.get("truncated")), dict(metadata.get("info") or {}))
+        reward = 0.0 if result.reward is None else result.reward
+        answer = StepResult(result.observation.text, reward, bool(metadata.get("terminated")),
+                            bool(metadata.get("truncated")), dict(metadata.get("info") or {}))
+        return untrusted_step(answer, max_observation_chars=self.max_observation_chars)
 
     async def close(self) -> None:
         try:
@@ -214,23 +257,27 @@ class RemoteSession:
             logger.debug("closing the session on %s: %s", self.url, error)
 
 
-def served_panel(server: str, split: str, n: int | None = None, *, timeout: float = 60.0) -> TaskSet:
+def served_panel(server: str, split: str, n: int | None = None, *, timeout: float = 60.0,
+                 token: str | None = None) -> TaskSet:
     """The first ``n`` tasks (all when None) of ``split`` as the server at ``server`` serves them.
 
     The task set keeps the server's name and version, so it has the fingerprint a local
-    ``task_panel`` of the same world would have; the whole panel's fingerprint is checked.
+    ``task_panel`` of the same world would have (unless the server keeps parts of its tasks to itself,
+    as a SWE world's gold patches and tests); the whole panel's fingerprint is checked. ``timeout``
+    bounds each of the three requests as a whole, however slowly the server sends its answer.
     """
     base = http_url(server)
-    names = _get_json(f"{base}/list_environments", timeout)
-    if not names:
+    names = _get_json(f"{base}/list_environments", timeout, token=token)
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
         raise ValueError(f"{server} lists no environment")
-    descriptors = {d["name"]: d for d in _get_json(f"{base}/{names[0]}/splits", timeout)}
+    descriptors = {d["name"]: d for d in _get_json(f"{base}/{names[0]}/splits", timeout, token=token)}
     if split not in descriptors:
         raise ValueError(f"{server} serves no split {split!r}; it serves {sorted(descriptors)}")
     descriptor = descriptors[split]
     stop = descriptor["num_tasks"] if n is None else min(n, descriptor["num_tasks"])
     body = {"split": split, "start": 0, "stop": stop}
-    tasks = tuple(Task.from_dict(t) for t in _get_json(f"{base}/{names[0]}/task_range", timeout, body)["tasks"])
+    answer = _get_json(f"{base}/{names[0]}/task_range", timeout, body, token=token)
+    tasks = tuple(Task.from_dict(t) for t in answer["tasks"])
     panel = TaskSet(descriptor["taskset"], descriptor["version"], tasks)
     if stop == descriptor["num_tasks"] and panel.fingerprint != descriptor["fingerprint"]:
         raise ValueError(f"the tasks of {split!r} from {server} do not match the fingerprint it announces "
@@ -238,13 +285,68 @@ def served_panel(server: str, split: str, n: int | None = None, *, timeout: floa
     return panel
 
 
-def _get_json(url: str, timeout: float, body: Mapping[str, Any] | None = None) -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+def _get_json(url: str, timeout: float, body: Mapping[str, Any] | None = None, *, token: str | None = None) -> Any:
+    """GET (or POST ``body``) ``url`` and decode its JSON answer, all within ``timeout`` seconds.
+
+    ValueError for an HTTP error (ConnectionError for a refused token), ConnectionError when nothing
+    answers in time or the answer is larger than :data:`MAX_HTTP_BYTES`.
+    """
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        raise ValueError(f"{url}: HTTP {error.code}: {error.read().decode(errors='replace')[:300]}") from None
-    except (urllib.error.URLError, OSError) as error:
-        raise ConnectionError(f"no turngym server answers at {url} ({getattr(error, 'reason', error)})") from None
+        status, data = _http_request(url, timeout, body, token)
+    except TimeoutError:
+        raise ConnectionError(f"{url} did not answer within {timeout:g} s") from None
+    except (OSError, http.client.HTTPException) as error:
+        raise ConnectionError(f"no turngym server answers at {url} ({error or type(error).__name__})") from None
+    if status in (401, 403):
+        raise ConnectionError(token_refusal(url))
+    if status >= 400:
+        raise ValueError(f"{url}: HTTP {status}: {data.decode(errors='replace')[:300]}")
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise ValueError(f"{url} answered something that is not JSON ({data[:80]!r})") from None
+
+
+def _http_request(url: str, timeout: float, body: Mapping[str, Any] | None, token: str | None) -> tuple[int, bytes]:
+    """(status, body) of one request. A watchdog shuts the socket at the deadline, so the whole exchange
+    (connect, headers, body) ends within ``timeout`` even if the server sends a byte at a time."""
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        sock = connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    watchdog = threading.Timer(timeout, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", **auth_headers(token)}
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request("POST" if data is not None else "GET", path or "/", body=data, headers=headers)
+        response = connection.getresponse()
+        chunks, size = [], 0
+        while chunk := response.read1(65536):
+            size += len(chunk)
+            if size > MAX_HTTP_BYTES:
+                raise ValueError(f"{url} answered more than {MAX_HTTP_BYTES // 2**20} MiB")
+            chunks.append(chunk)
+        if expired.is_set() or time.monotonic() > deadline:
+            raise TimeoutError
+        return response.status, b"".join(chunks)
+    except (OSError, http.client.HTTPException):
+        if expired.is_set():
+            raise TimeoutError from None
+        raise
+    finally:
+        watchdog.cancel()
+        connection.close()

@@ -4,17 +4,21 @@ Each worker is one OpenEnv session (one world) on a server; with several servers
 dealt round-robin. The pool keeps EnvPool's semantics, so a rollout cannot tell the difference:
 
 * ``send``/``receive`` (and ``reset_some``/``step_some``) with a deadline per call: ``step_timeout``
-  (60 s, or the world's ``max_step_seconds`` plus 30 s) and ``reset_timeout``;
+  (60 s, or the world's ``max_step_seconds`` plus 30 s, at most ``max_step_timeout``: a server cannot
+  make its client wait forever) and ``reset_timeout``;
 * a worker that fails is *respawned*: its session is dropped and a new one opened, and the step
   comes back truncated with ``info["truncation_reason"]``:
   ``worker_timeout`` (no answer before the deadline), ``env_disconnected`` (the connection was
-  lost: the server died, restarted or became unreachable) or ``worker_error`` (the world raised);
+  lost: the server died, restarted or became unreachable, or sent a message over the size limit) or
+  ``worker_error`` (the world raised, or the server sent a reward that is not a finite number);
+* observations longer than ``max_observation_chars`` are cut in the middle, with the usual marker;
 * a failed reset raises, as in EnvPool (a bad task, or no server to reconnect to, is a setup error);
   a reset that finds its connection lost (the server restarted between episodes) first tries once
   more on a new session. A session never reconnects silently in the middle of an episode.
 
 Every network call has a timeout; the sessions' sockets live on one event-loop thread that keeps
-answering keepalive pings while the caller is busy generating.
+answering keepalive pings while the caller is busy generating. The server's token is ``token``, else
+``$TURNGYM_SERVE_TOKEN``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from websockets.exceptions import ConnectionClosed
 
 from turngym.envs.openenv.client import DEFAULT_CONNECT_TIMEOUT, EventLoopThread, RemoteSession, websocket_url
 from turngym.envs.openenv.protocol import TurnGymState, jsonable
-from turngym.envs.pool_api import BatchCalls, Reply, declared_step_timeout, failed_step
+from turngym.envs.pool_api import (
+    MAX_DECLARED_STEP_SECONDS,
+    MAX_REMOTE_OBSERVATION_CHARS,
+    BatchCalls,
+    Reply,
+    declared_step_timeout,
+    failed_step,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +59,20 @@ class RemotePool(BatchCalls):
             a run never silently plays another world, reward mode or protocol. ``tasks`` is ignored
             (tasks travel with each reset).
         step_timeout, reset_timeout: deadlines, as in EnvPool.
+        max_step_timeout: the latest step deadline a server's declared ``max_step_seconds`` may set
+            (when ``step_timeout`` is None).
         connect_timeout: seconds to open one session.
         ping_interval, ping_timeout: WebSocket keepalive (see the server's docs).
+        token: the servers' token (None: ``$TURNGYM_SERVE_TOKEN``, if set).
+        max_observation_chars: longer observations from a server are cut, with the usual marker.
     """
 
     def __init__(self, servers: str | Sequence[str], num_envs: int, *, env_id: str | None = None,
                  env_kwargs: Mapping[str, Any] | None = None, step_timeout: float | None = None,
                  reset_timeout: float = 300.0, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                 ping_interval: float = 20.0, ping_timeout: float = 20.0) -> None:
+                 ping_interval: float = 20.0, ping_timeout: float = 20.0, token: str | None = None,
+                 max_step_timeout: float = MAX_DECLARED_STEP_SECONDS,
+                 max_observation_chars: int = MAX_REMOTE_OBSERVATION_CHARS) -> None:
         urls = [servers] if isinstance(servers, str) else list(servers)
         if not urls:
             raise ValueError("RemotePool needs at least one server address")
@@ -68,7 +85,8 @@ class RemotePool(BatchCalls):
         # The pool's own deadlines (asyncio.wait_for around every call) are what times a call out; the
         # client's message timeout is only a backstop, above any deadline a world may declare.
         self._session_options = {"connect_timeout": connect_timeout, "ping_interval": ping_interval,
-                                 "ping_timeout": ping_timeout, "message_timeout": 24 * 3600.0}
+                                 "ping_timeout": ping_timeout, "message_timeout": 24 * 3600.0, "token": token,
+                                 "max_observation_chars": max_observation_chars}
         self._loop = EventLoopThread()
         self._sessions: list[RemoteSession | None] = [None] * num_envs
         # worker -> (call kind, deadline, future answer)
@@ -78,8 +96,12 @@ class RemotePool(BatchCalls):
         self.server_state = states[0]
         self._check_world(states, env_id, env_kwargs)
         self.env_id = self.server_state.env_id
-        self.step_timeout = (float(step_timeout) if step_timeout is not None
-                             else declared_step_timeout([s.max_step_seconds for s in states]))
+        self.step_timeout = (float(step_timeout) if step_timeout is not None else
+                             declared_step_timeout([s.max_step_seconds for s in states], cap=max_step_timeout))
+        if step_timeout is None and self.step_timeout < declared_step_timeout([s.max_step_seconds for s in states]):
+            logger.warning("RemotePool: %s declares steps of up to %s s; the step deadline is capped at %g s "
+                           "(pass max_step_timeout= to trust it)", self.servers[0], self.server_state.max_step_seconds,
+                           self.step_timeout)
 
     def server_of(self, index: int) -> str:
         return self.servers[index % len(self.servers)]

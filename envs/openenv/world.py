@@ -24,9 +24,13 @@ How a turn maps onto OpenEnv:
   ``truncated`` / ``truncation_reason``, another server's ``metadata["truncated"]``), else as
   *terminated*: won when the metadata says ``won``, else lost.
 * failures truncate the episode, never hang it (every call has a timeout): ``env_disconnected``
-  (the connection was lost: the server died or became unreachable), ``env_timeout`` (no answer
-  within ``step_timeout``), ``env_error`` (the server's world raised). A session never reconnects in
-  the middle of an episode; a reset that finds its connection lost opens a new session once.
+  (the connection was lost: the server died or became unreachable, or sent a message over
+  ``max_message_mb``), ``env_timeout`` (no answer within ``step_timeout``), ``env_error`` (the
+  server's world raised, or its reward was not a finite number). A session never reconnects in the
+  middle of an episode; a reset that finds its connection lost opens a new session once.
+* the server is not trusted: the step deadline it declares is capped (``max_step_timeout``), its
+  observations are cut like any world's (``max_observation_chars``), its rewards must be finite; the
+  token (``token``, else ``$TURNGYM_SERVE_TOKEN``) goes to it as ``Authorization: Bearer``.
 
 A turngym server's metadata passes through: ``won``, ``task``, ``reward_components``,
 ``truncation_reason``, the admissible commands, ``max_turns``, ``optimal_length`` and the world's
@@ -50,16 +54,20 @@ from websockets.exceptions import ConnectionClosed
 from turngym.envs.core import INFO_KEYS, TextEnv, WorldState
 from turngym.envs.openenv.client import (
     DEFAULT_CONNECT_TIMEOUT,
+    MAX_MESSAGE_MB,
     EventLoopThread,
     OneSession,
     _get_json,
     buffered_message,
     http_url,
+    refused_token,
     served_panel,
+    token_refusal,
     websocket_url,
 )
 from turngym.envs.openenv.protocol import jsonable
-from turngym.envs.pool_api import declared_step_timeout
+from turngym.envs.openenv.security import auth_headers
+from turngym.envs.pool_api import MAX_DECLARED_STEP_SECONDS, declared_step_timeout
 from turngym.envs.tasks import Task, TaskSet
 
 logger = logging.getLogger(__name__)
@@ -108,7 +116,7 @@ def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, workers
     url = _require_base_url(env_kwargs.get("base_url"))
     timeout = float(env_kwargs.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)) + 50.0
     try:
-        return served_panel(url, split, n, timeout=timeout)
+        return served_panel(url, split, n, timeout=timeout, token=env_kwargs.get("token"))
     except (KeyError, TypeError) as error:  # task dicts that are not turngym tasks
         raise ValueError(f"{ENV_ID}: the tasks {url} serves are not turngym tasks ({type(error).__name__}: "
                          f"{error}); only a `turngym serve` server has a task panel; give tasks yourself "
@@ -143,8 +151,11 @@ class OpenEnvWorld(TextEnv):
         connect_timeout: seconds to open a session (and read the server's schema and state).
         reset_timeout: seconds a reset may take (a world that generates its game at reset is slow).
         step_timeout: seconds a step may take; None: 60, or a turngym server's ``max_step_seconds``
-            plus 30.
+            plus 30, at most ``max_step_timeout``.
         ping_interval, ping_timeout: WebSocket keepalive; a server silent for ``ping_timeout`` is gone.
+        token: the server's token, sent as ``Authorization: Bearer``; None: ``$TURNGYM_SERVE_TOKEN``
+            (prefer it: world options may be recorded with results).
+        max_message_mb: a larger message from the server closes the session (``env_disconnected``).
         reward_mode: ``"dense"`` (default): the server's turn rewards; ``"sparse"``: their sum on the
             last turn. Other options are :class:`~turngym.envs.core.TextEnv`'s.
     """
@@ -158,13 +169,16 @@ class OpenEnvWorld(TextEnv):
                  reset_kwargs: Mapping[str, Any] | None = None, split: str | None = None,
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, reset_timeout: float = 300.0,
                  step_timeout: float | None = None, ping_interval: float = 20.0, ping_timeout: float = 20.0,
-                 reward_mode: str = "dense", **kwargs: Any) -> None:
+                 token: str | None = None, max_step_timeout: float = MAX_DECLARED_STEP_SECONDS,
+                 max_message_mb: float = MAX_MESSAGE_MB, reward_mode: str = "dense", **kwargs: Any) -> None:
         super().__init__(reward_mode=reward_mode, **kwargs)
         self.url = _require_base_url(base_url)
         for name, seconds in (("connect_timeout", connect_timeout), ("reset_timeout", reset_timeout),
                               ("step_timeout", step_timeout), ("ping_interval", ping_interval),
-                              ("ping_timeout", ping_timeout)):
-            if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
+                              ("ping_timeout", ping_timeout), ("max_step_timeout", max_step_timeout),
+                              ("max_message_mb", max_message_mb)):
+            if seconds is not None and not (isinstance(seconds, (int, float)) and math.isfinite(seconds)
+                                            and seconds > 0):
                 raise ValueError(f"{ENV_ID}: {name} must be a positive number of seconds, got {seconds!r}")
         if not isinstance(action_field, str) or not action_field:
             raise ValueError(f"{ENV_ID}: action_field must be the name of a field, got {action_field!r}")
@@ -175,8 +189,10 @@ class OpenEnvWorld(TextEnv):
         self.split = split
         self.connect_timeout = float(connect_timeout)
         self.reset_timeout = float(reset_timeout)
+        self._token = token
         self._session_options = {"connect_timeout_s": self.connect_timeout, "message_timeout_s": 24 * 3600.0,
-                                 "websocket_ping_interval_s": ping_interval, "websocket_ping_timeout_s": ping_timeout}
+                                 "websocket_ping_interval_s": ping_interval, "websocket_ping_timeout_s": ping_timeout,
+                                 "max_message_size_mb": float(max_message_mb), "headers": auth_headers(token) or None}
         self._loop = EventLoopThread(name="turngym-openenv-world")
         self._client: _SessionClient | None = None
         self._server_return = 0.0  # phi_t: the sum of the server's rewards so far this episode
@@ -193,7 +209,8 @@ class OpenEnvWorld(TextEnv):
         self.served_env_id: str | None = self.server_state.get("env_id") or None
         self.is_turngym_server = bool(self.served_env_id) and "turngym_version" in self.server_state
         declared = self.server_state.get("max_step_seconds") if self.is_turngym_server else None
-        self.step_timeout = float(step_timeout) if step_timeout is not None else declared_step_timeout([declared])
+        self.step_timeout = (float(step_timeout) if step_timeout is not None
+                             else declared_step_timeout([declared], cap=max_step_timeout))
         # What a pool's step deadline follows (this plus its margin): this world always answers first.
         self.max_step_seconds = self.step_timeout
 
@@ -234,8 +251,10 @@ class OpenEnvWorld(TextEnv):
         except Exception as error:  # noqa: BLE001 - every failure of a remote world is reported, never raised
             return self._failed_step(error)
         observation, metadata = self._parts(result)
-        reward = result.reward
-        reward = float(reward) if isinstance(reward, (int, float)) and math.isfinite(reward) else 0.0
+        reward = 0.0 if result.reward is None else result.reward
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            return self._failure("env_error", f"the server's reward is not a finite number ({reward!r})")
+        reward = float(reward)
         self._server_return += reward
         done = bool(result.done)
         if self.is_turngym_server:
@@ -268,7 +287,8 @@ class OpenEnvWorld(TextEnv):
         if isinstance(task, str) and self.tasks is None and self.is_turngym_server:
             return self._served_task(task)
         if task is None and self.tasks is None and self.split is not None and self.is_turngym_server:
-            self.tasks = served_panel(self.url, self.split, timeout=self.reset_timeout)  # drawn from by seed
+            # drawn from by seed
+            self.tasks = served_panel(self.url, self.split, timeout=self.reset_timeout, token=self._token)
         return super()._resolve_task(task)
 
     def _close_world(self) -> None:
@@ -298,6 +318,8 @@ class OpenEnvWorld(TextEnv):
         except Exception as error:  # noqa: BLE001 - told apart below
             refusal = self._refusal() if isinstance(error, (ConnectionError, OSError)) else ""
             self._drop_session()
+            if refused_token(error):
+                raise ConnectionError(f"{ENV_ID}: {token_refusal(self.url)}") from None
             raise ConnectionError(self._why_unreachable(error, refusal)) from None
         return dict(state) if isinstance(state, Mapping) else {}
 
@@ -363,7 +385,7 @@ class OpenEnvWorld(TextEnv):
         """The server's /schema must have ``action_field`` (and ``observation_field``): a one-line error now,
         rather than every action refused later. Servers without /schema are taken on trust."""
         try:
-            schema = _get_json(f"{http_url(self.url)}/schema", self.connect_timeout)
+            schema = _get_json(f"{http_url(self.url)}/schema", self.connect_timeout, token=self._token)
         except (ValueError, ConnectionError) as error:
             logger.info("%s: no /schema on %s (%s); the action field is not checked", ENV_ID, self.url, error)
             return
@@ -385,10 +407,10 @@ class OpenEnvWorld(TextEnv):
     def _served_task(self, task_id: str) -> Task:
         """A task of the server's panels, by id (for ``reset(options={"task": "id"})`` without a task set)."""
         base = http_url(self.url)
-        name = _get_json(f"{base}/list_environments", self.connect_timeout)[0]
-        splits = [s["name"] for s in _get_json(f"{base}/{name}/splits", self.connect_timeout)]
+        name = _get_json(f"{base}/list_environments", self.connect_timeout, token=self._token)[0]
+        splits = [s["name"] for s in _get_json(f"{base}/{name}/splits", self.connect_timeout, token=self._token)]
         for split in splits:
-            for task in served_panel(self.url, split, timeout=self.reset_timeout):
+            for task in served_panel(self.url, split, timeout=self.reset_timeout, token=self._token):
                 if task.id == task_id:
                     return task
         raise KeyError(f"task {task_id!r} is in none of the splits {splits} that {self.url} serves")

@@ -1,0 +1,361 @@
+"""Issue 24: `turngym serve` assumes hostile clients, and remote pools assume a hostile server.
+
+Written as an attacker would: real `turngym serve` child processes on 127.0.0.1 driven by raw HTTP
+requests and raw WebSocket frames; a hostile "server" (raw frames: NaN rewards, huge observations,
+absurd deadlines) and an HTTP server that drips bytes, both in this process. Each test asserts what
+the attacker gets. (The servers get their token through $TURNGYM_SERVE_TOKEN, as a user would set it.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+pytest.importorskip("openenv")
+
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from tests.conftest import REPO_ROOT
+from tests.helpers_http import DrippingServer
+from tests.helpers_openenv import HostileServer, observation
+from turngym import envs
+from turngym.envs.openenv.client import served_panel
+from turngym.envs.openenv.pool import RemotePool
+from turngym.envs.openenv.server import ServerProcess
+from turngym.envs.vector import LocalPool
+
+SIGNALS = "turngym/Signals-v0"
+WORLD = {"reward_mode": "dense", "turns": 3, "colours": 2}
+TOKEN = "s3cret-token-for-the-attack-tests"
+TOKEN_ENV = "TURNGYM_SERVE_TOKEN"
+IDLE = 1.5  # the Signals server's --idle-timeout (seconds)
+SOLUTIONS = ("walkthrough", "FAIL_TO_PASS", "PASS_TO_PASS", "test_patch", '"patch"', "repo_path", "setup_patch",
+             "test_cmd", str(REPO_ROOT))
+
+
+@pytest.fixture(autouse=True)
+def no_token_here(monkeypatch):
+    """The attacker's process does not have the token (each test hands it over where it means to)."""
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+
+
+@pytest.fixture(scope="module")
+def signals():
+    """Signals, token required, at most 2 sessions idle for at most IDLE s, tasks from clients allowed."""
+    extra = ["--idle-timeout", str(IDLE), "--allow-client-tasks"]
+    with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=2, panel_size=4, extra_args=extra,
+                       environment={TOKEN_ENV: TOKEN}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def swe():
+    """The SWE world with its shipped tasks (gold patches, hidden tests, repositories on this machine), defaults."""
+    with ServerProcess("turngym/SWE-v0", max_sessions=2, panel_size=2, environment={TOKEN_ENV: TOKEN}) as server:
+        yield server
+
+
+def request(url: str, path: str, body: dict | None = None, token: str | None = TOKEN) -> tuple[int, str]:
+    """One raw HTTP request (POST when there is a body): (status, body text)."""
+    parts = urlsplit(url.replace("ws://", "http://"))
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    try:
+        connection.request("POST" if body is not None else "GET", path,
+                           body=json.dumps(body) if body is not None else None, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def session(url: str, token: str | None = TOKEN):
+    """A raw WebSocket session (what any client of the server is), the token in its handshake."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return connect(f"{url}/ws", additional_headers=headers, open_timeout=10, max_size=None)
+
+
+def ask(ws, kind: str, data: dict | None = None) -> dict:
+    ws.send(json.dumps({"type": kind, **({"data": data} if data is not None else {})}))
+    return json.loads(ws.recv(timeout=60))
+
+
+def refused_handshake(url: str, token: str | None) -> int:
+    with pytest.raises(InvalidStatus) as refused:
+        session(url, token).close()
+    return refused.value.response.status_code
+
+
+# ---------------------------------------------------------------------- the server
+@pytest.mark.timeout(120)
+def test_a_stranger_without_the_token_gets_401_on_every_route_and_the_websocket(signals):
+    for path, body in [("/Signals-v0/splits", None), ("/Signals-v0/task", {"split": "eval", "index": 0}),
+                       ("/Signals-v0/task_range", {"split": "eval", "start": 0, "stop": 4}), ("/schema", None),
+                       ("/docs", None), ("/openapi.json", None), ("/metadata", None)]:
+        for token in (None, "wrong-token-wrong-token", TOKEN + "x"):
+            status, text = request(signals.url, path, body, token)
+            assert status == 401, (path, token, status, text[:200])
+            assert "signals/" not in text
+    assert refused_handshake(signals.url, None) == 401
+    assert refused_handshake(signals.url, "wrong-token-wrong-token") == 401
+    assert request(signals.url, "/health", token=None)[0] == 200  # a liveness probe needs no token
+    assert request(signals.url, "/Signals-v0/splits")[0] == 200  # the token opens it
+
+    # turngym's own clients say what is missing, and play once they have it (argument or environment).
+    with pytest.raises(ConnectionError, match=f"refused this client's token: set {TOKEN_ENV}"):
+        RemotePool(signals.url, 1, connect_timeout=5)
+    with pytest.raises(ConnectionError, match=f"refused this client's token: set {TOKEN_ENV}"):
+        served_panel(signals.url, "eval", 2)
+    with pytest.raises(ConnectionError, match=f"refused this client's token: set {TOKEN_ENV}"):
+        envs.make("turngym/OpenEnv-v0", base_url=signals.url)
+    assert len(served_panel(signals.url, "eval", 2, token=TOKEN)) == 2
+    pool = RemotePool(signals.url, 1, env_id=SIGNALS, token=TOKEN)
+    try:
+        assert pool.reset_some({0: {"task": "signals/eval/10000"}})[0][1]["task"]["id"] == "signals/eval/10000"
+    finally:
+        pool.close()
+
+
+@pytest.mark.timeout(120)
+def test_serve_refuses_to_listen_beyond_loopback_without_a_token():
+    command = [sys.executable, "-m", "turngym.recipes.cli", "serve", SIGNALS, "--port", "0", "--host", "0.0.0.0"]
+    environment = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    for extra, message in [([], f"reachable from other machines: give the server a token (set {TOKEN_ENV}"),
+                           (["--token", "short"], "use at least 16")]:
+        try:
+            done = subprocess.run(command + extra, capture_output=True, text=True, timeout=30, env=environment,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`turngym serve --host 0.0.0.0 {' '.join(extra)}` started serving everyone")
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_client_cannot_make_the_server_read_a_host_path_or_run_its_command(swe, tmp_path):
+    """The attack: a SWE task whose repo_path is a directory of the host (copied into the sandbox, then
+    `cat`), or whose image, test command or setup patch is the client's. Refused before any sandbox."""
+    secret = tmp_path / "root-only"
+    secret.mkdir()
+    (secret / "id_rsa").write_text("PRIVATE KEY")
+    listed = json.loads(request(swe.url, "/SWE-v0/task", {"split": "eval", "index": 0})[1])["task"]
+    record = {**{k: v for k, v in listed["payload"].items() if k != "setup_patch"},
+              "patch": "", "test_patch": "", "FAIL_TO_PASS": ["t"], "PASS_TO_PASS": []}
+    hostile = [
+        {**listed, "id": "attacker/1", "payload": {**record, "repo_path": str(secret)}},
+        {**listed, "payload": {**record, "repo_path": str(secret)}},  # a served id, another payload
+        {**listed, "id": "attacker/2", "payload": {**record, "image": "attacker/image:latest",
+                                                   "test_cmd": "cat /etc/shadow", "setup_patch": "x"}},
+    ]
+    with session(swe.url) as ws:
+        for task in hostile:
+            answer = ask(ws, "reset", {"task": task})
+            if answer["type"] == "observation":  # the server took it: what does the agent's first command see?
+                answer = ask(ws, "step", {"command": "```bash\ncat id_rsa\n```"})
+            assert "PRIVATE KEY" not in json.dumps(answer)
+            assert answer["type"] == "error", answer
+        assert "in none of the served splits" in json.dumps(answer) and "--allow-client-tasks" in json.dumps(answer)
+        assert "not the task this server serves under that id" in json.dumps(ask(ws, "reset", {"task": hostile[1]}))
+
+
+@pytest.mark.timeout(120)
+def test_even_with_client_tasks_allowed_no_host_path_image_or_command_gets_through(signals):
+    attacks = [{"repo_path": "/root"}, {"image": "evil"}, {"test_cmd": "rm -rf /"}, {"setup_patch": "x"},
+               {"config_dir": "x"}, {"signals": ["red"], "where": "/etc/passwd"}, {"signals": ["../../../etc"]}]
+    with session(signals.url) as ws:
+        for extra in attacks:
+            task = {"world": "signals", "id": "attacker/1", "split": "eval", "difficulty": "",
+                    "payload": {"signals": ["red", "green"], **extra}}
+            answer = ask(ws, "reset", {"task": task})
+            assert answer["type"] == "error" and "may not name host paths, images or commands" in json.dumps(answer)
+        wrong_world = {"world": "swe", "id": "attacker/2", "split": "eval", "payload": {"signals": ["red"]}}
+        assert "this server plays ['signals']" in json.dumps(ask(ws, "reset", {"task": wrong_world}))
+        for seed in (-1, 2**70, "7"):
+            assert ask(ws, "reset", {"seed": seed})["type"] == "error"
+        # A harmless task of the client's own plays.
+        task = {"world": "signals", "id": "mine/1", "split": "eval", "payload": {"signals": ["red", "green"]}}
+        assert ask(ws, "reset", {"task": task})["data"]["metadata"]["task"]["id"] == "mine/1"
+
+
+@pytest.mark.timeout(120)
+def test_no_reply_gives_away_the_gold_patch_hidden_tests_walkthrough_or_server_paths(swe, signals):
+    replies = [request(swe.url, "/SWE-v0/splits")[1],
+               request(swe.url, "/SWE-v0/tasks", {"split": "eval"})[1],
+               request(swe.url, "/SWE-v0/task", {"split": "train", "index": 1})[1],
+               request(swe.url, "/SWE-v0/task_range", {"split": "train", "start": 0, "stop": 2})[1]]
+    with session(swe.url) as ws:
+        replies.append(json.dumps(ask(ws, "state")))
+    with session(signals.url) as ws:
+        replies.append(json.dumps(ask(ws, "state")))
+        first = ask(ws, "reset", {"split": "eval", "index": 1})
+        replies += [json.dumps(first), json.dumps(ask(ws, "step", {"command": "stop"}))]
+    assert '"problem_statement"' in replies[1] and '"signals/eval/' in replies[-2]  # the tasks are there
+    for reply in replies:
+        for secret in SOLUTIONS:
+            assert secret not in reply, (secret, reply[:300])
+    # The panels still check out: their fingerprint is the listed tasks'.
+    assert len(served_panel(swe.url, "eval", token=TOKEN)) == 2
+
+
+@pytest.mark.timeout(120)
+def test_no_http_reset_and_no_mcp_sessions_outside_the_cap_and_idle_sessions_are_closed(signals):
+    """The attack: two plain HTTP requests (MCP's session/create) fill both session slots forever;
+    an HTTP /reset builds a world outside the cap; two silent WebSockets hold the slots forever."""
+    create = {"jsonrpc": "2.0", "method": "openenv/session/create", "params": {}, "id": 1}
+    for _ in range(2):
+        assert request(signals.url, "/mcp", create)[0] == 404
+    assert request(signals.url, "/reset", {"seed": 0})[0] in (404, 405)
+    assert request(signals.url, "/step", {"action": {"command": "stop"}})[0] in (404, 405)
+    with pytest.raises(InvalidStatus) as attach:  # nor riding on another client's session
+        connect(f"{signals.url}/ws?session_id=x", additional_headers={"Authorization": f"Bearer {TOKEN}"},
+                open_timeout=10).close()
+    assert attach.value.response.status_code == 403
+
+    with contextlib.ExitStack() as stack:
+        silent = [stack.enter_context(session(signals.url)) for _ in range(2)]  # both slots, then nothing
+        for ws in silent:
+            assert ask(ws, "state")["type"] == "state"
+        with session(signals.url) as third:  # full
+            assert "CAPACITY_REACHED" in third.recv(timeout=10)
+        started = time.monotonic()
+        for ws in silent:
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=IDLE + 10)
+            assert closed.value.rcvd.code == 1001 and "idle" in closed.value.rcvd.reason
+        assert time.monotonic() - started < IDLE + 5
+        with session(signals.url) as fresh:  # the slots were freed
+            assert ask(fresh, "reset", {"split": "eval", "index": 0})["type"] == "observation"
+
+
+@pytest.mark.timeout(120)
+def test_a_reset_that_raised_leaves_the_session_and_a_pool_slot_usable(signals):
+    """gymnasium's passive checker remembered the reset that raised and failed every later step."""
+    broken = {"world": "signals", "id": "mine/2", "split": "eval", "payload": {"signals": ["purple"]}}  # KeyError
+    with session(signals.url) as ws:
+        assert ask(ws, "reset", {"task": broken})["type"] == "error"
+        assert ask(ws, "step", {"command": "stop"})["type"] == "error"  # no episode runs
+        assert ask(ws, "reset", {"task": {"world": "signals", "id": "mine/3", "split": "eval",
+                                          "payload": {"signals": ["red", "green"]}}})["type"] == "observation"
+        step = ask(ws, "step", {"command": "stop"})
+        assert step["type"] == "observation" and step["data"]["reward"] > 0, step
+    # The same in this process: a LocalPool's slot.
+    pool = LocalPool.from_id(SIGNALS, 1, env_kwargs=WORLD)
+    try:
+        with pytest.raises(KeyError):
+            pool.reset_some({0: {"task": broken}})
+        pool.reset_some({0: {"task": {**broken, "payload": {"signals": ["red", "green"]}}}})
+        result = pool.step_some({0: "stop"})[0]
+        assert result.reward > 0 and not result.truncated
+    finally:
+        pool.close()
+
+
+@pytest.mark.timeout(300)
+def test_textworld_configs_are_names_seeds_are_bounded_and_generation_is_timed(tmp_path):
+    """The attack: a TextWorld task whose config is `../../attacker` loads the story file of a directory the
+    client names; a new seed makes the server generate a game, as long as it takes."""
+    pytest.importorskip("textworld")
+    cache = tmp_path / "cache"
+    extra = ["--allow-client-tasks", "--generation-timeout", "0.3"]
+    with ServerProcess("turngym/TextWorld-v0", env_kwargs={"config": "w2-o3-q4"}, max_sessions=2, panel_size=1,
+                       extra_args=extra, environment={TOKEN_ENV: TOKEN, "TURNGYM_CACHE": str(cache)},
+                       startup_timeout=240) as server:
+        served = next(cache.glob("textworld-*/w2-o3-q4/1"))  # the eval panel's game
+        shutil.copytree(served, tmp_path / "attacker" / "1")  # a story file where the attacker says
+        with session(server.url) as ws:
+            for config in ("../../attacker", "w2-o3-q4/../../../attacker", "w2-o3-q4\n"):
+                task = {"world": "textworld", "id": "attacker/1", "split": "eval",
+                        "payload": {"config": config, "seed": 1}}
+                answer = json.dumps(ask(ws, "reset", {"task": task}))
+                assert '"error"' in answer and ("not a config name" in answer or "is a path" in answer), answer
+            for seed in (-1, 2**40, "1"):
+                task = {"world": "textworld", "id": "attacker/2", "split": "eval",
+                        "payload": {"config": "w2-o3-q4", "seed": seed}}
+                assert "a TextWorld seed is an integer" in json.dumps(ask(ws, "reset", {"task": task}))
+            started = time.monotonic()
+            task = {"world": "textworld", "id": "mine/1", "split": "eval",
+                    "payload": {"config": "w2-o3-q4", "seed": 77}}
+            answer = ask(ws, "reset", {"task": task})
+            assert "took more than 0.3 s" in json.dumps(answer) and time.monotonic() - started < 10
+            assert ask(ws, "reset", {"split": "eval", "index": 0})["type"] == "observation"  # the panel plays
+
+
+# ---------------------------------------------------------------------- the pools
+def scripted(*steps: str):
+    """A hostile server's answers: a reset, then ``steps`` in turn."""
+    replies = iter(steps)
+
+    def answer(kind, message):
+        return observation("ready") if kind == "reset" else next(replies, None)
+
+    return answer
+
+
+@pytest.mark.timeout(120)
+def test_a_hostile_server_cannot_stall_poison_or_flood_a_remote_pool():
+    huge = "A" * 2_000_000
+    steps = (observation("x", math.nan), observation("x", 0.1, info={"episode_reward": math.inf}),
+             observation(huge), observation("B" * 60_000_000))
+    with HostileServer(scripted(*steps), max_step_seconds=1e9) as hostile:
+        pool = RemotePool(hostile.url, 1, connect_timeout=5)
+        try:
+            assert pool.step_timeout <= 3600.0  # its 1e9 s is no deadline
+            for reason in ("nan", "inf"):
+                pool.reset_some({0: None})
+                result = pool.step_some({0: "go"})[0]
+                assert result.truncated and result.info["truncation_reason"] == "worker_error", result
+                failure = result.info["worker_failure"]
+                assert "not a finite number" in failure and reason in failure
+                assert math.isfinite(result.reward)
+            pool.reset_some({0: None})
+            result = pool.step_some({0: "go"})[0]
+            assert len(result.observation) <= 65_536 and "characters cut" in result.observation
+            assert result.observation.startswith("AAAA") and not result.truncated
+            result = pool.step_some({0: "go"})[0]  # 60 MB: more than any message a pool takes
+            assert result.truncated and result.info["truncation_reason"] == "env_disconnected"
+            assert len(result.observation) < 1000
+        finally:
+            pool.close()
+        # A deadline of the client's choosing: a server that never answers is given max_step_timeout.
+        pool = RemotePool(hostile.url, 1, connect_timeout=5, max_step_timeout=1.0)
+        try:
+            pool.reset_some({0: None})
+            started = time.monotonic()
+            result = pool.step_some({0: "go"})[0]  # no answer, ever
+            assert result.info["truncation_reason"] == "worker_timeout" and time.monotonic() - started < 8
+        finally:
+            pool.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_hostile_server_cannot_stall_or_poison_an_openenv_world():
+    with HostileServer(scripted(observation("x", math.nan)), max_step_seconds=1e9) as hostile:
+        world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
+        try:
+            assert world.unwrapped.step_timeout <= 3600.0
+            world.reset(seed=0)
+            _, reward, _, truncated, info = world.step("go")
+            assert truncated and info["truncation_reason"] == "env_error" and reward == 0.0
+            assert "not a finite number" in info["openenv_failure"]
+        finally:
+            world.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_server_dripping_bytes_cannot_hold_served_panel_past_its_timeout():
+    with DrippingServer(interval=0.5, total=30.0) as dripping:
+        started = time.monotonic()
+        with pytest.raises(ConnectionError, match="did not answer within 2 s"):
+            served_panel(dripping.url, "eval", timeout=2.0)
+        assert time.monotonic() - started < 4.0
