@@ -635,7 +635,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     serve(args.env, kwargs, host=args.host, port=args.port, max_sessions=args.max_sessions,
           panel_size=args.panel_size, ping_interval=args.ping_interval, ping_timeout=args.ping_timeout,
-          on_ready=ready, log_level="info" if args.verbose else "warning")
+          on_ready=ready, log_level="info" if args.verbose else "warning", token=args.token,
+          idle_timeout=args.idle_timeout, allow_client_tasks=args.allow_client_tasks,
+          reveal_solutions=args.reveal_solutions, generation_timeout=args.generation_timeout)
     # Stopped. A world stuck in a step would still hold its session's thread, which Python joins at
     # exit: leave without waiting for it.
     sys.stdout.flush()
@@ -729,10 +731,21 @@ def _add_serve(sub) -> None:
     p.add_argument("--max-sessions", type=POSITIVE, default=64, help="worlds played at once (one per session)")
     p.add_argument("--panel-size", type=POSITIVE, default=100,
                    help="tasks per split listed by the task API (/<name>/tasks ...)")
-    p.add_argument("--ping-interval", type=float, default=20.0,
-                   help="seconds between WebSocket keepalive pings; sessions are never dropped for being idle")
+    p.add_argument("--ping-interval", type=float, default=20.0, help="seconds between WebSocket keepalive pings")
     p.add_argument("--ping-timeout", type=float, default=20.0,
                    help="seconds without a pong before a vanished client's session is dropped")
+    p.add_argument("--token", default=None,
+                   help="the token every client must send (Authorization: Bearer TOKEN); default: "
+                        "$TURNGYM_SERVE_TOKEN, which keeps it off the command line. Required beyond loopback")
+    p.add_argument("--idle-timeout", type=float, default=1800.0,
+                   help="seconds a session may wait for its client's next message before it is closed")
+    p.add_argument("--allow-client-tasks", action="store_true",
+                   help="also play tasks that clients send (never host paths, images or commands); "
+                        "default: only the served panels' tasks, by id")
+    p.add_argument("--reveal-solutions", action="store_true",
+                   help="send walkthroughs, gold patches and hidden tests to clients (an oracle agent needs them)")
+    p.add_argument("--generation-timeout", type=float, default=300.0,
+                   help="seconds to generate the game of a client's task (with --allow-client-tasks)")
     p.set_defaults(func=cmd_serve)
 
 
