@@ -96,7 +96,9 @@ def main() -> None:
     from turngym.envs.openenv.pool import RemotePool
     from turngym.envs.openenv.server import ServerProcess
 
-    with ServerProcess(args.env, env_kwargs=env_kwargs, max_sessions=args.envs, panel_size=1) as server:
+    # The server plays only its panel's tasks, and the oracle reads walkthroughs: --reveal-solutions.
+    with ServerProcess(args.env, env_kwargs=env_kwargs, max_sessions=args.envs, panel_size=args.tasks,
+                       extra_args=["--reveal-solutions"]) as server:
         run(f"served on loopback (turngym serve + RemotePool, {args.envs} sessions)",
             lambda: RemotePool(server.url, args.envs, env_id=args.env, env_kwargs=env_kwargs))
 

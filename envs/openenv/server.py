@@ -59,6 +59,7 @@ from turngym.envs.openenv.security import (
     check_serving_token,
     client_task,
     hide_paths,
+    host_references,
     public_info,
     public_task,
     resolve_token,
@@ -224,6 +225,9 @@ class TurnGymEnvironment(Environment[TurnAction, TurnObservation, TurnGymState])
         others = sorted(set(options) - {"task"})
         if others and not self.served.allow_client_tasks:
             raise ValueError(f"unknown reset option(s) {others}: this server takes options={{'task': ...}} only")
+        problems = host_references({key: options[key] for key in others}, "options")
+        if problems:
+            raise ValueError(f"reset options may not name host paths, images or commands ({'; '.join(problems[:5])})")
         world = self._world()
         if split is not None or index is not None:
             if split is None or index is None:
@@ -322,7 +326,8 @@ class TurnGymEnvironment(Environment[TurnAction, TurnObservation, TurnGymState])
         if isinstance(value, str):
             found = self._own_task(value, world)
             if found is None:
-                raise ValueError(f"task {value!r} is in none of the served splits {sorted(self.served.panels)}")
+                raise ValueError(f"task {value!r} is in none of the served splits {sorted(self.served.panels)} "
+                                 "(the first --panel-size tasks of each)")
             return found
         if not isinstance(value, Mapping):
             raise TypeError(f"a task is a task id or a task dict, got {type(value).__name__}")
@@ -337,8 +342,9 @@ class TurnGymEnvironment(Environment[TurnAction, TurnObservation, TurnGymState])
             return found
         if not self.served.allow_client_tasks:
             raise ValueError(f"task {task_id!r} is in none of the served splits {sorted(self.served.panels)}: this "
-                             "server plays its own tasks, chosen by id (or split and index); start it with "
-                             "--allow-client-tasks to play tasks its clients send")
+                             "server plays its own tasks, chosen by id (or split and index): the first --panel-size "
+                             "of each split (start it with a larger --panel-size to serve more, or with "
+                             "--allow-client-tasks to play tasks its clients send)")
         return client_task(value, worlds=self.served.worlds, generation_timeout=self.served.generation_timeout)
 
     def _own_task(self, task_id: str, world: Any) -> Task | None:
