@@ -9,7 +9,9 @@
 * :mod:`~turngym.envs.openenv.world`: :class:`OpenEnvWorld`, ``turngym/OpenEnv-v0``: any OpenEnv
   server (turngym's or another) played as a world, through OpenEnv's own client;
 * :mod:`~turngym.envs.openenv.protocol`: the messages (``{"command": str}`` in, text, turn reward,
-  ``done`` and the world's info out).
+  ``done`` and the world's info out);
+* :mod:`~turngym.envs.openenv.security`: what a server assumes of its clients (a token, tasks by id,
+  no solutions in replies, idle sessions closed) and the clients of a server.
 
 Needs the ``serve`` extra: ``pip install "turngym[serve]"``. See docs/scaling.md.
 """

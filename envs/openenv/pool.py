@@ -34,6 +34,7 @@ from websockets.exceptions import ConnectionClosed
 
 from turngym.envs.openenv.client import DEFAULT_CONNECT_TIMEOUT, EventLoopThread, RemoteSession, websocket_url
 from turngym.envs.openenv.protocol import TurnGymState, jsonable
+from turngym.envs.openenv.security import HIDDEN_PATH, looks_like_path
 from turngym.envs.pool_api import (
     MAX_DECLARED_STEP_SECONDS,
     MAX_REMOTE_OBSERVATION_CHARS,
@@ -258,6 +259,8 @@ def _mismatches(state: TurnGymState, env_id: str | None, env_kwargs: Mapping[str
     for key, wanted in jsonable({k: v for k, v in (env_kwargs or {}).items() if k != "tasks"}).items():
         if key not in served:
             problems.append(f"{key}={wanted!r} (the server leaves it at the world's default)")
+        elif served[key] == HIDDEN_PATH and isinstance(wanted, str) and looks_like_path(wanted):
+            continue  # a path of the server's, which it does not show: nothing to compare
         elif served[key] != wanted:
             problems.append(f"{key}={wanted!r} (the server's is {served[key]!r})")
     return problems
