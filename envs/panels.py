@@ -75,3 +75,40 @@ def _tasks_of_user_world(env_id: str, split: str, n: int | None, env_kwargs: dic
         )
     chosen = tasks.split(split)  # a KeyError naming the splits it has, never a silent mix of splits
     return chosen.take(n) if n and n < len(chosen) else chosen
+
+
+def task_templates(tasks: TaskSet) -> dict[str, str] | None:
+    """Each task's quest template, for worlds that define one, else None.
+
+    TextWorld: the walkthrough with entity names replaced by their types
+    (:func:`~turngym.envs.textworld.generation.quest_template`): two games that share it ask for the same
+    plan over other objects.
+    """
+    if not len(tasks) or any(task.world != "textworld" for task in tasks):
+        return None
+    from turngym.envs.textworld.generation import task_files
+
+    return {task.id: task_files(task).template for task in tasks}
+
+
+def template_overlap(train: TaskSet, held_out: TaskSet) -> dict[str, Any]:
+    """How many held-out tasks share a quest template with a training task (:func:`task_templates`).
+
+    Not an error: a small world has few templates, so held-out games repeat training plans over other
+    objects, and a study's reader should know how many do. Returns the counts, the fraction and the most
+    shared templates; ``{"templates": None}`` for a world without templates.
+    """
+    train_templates, held_templates = task_templates(train), task_templates(held_out)
+    if train_templates is None or held_templates is None:
+        return {"templates": None, "held_out": len(held_out), "train": len(train)}
+    known = set(train_templates.values())
+    shared = [template for template in held_templates.values() if template in known]
+    counts: dict[str, int] = {}
+    for template in shared:
+        counts[template] = counts.get(template, 0) + 1
+    return {
+        "templates": len(set(held_templates.values())), "held_out": len(held_out), "train": len(train),
+        "train_templates": len(known), "shared": len(shared),
+        "shared_fraction": len(shared) / len(held_out) if len(held_out) else 0.0,
+        "most_shared": sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:5],
+    }

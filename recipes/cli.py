@@ -616,6 +616,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return compare_algorithms.main_with(args)
 
 
+def cmd_stats(args: argparse.Namespace) -> int:
+    """The table of a study's outcomes file, recomputed with today's intervals."""
+    from turngym.recipes.study import recompute, recomputed_markdown
+
+    path = Path(args.outcomes)
+    if path.is_dir():
+        path = path / "outcomes.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no outcomes file at {path}: a study writes results/<name>/outcomes.json")
+    print(recomputed_markdown(recompute(json.loads(path.read_text()), args.reference, args.panel)), end="")
+    return 0
+
+
 def cmd_budget(args: argparse.Namespace) -> int:
     from turngym.recipes import sft_rl_budget
 
@@ -776,6 +789,12 @@ def _add_studies(sub) -> None:
     p = sub.add_parser("compare", help="compare RL algorithms at an equal episode budget: table, plot, JSON")
     compare_algorithms.add_arguments(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("stats", help="recompute a study's table from its per-game outcomes (outcomes.json)")
+    p.add_argument("outcomes", help="results/<name>/ or an outcomes.json (e.g. one committed under docs/outcomes/)")
+    p.add_argument("--reference", help="the arm every other is paired with (default: SFT-only, else the first)")
+    p.add_argument("--panel", default="held_out", help="which evaluation panel (default: held_out)")
+    p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("budget", help="split a fixed budget between SFT demos and RL episodes: table and plot")
     sft_rl_budget.add_arguments(p)

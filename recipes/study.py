@@ -29,6 +29,8 @@ from typing import Any
 import yaml
 
 DONE = "done.json"
+OUTCOMES = "outcomes.json"  # every (arm, seed, panel, task) outcome: small, meant to be committed beside a table
+RESERVED_SPLITS = frozenset({"test"})  # held out from every recipe's tuning (envs/textworld/generation.py)
 
 
 # ---------------------------------------------------------------------- configuration
@@ -45,6 +47,7 @@ class EvaluationOptions:
     batch: int = 16  # episodes played side by side (one forward pass per decoding step for all of them)
     samples_per_task: int = 1  # n > 1: each held-out task is played n times (needs temperature > 0) for pass@k
     pass_at_k: list[int] = field(default_factory=list)  # pass@k in the results table, each k <= n (default: 1, n)
+    overlap: str = "refuse"  # held-out tasks equal to training tasks: "refuse" the study, or "report" their count
 
 
 @dataclass
@@ -69,6 +72,7 @@ class StudyConfig:
     evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
     results_dir: str = "results"
     keep_models: bool = True  # False: delete each trained policy once it is evaluated
+    preregistered: str | None = None  # the committed plan of a study that evaluates on a reserved split
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StudyConfig:
@@ -110,6 +114,16 @@ class StudyConfig:
         if too_big:
             raise ValueError(f"evaluation.pass_at_k {too_big}: each k must be between 1 and samples_per_task "
                              f"({evaluation.samples_per_task}); raise evaluation.samples_per_task")
+        splits = {evaluation.split, *(p.get("split", evaluation.split) for p in evaluation.panels.values())}
+        if RESERVED_SPLITS & splits and not self.preregistered:
+            raise ValueError(
+                f"the {', '.join(sorted(RESERVED_SPLITS & splits))} split is reserved: no recipe is tuned on it. A "
+                "study that evaluates on it names its pre-registered plan, committed before the run "
+                "(preregistered: docs/plans/<plan>.md: hypothesis, recipe, seeds, panel, analysis)")
+        if self.preregistered and not Path(self.preregistered).is_file():
+            raise ValueError(f"preregistered: no plan at {self.preregistered}")
+        if evaluation.overlap not in ("refuse", "report"):
+            raise ValueError(f"evaluation.overlap must be 'refuse' or 'report', got {evaluation.overlap!r}")
         if evaluation.samples_per_task > 1 and not evaluation.temperature:
             raise ValueError(f"evaluation.samples_per_task {evaluation.samples_per_task} at temperature 0 (greedy) "
                              "plays the same episode every time; set evaluation.temperature (e.g. 0.7) for pass@k")
@@ -397,6 +411,41 @@ class Study:
         file.write_text(json.dumps(result, indent=1))
         return result
 
+    def train_panel(self) -> Any:
+        """The tasks the study trains on: the first ``num_train_tasks`` of the train split (the SFT demos are
+        its first ``num_demos``, RL plays the ones after them)."""
+        from turngym.envs.panels import task_panel
+
+        world = self.world()
+        return task_panel(world.env_id, world.train_split, world.num_train_tasks, world.world_kwargs(),
+                          progress=self.progress)
+
+    def check_panels(self) -> dict[str, Any]:
+        """Before any stage: every held-out panel is disjoint from the training panel, by task and by content
+        (:func:`~turngym.envs.tasks.assert_disjoint`, a SplitOverlapError naming the shared tasks), and the
+        summary says how many held-out tasks share a quest template with a training task."""
+        from turngym.envs.panels import template_overlap
+        from turngym.envs.tasks import SplitOverlapError, assert_disjoint
+
+        if self.world().num_train_tasks is None:
+            raise ValueError("world.num_train_tasks is not set: a study checks its held-out panels against the "
+                             "games it trains on, so it names how many (the train split's first N)")
+        train = self.train_panel()
+        keys, contents = {t.key for t in train}, {t.content_hash for t in train if t.content_hash}
+        report = {}
+        for panel in self.panel_names():
+            held_out = self.tasks(panel)
+            shared = [t.id for t in held_out if t.key in keys or (t.content_hash and t.content_hash in contents)]
+            if shared and self.config.evaluation.overlap != "report":
+                try:
+                    assert_disjoint(train, held_out)
+                except SplitOverlapError as error:
+                    raise SplitOverlapError(f"panel {panel}: {error} (a world whose splits share tasks by design, "
+                                            "like Signals, can run with evaluation.overlap: report)") from None
+            report[panel] = {**template_overlap(train, held_out), "shared_with_train": len(shared),
+                             "fingerprint": held_out.fingerprint}
+        return {"train": {"taskset": train.name, "tasks": len(train), "fingerprint": train.fingerprint}, **report}
+
     def seed_independent(self, arm: Arm) -> bool:
         """An arm whose evaluation no seed changes: untrained (the base model) and played greedily."""
         return not arm.demos and not arm.trains_rl and not self.config.evaluation.temperature
@@ -413,8 +462,7 @@ class Study:
         base = self.world().model_name_or_path
         evals: dict[str, list[dict[str, Any]]] = {arm.label: [] for arm in self.arms}
         stages: dict[str, dict[str, Any]] = {}
-        for panel in self.panel_names():
-            self.tasks(panel)
+        self.panel_check = self.check_panels()
         for seed in self.config.seeds:
             for arm in self.arms:
                 start: Path | str = base
@@ -432,6 +480,8 @@ class Study:
                         evals[arm.label].append(self.eval_stage(arm.label, policy, seed, panel))
                 if arm.trains_rl and not self.config.keep_models:
                     shutil.rmtree(policy, ignore_errors=True)
+        write_json(self.out / OUTCOMES, outcome_record(self.config.name, evals, self.arms,
+                                                       {p: self.tasks(p).fingerprint for p in self.panel_names()}))
         return self.summarise(evals, stages)
 
     def summarise(self, evals: Mapping[str, list[dict[str, Any]]],
@@ -458,6 +508,8 @@ class Study:
             + sum(e["seconds"] for rows in evals.values() for e in rows),
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}
                        for p in self.panel_names()},
+            "panel_check": getattr(self, "panel_check", None),
+            "preregistered": _plan_record(self.config.preregistered),
             "versions": _versions(),
             "config": self.config.to_dict(),
         }
@@ -552,6 +604,22 @@ def _algorithm_names() -> tuple[str, ...]:
     return estimator_names()
 
 
+def _plan_record(path: str | None) -> dict[str, Any] | None:
+    """A pre-registered plan's path, sha256 and the commit that last changed it (None outside git)."""
+    if not path:
+        return None
+    import hashlib
+    import subprocess
+
+    file = Path(path)
+    try:
+        commit = subprocess.run(["git", "log", "-1", "--format=%H %cI", "--", file.name], check=False, cwd=file.parent,
+                                capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"path": path, "sha256": hashlib.sha256(file.read_bytes()).hexdigest(), "commit": commit}
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -637,6 +705,64 @@ def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[
         "taskset": rows[0]["report"]["taskset"] if rows else None,
         "protocol": rows[0]["report"]["action_protocol"] if rows else None,
     }
+
+
+# ---------------------------------------------------------------------- outcomes: the numbers behind a table
+def outcome_record(name: str, evals: Mapping[str, list[dict[str, Any]]], arms: Sequence[Arm],
+                   fingerprints: Mapping[str, str]) -> dict[str, Any]:
+    """Every outcome of a study, small enough to commit: {arm: {seed: {panel: {task: success}}}}, with each
+    arm's kind (demos, RL episodes, null) and the panels' fingerprints. :func:`recompute` reads it back."""
+    kinds = {arm.label: arm for arm in arms}
+    record: dict[str, Any] = {"name": name, "panels": dict(fingerprints), "arms": {}}
+    for label, rows in evals.items():
+        arm = kinds[label]
+        grids = {panel: success_grid(rows, panel) for panel in fingerprints}
+        seeds = sorted({seed for grid in grids.values() for seed in grid}, key=str)
+        record["arms"][label] = {
+            "demos": arm.demos, "episodes": arm.episodes, "null": arm.null,
+            "outcomes": {str(seed): {panel: grids[panel].get(seed, {}) for panel in grids} for seed in seeds},
+        }
+    return record
+
+
+def recompute(record: Mapping[str, Any], reference: str | None = None, panel: str = "held_out") -> dict[str, Any]:
+    """Every arm's success and paired difference to ``reference`` (default: the SFT-only arm, else the first)
+    from an :func:`outcome_record`, with the intervals of :mod:`turngym.agents.intervals`."""
+    from turngym.agents.intervals import paired_comparison, success_interval
+
+    arms = record["arms"]
+    if reference is None:
+        reference = next((label for label, a in arms.items() if a["demos"] and not a["episodes"]), next(iter(arms)))
+    if reference not in arms:
+        raise ValueError(f"no arm {reference!r} in the outcomes; they have {', '.join(arms)}")
+
+    def grid(label: str) -> dict[str, dict[str, float]]:
+        return {seed: panels[panel] for seed, panels in arms[label]["outcomes"].items() if panels.get(panel)}
+
+    rows = {}
+    for label in arms:
+        mine = grid(label)
+        cells = [v for tasks in mine.values() for v in tasks.values()]
+        rows[label] = {"success": sum(cells) / len(cells) if cells else 0.0, **_prefixed(success_interval(mine)),
+                       "vs_reference": paired_comparison(mine, grid(reference)), "null": arms[label]["null"]}
+    return {"reference": reference, "panel": panel, "arms": rows}
+
+
+def _prefixed(success: Mapping[str, Any]) -> dict[str, Any]:
+    return {"success_ci95": success["ci95"], "success_ci95_method": success["method"]}
+
+
+def recomputed_markdown(result: Mapping[str, Any]) -> str:
+    """:func:`recompute`'s numbers as a table (``turngym stats``)."""
+    reference = result["reference"]
+    lines = [f"| policy | success (95 % CI) | vs {reference} (95 % CI, seeds x tasks) |",
+             "|---|---|---|"]
+    for label, row in result["arms"].items():
+        vs = "(reference)" if label == reference else difference_cell(row)
+        lines.append(f"| {label}{' (null control)' if row['null'] else ''} | {success_cell(row)} | {vs} |")
+    lines += seed_table(((label, row["vs_reference"]) for label, row in result["arms"].items()
+                         if label != reference), reference)
+    return "\n".join([*lines, "", INTERVAL_NOTE]) + "\n"
 
 
 # ---------------------------------------------------------------------- rendering

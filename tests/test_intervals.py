@@ -134,3 +134,23 @@ def test_success_interval_says_what_it_assumes():
     many = success_interval({0: {"a": 1.0, "b": 1.0}, 1: {"a": 0.0, "b": 0.0}})
     assert many["method"] == CROSSED
     assert many["ci95"] == [0.0, 1.0]  # two runs that disagree completely: clipped to [0, 1]
+
+
+def test_the_published_seed_level_intervals_are_the_committed_rates():
+    """docs/results.md and README print intervals recomputed from docs/outcomes/issue14-per-seed.json."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = json.loads((root / "docs" / "outcomes" / "issue14-per-seed.json").read_text())
+    results, readme = (root / "docs" / "results.md").read_text(), (root / "README.md").read_text()
+    checked = 0
+    for arms in data["studies"].values():
+        for label, rates in arms.items():
+            if label == "sft-only":
+                continue
+            interval = seed_t_interval([(a - b) / 100 for a, b in zip(rates, arms["sft-only"], strict=True)])
+            cell = f"{100 * interval.mean:+.1f} ({100 * interval.low:+.1f} to {100 * interval.high:+.1f})"
+            assert cell in results, (label, cell)
+            checked += 1
+    assert checked == 9 and "+5.7 (-5.5 to +16.9)" in readme and "+2.7 (-10.1 to +15.4)" in readme

@@ -259,8 +259,8 @@ def test_a_tiny_comparison_reports_pass_at_k_and_its_episodes_can_be_viewed(tmp_
         "rl": {"num_generations": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "beta": 0.0,
                "max_completion_length": 128, "save_strategy": "no", "episode_samples": 2},
         "algorithms": {"turn_rloo": {}}, "episodes": 4,
-        "evaluation": {"num_tasks": 3, "curve_points": 0, "samples_per_task": 3, "pass_at_k": [1, 3],
-                       "temperature": 1.0},
+        "evaluation": {"num_tasks": 3, "curve_points": 0, "overlap": "report", "samples_per_task": 3,
+                       "pass_at_k": [1, 3], "temperature": 1.0},
     })
     summary, out = compare_algorithms.run(config, progress=False)
     table = (out / "results.md").read_text()

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
+from turngym.envs.tasks import SplitOverlapError
 from turngym.recipes import compare_algorithms, sft_rl_budget
 from turngym.recipes.study import (
     Arm,
     Study,
     StudyConfig,
+    _plan_record,
     episodes_per_step,
     load_config,
     moving_average,
     pairwise_differences,
+    recompute,
 )
 
 CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
@@ -183,6 +187,16 @@ def test_the_demo_config_builds_each_algorithms_trainer_config(tmp_path):
         study.rl_config(Arm("ppo", 20, "ppo", 100), "start", 0, tmp_path / "x")
 
 
+def test_the_headline_is_the_quick_demo_on_fresh_seeds_and_the_reserved_panel(tmp_path):
+    quick = load_config(CONFIGS / "compare" / "textworld-demo-quick.yaml", results_dir=str(tmp_path))
+    headline = load_config(CONFIGS / "compare" / "textworld-headline.yaml", results_dir=str(tmp_path))
+    assert (headline.world, headline.sft, headline.rl, headline.algorithms, headline.episodes) == (
+        quick.world, quick.sft, quick.rl, quick.algorithms, quick.episodes)
+    assert headline.seeds == [100, 101, 102, 103, 104] and not set(headline.seeds) & {0, 1, 2}
+    assert (headline.evaluation.split, headline.evaluation.num_tasks) == ("test", 200)
+    assert Path(headline.preregistered).is_file() and "## Analysis" in Path(headline.preregistered).read_text()
+
+
 def test_the_quick_demo_is_the_demo_at_half_the_step_and_twice_the_episodes_a_step(tmp_path):
     demo = load_config(CONFIGS / "compare" / "textworld-demo.yaml", results_dir=str(tmp_path))
     quick = load_config(CONFIGS / "compare" / "textworld-demo-quick.yaml", results_dir=str(tmp_path))
@@ -267,6 +281,7 @@ def tiny_study(tmp_path: Path, policy: Path, **overrides) -> StudyConfig:
                        "panels": {"longer": {"env_kwargs": {"turns": 3}}}},
     }
     data.update(overrides)
+    data["evaluation"] = {"overlap": "report", **data["evaluation"]}  # Signals' splits share sequences by design
     return StudyConfig.from_dict(data)
 
 
@@ -315,6 +330,22 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
            if o["task"] in curve_ids]
     assert len(won) == 2 and summary["curve_reference"]["sft-only"] == sum(won) / 2
     assert set(summary["curve_reference"]) == {"base", "sft-only"}
+
+    # The per-game outcomes behind the table are written beside it, and give back its numbers.
+    record = json.loads((out / "outcomes.json").read_text())
+    assert record["arms"]["ppo"]["outcomes"]["0"]["held_out"] == {
+        o["task"]: float(o["won"]) for o in json.loads((out / "evals" / "ppo" / "seed0-held_out.json").read_text())[
+            "outcomes"]}
+    recomputed = recompute(record)
+    assert recomputed["reference"] == "sft-only"
+    for label in ("base", "ppo", "turn_rloo"):
+        mine, theirs = recomputed["arms"][label], summary["arms"][label]["panels"]["held_out"]
+        assert mine["success"] == pytest.approx(theirs["success"])
+        assert mine["vs_reference"]["ci95"] == pytest.approx(theirs["vs_reference"]["ci95"])
+    longer = recompute(record, panel="longer")["arms"]["ppo"]["vs_reference"]
+    assert longer["ci95"] == pytest.approx(summary["arms"]["ppo"]["panels"]["longer"]["vs_reference"]["ci95"])
+    with pytest.raises(ValueError, match="no arm 'nope'"):
+        recompute(record, "nope")
 
     # A rerun with the same config trains and evaluates nothing again.
     def refuse(*args, **kwargs):
@@ -431,6 +462,37 @@ def test_the_base_model_is_evaluated_once_per_study(tmp_path, policy):
     assert not study.seed_independent(Arm("sft-only", demos=4))
 
 
+def test_a_held_out_panel_that_repeats_training_tasks_is_refused_before_any_stage(tmp_path, policy):
+    # Signals draws 2^2 sequences: its eval tasks repeat train tasks by content under other ids and seeds.
+    config = tiny_study(tmp_path, policy, evaluation={"num_tasks": 4, "curve_points": 0, "overlap": "refuse"})
+    study = Study(config, [Arm("base")], progress=False)
+    refused = r"(?s)panel held_out: .*signals/eval/10000 \(eval\) is the same task as signals/train/.*overlap: report"
+    with pytest.raises(SplitOverlapError, match=refused):
+        study.run()
+    assert not (study.out / "evals").exists()  # nothing ran
+    reported = Study(tiny_study(tmp_path, policy, name="r", evaluation={"num_tasks": 4, "overlap": "report"}),
+                     [Arm("base")], progress=False).check_panels()
+    assert reported["held_out"]["shared_with_train"] == 4 and reported["train"]["tasks"] == 8
+    assert reported["held_out"]["templates"] is None  # Signals has no quest templates
+    with pytest.raises(ValueError, match="num_train_tasks is not set"):
+        Study(tiny_study(tmp_path, policy, name="u", world={"env_id": "turngym/Signals-v0"}), [Arm("base")],
+              progress=False).check_panels()
+
+
+def test_the_reserved_test_split_needs_a_preregistered_plan(tmp_path, policy):
+    with pytest.raises(ValueError, match="the test split is reserved.*preregistered: docs/plans"):
+        tiny_study(tmp_path, policy, evaluation={"split": "test"})
+    with pytest.raises(ValueError, match="the test split is reserved"):  # an extra panel on it too
+        tiny_study(tmp_path, policy, evaluation={"panels": {"fresh": {"split": "test"}}})
+    with pytest.raises(ValueError, match="no plan at"):
+        tiny_study(tmp_path, policy, evaluation={"split": "test"}, preregistered=str(tmp_path / "missing.md"))
+    plan = tmp_path / "plan.md"
+    plan.write_text("hypothesis, recipe, seeds, panel, analysis\n")
+    assert tiny_study(tmp_path, policy, evaluation={"split": "test"}, preregistered=str(plan)).preregistered
+    record = _plan_record(str(plan))
+    assert record["sha256"] == hashlib.sha256(plan.read_bytes()).hexdigest() and record["path"] == str(plan)
+
+
 def test_budget_sweep_writes_table_and_plot(tmp_path, policy):
     config = tiny_study(tmp_path, policy, name="budget", algorithms={}, rl={
         "num_generations": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "beta": 0.0,
@@ -457,4 +519,9 @@ def test_turngym_compare_command(tmp_path, policy, capsys):
     assert main(["compare", "--config", str(path), "--name", "cli"]) == 0
     printed = capsys.readouterr().out
     assert "| grpo |" in printed and "learning_curves.png" in printed and "measured time" in printed
+    # `turngym stats` recomputes the table from the outcomes file alone
+    assert main(["stats", str(tmp_path / "results" / "cli")]) == 0
+    printed = capsys.readouterr().out
+    assert "| grpo | " in printed and "vs base (95 % CI, seeds x tasks)" in printed and "McNemar p" in printed
+    assert main(["stats", str(tmp_path / "missing")]) == 2
     assert main(["compare", "--config", str(tmp_path / "nope.yaml")]) == 2

@@ -221,17 +221,25 @@ def test_textworld_train_panel():
 
 def test_textworld_eval_panel():
     evaluation = textworld_tasks("w2-o3-q4", "eval")
-    assert len(evaluation) == 100
-    assert [t.payload["seed"] for t in evaluation] == list(range(1, 101))
+    assert len(evaluation) == 500  # its first 100 are the reference study's held-out seeds 1-100
+    assert [t.payload["seed"] for t in evaluation] == list(range(1, 501))
     assert {t.split for t in evaluation} == {"eval"}
     assert evaluation.by_id("textworld/w2-o3-q4/17").payload["seed"] == 17
+    assert [t.payload["seed"] for t in textworld_tasks("w2-o3-q4", "eval", n=100)] == list(range(1, 101))
+
+
+def test_textworld_test_panel_is_reserved_and_apart():
+    test = textworld_tasks("w2-o3-q4", "test")
+    assert [t.payload["seed"] for t in test] == list(range(10001, 10501)) and {t.split for t in test} == {"test"}
+    assert "test" not in textworld_tasks("w2-o3-q4", "all").splits  # never mixed in by "all"
+    assert_disjoint(textworld_tasks("w2-o3-q4", "train"), textworld_tasks("w2-o3-q4", "eval"), test)
 
 
 def test_textworld_all_panel_has_both_splits_disjoint(textworld_all):
-    assert len(textworld_all) == 5100
+    assert len(textworld_all) == 5500
     assert textworld_all.splits == ("train", "eval")
     train, evaluation = textworld_all.split("train"), textworld_all.split("eval")
-    assert len(train) == 5000 and len(evaluation) == 100
+    assert len(train) == 5000 and len(evaluation) == 500
     assert {t.key for t in train}.isdisjoint({t.key for t in evaluation})
     assert_disjoint(train, evaluation)
     assert list(train) == list(textworld_tasks("w2-o3-q4", "train"))

@@ -19,7 +19,7 @@ from tests.helpers_engines import CrashingSession, HangingSession, RaisingSessio
 from turngym import envs
 from turngym.envs.core import normalise_command
 from turngym.envs.textworld import TextWorldEnv, generate_game, textworld_tasks
-from turngym.envs.textworld.generation import game_content_hash
+from turngym.envs.textworld.generation import game_content_hash, quest_template
 
 CONFIG = "w2-o3-q4"
 SEEDS = (1, 2, 3, 4, 5)
@@ -156,14 +156,36 @@ def test_same_seed_gives_the_same_game(tmp_path):
     assert generate_game(CONFIG, 4).content_hash != first.content_hash
 
 
-def test_content_hash_ignores_the_install_path_but_not_the_game():
+def test_content_hash_is_the_game_not_its_seed_or_install_path():
     # Two checkouts write the same game with textworld's grammar path differing (a CI failure).
     game = json.loads((generate_game(CONFIG, 3).directory / "game.json").read_text())
     elsewhere = json.loads(json.dumps(game))
     elsewhere["KB"]["text_grammars_path"] = "/somewhere/else/textworld/generator/data/text_grammars"
     assert game_content_hash(elsewhere) == game_content_hash(game) == generate_game(CONFIG, 3).content_hash
-    elsewhere["objective"] += " Quickly."
-    assert game_content_hash(elsewhere) != game_content_hash(game)
+    # Another seed that builds the same game: a seed-derived uuid, other grammar text, facts in another order.
+    same = json.loads(json.dumps(game))
+    same["metadata"]["uuid"] = "tw-another-seed-" + same["metadata"]["uuid"][-8:]
+    same["objective"] += " Quickly."
+    same["quests"][0]["desc"] = "Other words for the same quest."
+    same["infos"][0][1]["desc"] = "A room described otherwise."
+    same["world"] = list(reversed(same["world"]))
+    assert game_content_hash(same) == game_content_hash(game)  # the duplicate guard can fire between splits
+    # What changes the game changes the hash: a fact, an entity's name, the winning commands.
+    for change in (lambda g: g["world"].pop(),
+                   lambda g: next(info for _, info in g["infos"] if info.get("name")).update(name="zorkmid"),
+                   lambda g: g["quests"][0]["commands"].append("look")):
+        other = json.loads(json.dumps(game))
+        change(other)
+        assert game_content_hash(other) != game_content_hash(game)
+
+
+def test_quest_template_names_types_not_objects():
+    game = {"infos": [["k_0", {"name": "latchkey", "type": "k"}], ["c_0", {"name": "basket", "type": "c"}],
+                      ["c_1", {"name": "box", "type": "c"}], ["r_0", {"name": None, "type": "r"}]]}
+    walkthrough = ["take latchkey from basket", "unlock box with latchkey", "go south", "examine boxes"]
+    assert quest_template(walkthrough, game) == ("take <k> from <c> | unlock <c> with <k> | go south | "
+                                                 "examine boxes")  # whole words only
+    assert generate_game(CONFIG, 3).template  # stored with every generated game
 
 
 def test_same_task_and_actions_give_the_same_episode(make_env):

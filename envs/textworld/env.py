@@ -64,8 +64,8 @@ class TextWorldEnv(TextEnv):
 
     Args:
         config: game config name, e.g. ``"w2-o3-q4"`` (see :mod:`turngym.envs.textworld.generation`).
-        split: ``"train"`` (seeds 30001-35000) or ``"eval"`` (seeds 1-100); used when ``tasks``
-            is not given.
+        split: ``"train"`` (seeds 30001-35000), ``"eval"`` (seeds 1-500) or ``"test"`` (seeds 10001-10500,
+            reserved); used when ``tasks`` is not given.
         num_tasks: keep only the first ``num_tasks`` seeds of the split.
         tasks: an explicit task set (overrides ``config``, ``split`` and ``num_tasks``).
         dense_source: ``"progress"`` or ``"score"`` (the potential of dense rewards).

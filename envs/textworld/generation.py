@@ -37,11 +37,14 @@ from turngym.envs.tasks import Task, TaskSet, cache_root, canonical_json, sha256
 
 logger = logging.getLogger(__name__)
 
-# Reference study (Wang & Ammanabrolu, 2025): train seeds 30001-35000, held-out seeds 1-100.
+# Reference study (Wang & Ammanabrolu, 2025): train seeds 30001-35000, held-out seeds 1-100. The eval split
+# extends those to 1-500 (its first 100 games are the reference study's); `test` is a reserved panel no recipe
+# is tuned on (a study evaluating on it must name a pre-registered plan: recipes/study.py).
 TRAIN_SEEDS = range(30001, 35001)
-EVAL_SEEDS = range(1, 101)
-SPLIT_SEEDS = {"train": TRAIN_SEEDS, "eval": EVAL_SEEDS}
-GENERATOR_VERSION = "4"  # bump when this module changes what a (config, seed) produces
+EVAL_SEEDS = range(1, 501)
+TEST_SEEDS = range(10001, 10501)
+SPLIT_SEEDS = {"train": TRAIN_SEEDS, "eval": EVAL_SEEDS, "test": TEST_SEEDS}
+GENERATOR_VERSION = "5"  # bump when this module changes what a (config, seed) produces
 REFERENCE_CONFIGS = ("w2-o3-q4", "w8-o3-q4", "w2-o12-q4", "w8-o12-q4", "w4-o6-q8")
 
 _CUSTOM = re.compile(r"^w(\d+)-o(\d+)-q(\d+)$")
@@ -112,7 +115,8 @@ class GameFiles:
     walkthrough: tuple[str, ...]
     objective: str
     max_score: float
-    content_hash: str  # sha256 of game.json in canonical form: the game's full definition
+    content_hash: str  # the game's identity (game_content_hash): equal for the same game from two seeds
+    template: str = ""  # the walkthrough with entity names replaced by their types (quest_template)
 
     @classmethod
     def load(cls, directory: Path) -> GameFiles:
@@ -124,6 +128,7 @@ class GameFiles:
             objective=meta["objective"],
             max_score=float(meta["max_score"]),
             content_hash=meta["content_hash"],
+            template=meta.get("template", ""),
         )
 
 
@@ -151,16 +156,37 @@ def generate_game(config: str, seed: int, root: Path | None = None) -> GameFiles
 
 
 def game_content_hash(game_json: dict) -> str:
-    """sha256 of a game.json with machine-specific parts removed.
+    """sha256 of what makes a game, in canonical JSON: the world's facts, the entities (ids, types, names)
+    and the quests' winning actions and commands.
 
-    Canonical JSON, because textworld may write the same game with its keys in another order;
-    and without ``KB.text_grammars_path``, the install path of textworld's grammar files, which
-    differs between checkouts although the game is the same.
+    Left out: everything the seed draws without changing the game, so two seeds that build the same game
+    hash the same (the duplicate guard between splits can then fire): the ``uuid`` (it embeds seed-derived
+    characters), the grammar's text (objective, quest and entity descriptions), and machine-specific parts
+    (``KB.text_grammars_path``, textworld's install path). Facts are sorted: textworld may list them in
+    another order.
     """
-    game = dict(game_json)
-    if isinstance(game.get("KB"), dict):
-        game["KB"] = {key: value for key, value in game["KB"].items() if key != "text_grammars_path"}
-    return sha256_text(canonical_json(game))
+    def fact(f: dict) -> str:
+        return canonical_json(f)
+
+    entities = sorted(canonical_json({k: info.get(k) for k in ("id", "type", "name", "noun", "adj", "room_type")})
+                      for _, info in game_json.get("infos", []))
+    quests = [{"commands": q.get("commands"), "reward": q.get("reward"),
+               "win_events": [{"commands": e.get("commands"), "actions": e.get("actions")}
+                              for e in q.get("win_events", [])]}
+              for q in game_json.get("quests", [])]
+    identity = {"world": sorted(map(fact, game_json.get("world", []))), "entities": entities, "quests": quests,
+                "theme": (game_json.get("grammar") or {}).get("theme")}
+    return sha256_text(canonical_json(identity))
+
+
+def quest_template(walkthrough: Sequence[str], game_json: dict) -> str:
+    """The walkthrough with every entity name replaced by ``<type>`` (``take latchkey from basket`` ->
+    ``take <k> from <c>``), commands joined by `` | ``: games that share it ask for the same plan over other
+    objects. A study reports how many held-out games share a template with a training game."""
+    names = {info["name"]: info["type"] for _, info in game_json.get("infos", []) if info.get("name")}
+    pattern = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(names, key=len, reverse=True))) if names \
+        else None
+    return " | ".join(pattern.sub(lambda m: f"<{names[m.group(0)]}>", c) if pattern else c for c in walkthrough)
 
 
 def _generate_here(config: str, seed: int, root: Path | None = None) -> None:
@@ -174,7 +200,8 @@ def _generate_here(config: str, seed: int, root: Path | None = None) -> None:
         game = _make_game(parsed, seed, scratch / "game.z8")
         for leftover in scratch.glob("*.ni"):
             leftover.unlink()
-        content_hash = game_content_hash(json.loads((scratch / "game.json").read_text()))
+        game_json = json.loads((scratch / "game.json").read_text())
+        content_hash = game_content_hash(game_json)
         meta = {
             "config": config,
             "seed": seed,
@@ -184,6 +211,7 @@ def _generate_here(config: str, seed: int, root: Path | None = None) -> None:
             "content_hash": content_hash,
             "textworld": textworld_version(),
         }
+        meta["template"] = quest_template(meta["walkthrough"], game_json)
         if not meta["walkthrough"]:
             raise RuntimeError(f"textworld produced no walkthrough for {config} seed {seed}")
         (scratch / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -271,9 +299,10 @@ def generate_games(
 
 
 def textworld_tasks(config: str = "w2-o3-q4", split: str = "train", n: int | None = None) -> TaskSet:
-    """The reference study's task panel for ``config``: train seeds 30001-35000, eval seeds 1-100.
+    """The task panel for ``config``: train seeds 30001-35000 (the reference study's), eval seeds 1-500 (the
+    first 100 are the reference study's held-out games), and the reserved ``test`` split, seeds 10001-10500.
 
-    ``split`` may also be ``"all"`` (train and eval together). ``n`` keeps the first n seeds of
+    ``split`` may also be ``"all"`` (train and eval together; never test). ``n`` keeps the first n seeds of
     each split. Task ids read ``textworld/<config>/<seed>``.
     """
     GameConfig.parse(config)  # fail early on a bad name
@@ -281,7 +310,7 @@ def textworld_tasks(config: str = "w2-o3-q4", split: str = "train", n: int | Non
     tasks = []
     for name in splits:
         if name not in SPLIT_SEEDS:
-            raise ValueError(f"TextWorld splits are 'train', 'eval' or 'all', got {split!r}")
+            raise ValueError(f"TextWorld splits are 'train', 'eval', 'test' (reserved) or 'all', got {split!r}")
         seeds = list(SPLIT_SEEDS[name])[: n if n is not None else None]
         tasks += [
             Task(
