@@ -2,16 +2,8 @@
 
 from turngym.agents.base import Agent, EpisodeView, PerEpisodeAgent
 from turngym.agents.baselines import HumanAgent, OracleAgent, RandomAgent, make_baseline
-from turngym.agents.evaluate import (
-    EvalReport,
-    PassAtK,
-    evaluate,
-    markdown_table,
-    pass_at_k,
-    pass_at_k_summary,
-    summarise,
-    wilson_interval,
-)
+from turngym.agents.evaluate import EvalReport, evaluate, markdown_table, summarise
+from turngym.agents.intervals import PassAtK, pass_at_k, pass_at_k_summary, wilson_interval
 from turngym.agents.rollout import Trajectory, run_episodes
 
 __all__ = [

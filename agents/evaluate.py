@@ -7,13 +7,13 @@ because of those two.
 
 With ``samples_per_task = n > 1`` every task is played n times (sampling at the agent's
 temperature) and the report adds the unbiased pass@k estimator of Chen et al. (2021) for each
-requested k <= n, with a bootstrap interval over tasks (:func:`pass_at_k_summary`).
+requested k <= n, with a bootstrap interval over tasks (:func:`~turngym.agents.intervals.pass_at_k_summary`).
+Every interval lives in :mod:`turngym.agents.intervals`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -21,70 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from turngym.agents.base import Agent
+from turngym.agents.intervals import PassAtK, pass_at_k_summary, wilson_interval
 from turngym.agents.rollout import Trajectory, run_episodes
 from turngym.envs.tasks import TaskSet
 from turngym.envs.vector import make_pool
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of one task from ``n`` samples of which ``c`` passed (Chen et al. 2021, eq. 1):
-
-        pass@k = 1 - C(n - c, k) / C(n, k)
-               = 1 - prod_{i = n - c + 1}^{n} (1 - k / i)        (the same, as a stable product)
-
-    the probability that at least one of k samples drawn without replacement from the n passed.
-    It is 1 when n - c < k (every k-subset holds a pass) and 0 when c = 0. The product never forms
-    the binomial coefficients, which overflow floats for large n.
-    """
-    if n < 1 or not 0 <= c <= n:
-        raise ValueError(f"pass@k needs n >= 1 samples and 0 <= c <= n passes, got n={n}, c={c}")
-    if not 1 <= k <= n:
-        raise ValueError(f"pass@{k} needs 1 <= k <= n = {n} samples per task")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
-
-
-@dataclass
-class PassAtK:
-    """pass@k over a panel: the mean of the per-task unbiased estimates, with its 95 % bootstrap interval."""
-
-    k: int
-    estimate: float
-    ci95: tuple[float, float]
-    tasks: int
-    samples_per_task: int  # the smallest n over the tasks
-
-
-def pass_at_k_summary(passes: Mapping[Any, Sequence[bool]], k: int, *, resamples: int = 2000,
-                      seed: int = 0) -> PassAtK:
-    """pass@k of a panel from each task's sample outcomes (``task -> [won, ...]``).
-
-        pass@k = (1/T) sum_t pass@k(n_t, c_t)          (:func:`pass_at_k` per task, then the mean)
-
-    The 95 % interval is a percentile bootstrap over *tasks*: ``resamples`` times, draw T tasks with
-    replacement and take the mean of their per-task estimates; the interval is the 2.5 and 97.5
-    percentiles of those means. Resampling tasks (not episodes) keeps each task's n samples together,
-    so the interval covers both the task sample and the sampling noise within tasks. The generator
-    is seeded: the same outcomes give the same interval. With fewer than two tasks there is nothing
-    to resample and the interval is the whole range [0, 1].
-    """
-    import numpy as np
-
-    if not passes:
-        raise ValueError("pass@k needs at least one task")
-    n_min = min(len(outcomes) for outcomes in passes.values())
-    if not 1 <= k <= n_min:
-        raise ValueError(f"pass@{k} needs at least {k} samples of every task; the fewest here is {n_min} "
-                         f"(raise samples_per_task to {k} or more)")
-    per_task = np.array([pass_at_k(len(o), sum(map(bool, o)), k) for o in passes.values()])
-    estimate = float(per_task.mean())
-    if len(per_task) < 2:
-        return PassAtK(k, estimate, (0.0, 1.0), len(per_task), n_min)
-    rng = np.random.default_rng(seed)
-    means = per_task[rng.integers(0, len(per_task), size=(resamples, len(per_task)))].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return PassAtK(k, estimate, (float(low), float(high)), len(per_task), n_min)
 
 
 def check_pass_at(samples_per_task: int, ks: Sequence[int]) -> None:
@@ -103,23 +43,6 @@ def passes_by_task(trajectories: Sequence[Trajectory]) -> dict[str, list[bool]]:
     for trajectory in trajectories:
         passes[str(trajectory.task.get("id"))].append(trajectory.won)
     return dict(passes)
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion p = k / n:
-
-        centre = (p + z^2 / 2n) / (1 + z^2 / n)
-        half   = z * sqrt(p (1 - p) / n + z^2 / 4n^2) / (1 + z^2 / n)
-
-    Unlike the normal approximation it stays inside [0, 1] and is sensible at k = 0 or k = n.
-    """
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass

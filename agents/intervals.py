@@ -12,6 +12,8 @@ pooled Wilson or normal interval does, ignores both correlations and is too narr
 - :func:`seed_t_interval`: Student's t over the S per-seed means, the simplest honest interval.
 - :func:`mcnemar_exact_p`: the exact McNemar test of two policies on one seed's tasks.
 - :func:`paired_comparison`: all of the above for two policies on a grid of (seed, task) outcomes.
+- :func:`wilson_interval` (one policy, one seed, tasks independent) and :func:`pass_at_k_summary` (a
+  bootstrap over tasks), for ``turngym eval``.
 
 Hand-written on scipy's distributions: statsmodels' mixed models fit by (RE)ML with iterative optimisers
 whose edge cases (a zero variance component, three seeds) would need more code to guard than the closed
@@ -24,8 +26,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from scipy import stats
 
 CROSSED = "seeds x tasks random effects (Satterthwaite t)"
 TASKS_ONLY = "t over tasks (one seed: run-to-run variance not measured)"
@@ -50,6 +50,8 @@ class Interval:
 def _t_interval(mean: float, variance: float, df: float | None, level: float, method: str) -> Interval:
     if variance <= 0 or df is None or df <= 0:
         return Interval(mean, mean, mean, method, 0.0, None)
+    from scipy import stats  # imported here: scipy.stats costs half a second, and `import turngym` need not pay it
+
     se = math.sqrt(variance)
     half = float(stats.t.ppf(0.5 + level / 2, df)) * se
     return Interval(mean, mean - half, mean + half, method, se, df)
@@ -132,10 +134,91 @@ def mcnemar_exact_p(gained: int, lost: int) -> float:
     """Two-sided exact McNemar p of two policies on the same tasks: ``gained`` tasks only the first wins,
     ``lost`` only the second. Under no difference each discordant task is a fair coin:
     p = P(|Binomial(gained + lost, 1/2) - n/2| >= |gained - n/2|) (scipy's exact binomial test); 1 if none."""
+    from scipy import stats
+
     n = gained + lost
     if n == 0:
         return 1.0
     return float(stats.binomtest(gained, n, 0.5).pvalue)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion p = k / n:
+
+        centre = (p + z^2 / 2n) / (1 + z^2 / n)
+        half   = z * sqrt(p (1 - p) / n + z^2 / 4n^2) / (1 + z^2 / n)
+
+    Unlike the normal approximation it stays inside [0, 1] and is sensible at k = 0 or k = n.
+    """
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task from ``n`` samples of which ``c`` passed (Chen et al. 2021, eq. 1):
+
+        pass@k = 1 - C(n - c, k) / C(n, k)
+               = 1 - prod_{i = n - c + 1}^{n} (1 - k / i)        (the same, as a stable product)
+
+    the probability that at least one of k samples drawn without replacement from the n passed.
+    It is 1 when n - c < k (every k-subset holds a pass) and 0 when c = 0. The product never forms
+    the binomial coefficients, which overflow floats for large n.
+    """
+    if n < 1 or not 0 <= c <= n:
+        raise ValueError(f"pass@k needs n >= 1 samples and 0 <= c <= n passes, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@{k} needs 1 <= k <= n = {n} samples per task")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+@dataclass
+class PassAtK:
+    """pass@k over a panel: the mean of the per-task unbiased estimates, with its 95 % bootstrap interval."""
+
+    k: int
+    estimate: float
+    ci95: tuple[float, float]
+    tasks: int
+    samples_per_task: int  # the smallest n over the tasks
+
+
+def pass_at_k_summary(passes: Mapping[Any, Sequence[bool]], k: int, *, resamples: int = 2000,
+                      seed: int = 0) -> PassAtK:
+    """pass@k of a panel from each task's sample outcomes (``task -> [won, ...]``).
+
+        pass@k = (1/T) sum_t pass@k(n_t, c_t)          (:func:`pass_at_k` per task, then the mean)
+
+    The 95 % interval is a percentile bootstrap over *tasks*: ``resamples`` times, draw T tasks with
+    replacement and take the mean of their per-task estimates; the interval is the 2.5 and 97.5
+    percentiles of those means. Resampling tasks (not episodes) keeps each task's n samples together,
+    so the interval covers both the task sample and the sampling noise within tasks. The generator
+    is seeded: the same outcomes give the same interval. With fewer than two tasks there is nothing
+    to resample and the interval is the whole range [0, 1].
+    """
+    import numpy as np
+
+    if not passes:
+        raise ValueError("pass@k needs at least one task")
+    n_min = min(len(outcomes) for outcomes in passes.values())
+    if not 1 <= k <= n_min:
+        raise ValueError(f"pass@{k} needs at least {k} samples of every task; the fewest here is {n_min} "
+                         f"(raise samples_per_task to {k} or more)")
+    per_task = np.array([pass_at_k(len(o), sum(map(bool, o)), k) for o in passes.values()])
+    estimate = float(per_task.mean())
+    if len(per_task) < 2:
+        return PassAtK(k, estimate, (0.0, 1.0), len(per_task), n_min)
+    rng = np.random.default_rng(seed)
+    means = per_task[rng.integers(0, len(per_task), size=(resamples, len(per_task)))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return PassAtK(k, estimate, (float(low), float(high)), len(per_task), n_min)
 
 
 def complete_grid(by_seed: Mapping[Any, Mapping[Any, float]]) -> tuple[list[Any], list[Any], list[list[float]]]:
@@ -179,8 +262,6 @@ def paired_comparison(a: Mapping[Any, Mapping[Any, float]], b: Mapping[Any, Mapp
 def success_interval(by_seed: Mapping[Any, Mapping[Any, float]], level: float = 0.95) -> dict[str, Any]:
     """One policy's success over {seed: {task: success}}: with several seeds the :func:`crossed_interval`
     (the tasks every seed played); with one, the Wilson interval, which assumes independent tasks."""
-    from turngym.agents.evaluate import wilson_interval
-
     seeds, tasks, grid = complete_grid(by_seed)
     if len(seeds) == 1 and tasks:
         outcomes = grid[0]

@@ -673,8 +673,7 @@ def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[
     else Wilson), per-seed rates, the paired difference to the reference arm on the same (seed, task)
     pairs (:func:`~turngym.agents.intervals.paired_comparison`), the breakdown by difficulty (Wilson,
     tasks treated as independent), and pass@k (when the evaluation played several samples per task)."""
-    from turngym.agents.evaluate import pass_at_k_summary, wilson_interval
-    from turngym.agents.intervals import paired_comparison, success_interval
+    from turngym.agents.intervals import paired_comparison, pass_at_k_summary, success_interval, wilson_interval
 
     rows = [r for r in rows if r["panel"] == panel]
     outcomes = [(r["seed"], o) for r in rows for o in r["outcomes"]]

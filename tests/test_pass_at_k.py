@@ -211,7 +211,7 @@ def test_study_config_checks_the_pass_at_k_options():
 
 def _eval_row(label, seed, wins_by_task):
     """A study evaluation file's content, as Study.eval_stage writes it, from each task's sample outcomes."""
-    from turngym.agents.evaluate import pass_at_k_summary as summary
+    from turngym.agents.intervals import pass_at_k_summary as summary
 
     outcomes = [{"task": task, "difficulty": "d", "won": won, "return": float(won), "turns": 2, "invalid": 0,
                  "sample": i} for i in range(len(next(iter(wins_by_task.values())))) for task, wins in
