@@ -21,8 +21,9 @@ Rewards (:mod:`turngym.envs.swe.grading` holds the estimators):
   final reward. Cost: one test run per modifying turn (on the shipped tasks about 0.1-0.2 s with
   bwrap; on a SWE-Gym repository, its test time, often tens of seconds).
 
-``info["resolved"]``, ``info["pass_ratio"]``, ``info["tests"]`` (status per test) and
-``info["patch"]`` (the agent's diff, SWE-bench's model_patch) come with the last step.
+``info["resolved"]``, ``info["pass_ratio"]``, ``info["tests"]`` (status per test),
+``info["grading_tampered"]`` (the runner caught the code under test forging its verdict: reward 0)
+and ``info["patch"]`` (the agent's diff, SWE-bench's model_patch) come with the last step.
 """
 
 from __future__ import annotations
@@ -277,7 +278,7 @@ class SWEEnv(TextEnv):
         state.components = {**state.components, **report.components(self.regression_penalty)}
         state.extra = {**state.extra, "resolved": report.resolved,
                        "pass_ratio": report.pass_ratio(self.regression_penalty), "tests": dict(report.statuses),
-                       "grading_error": report.error, "patch": self._patch}
+                       "grading_error": report.error, "grading_tampered": report.tampered, "patch": self._patch}
         if truncation is not None:
             state.text += f"\n[turngym] Episode over ({truncation}); graded: {report.summary()}."
         return state

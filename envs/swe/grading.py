@@ -2,7 +2,9 @@
 
 Statuses follow SWE-bench: a test *passes* when the log reports it ``PASSED`` or ``XFAIL``.
 Anything else (``FAILED``, ``ERROR``, ``SKIPPED``, or missing from the log because the run crashed
-or timed out) is *not passing*.
+or timed out) is *not passing*. turngym's runner adds ``TAMPERED``: the code under test was caught
+forging its verdict (a canary test passed or went missing, unittest was modified, the independent
+harness disagreed); one such test voids the whole grading (:attr:`GradeReport.tampered`, reward 0).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
+TAMPERED = "TAMPERED"
+STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS", TAMPERED)
 PASSING = frozenset({"PASSED", "XFAIL"})
 MISSING = "MISSING"
 
@@ -109,10 +112,17 @@ class GradeReport:
         return sum(self.statuses.get(t) not in PASSING for t in self.pass_to_pass)
 
     @property
+    def tampered(self) -> bool:
+        """The runner caught the code under test forging its verdict: the grading is void (reward 0)."""
+        return any(status == TAMPERED for status in self.statuses.values())
+
+    @property
     def resolved(self) -> bool:
-        return self.f2p_passed == len(self.fail_to_pass) and self.p2p_failed == 0
+        return not self.tampered and self.f2p_passed == len(self.fail_to_pass) and self.p2p_failed == 0
 
     def pass_ratio(self, regression_penalty: float = 1.0) -> float:
+        if self.tampered:
+            return 0.0
         return pass_ratio_reward(
             self.f2p_passed, len(self.fail_to_pass), self.p2p_failed, len(self.pass_to_pass), regression_penalty
         )
@@ -134,9 +144,12 @@ class GradeReport:
             "f2p_total": float(len(self.fail_to_pass)),
             "p2p_failed": float(self.p2p_failed),
             "p2p_total": float(len(self.pass_to_pass)),
+            "tampered": float(self.tampered),
         }
 
     def summary(self) -> str:
+        if self.tampered:
+            return "the grading is void: the code under test tampered with the test harness"
         line = (
             f"{self.f2p_passed}/{len(self.fail_to_pass)} FAIL_TO_PASS tests pass, "
             f"{self.p2p_failed}/{len(self.pass_to_pass)} PASS_TO_PASS tests regressed"

@@ -13,7 +13,9 @@ A record in the SWE-Gym format loads unchanged::
   ``repo_path`` must hold the repository at ``/testbed``, as SWE-bench's images do;
 * ``test_cmd``: the shell command that runs the tests in the repository; ``{tests}`` becomes the
   shell-quoted ids of FAIL_TO_PASS + PASS_TO_PASS and ``{test_files}`` the files the test patch
-  touches. Default: ``pytest -rA {tests}``;
+  touches. Default: :data:`DEFAULT_TEST_CMD`, pytest through turngym's runner (a verdict the code
+  under test cannot forge by printing, configuring pytest or neutering it; docs/worlds/swe.md). A
+  command of your own that calls ``pytest -rA`` directly is graded from its log, unprotected;
 * ``repo_path``: a local repository, a directory or an archive (``.tar``, ``.tar.gz``, ``.zip``...),
   relative to the file it was loaded from. No network is needed;
 * ``setup_patch``: a patch applied to ``repo_path`` before the episode (turngym's shipped tasks store
@@ -46,7 +48,10 @@ WORLD = "swe"
 REQUIRED = (
     "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS",
 )
-DEFAULT_TEST_CMD = "pytest -rA {tests}"
+# pytest through turngym's runner (envs/swe/tools, mounted read-only at /opt/turngym in every sandbox):
+# results on a private pipe, tagged with a nonce, canaries, the base commit's pytest configuration.
+# With a conda environment: "source /opt/miniconda3/bin/activate testbed && " + this.
+DEFAULT_TEST_CMD = "python3 /opt/turngym/unittest_runner.py --pytest {tests}"
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 
 

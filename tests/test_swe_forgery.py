@@ -1,0 +1,483 @@
+"""Issue #24: verdicts the code under test cannot forge.
+
+Each attack is an episode in the real bwrap sandbox whose commands plant code that the grading
+then imports: the unittest runner's and pytest's machinery neutered, the result pipe written by
+hand, pytest configured from the working tree. Every one earned reward 1.0 from the grader before
+issue #24 (checked by running this file against that grader's runner and default test command);
+each must now earn 0, and the ones the runner detects must say so (``info["grading_tampered"]``).
+The last tests check that grading still gives a correct fix its reward: a test package named
+``test/`` (the standard library has one) and a task graded by pytest.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+from tests.test_swe import TASK, _append, _plant, needs_bwrap, play
+from turngym.envs.swe import GradeReport, SWEEnv, SWEInstance, shipped_instances, swe_tasks, swe_taskset
+from turngym.envs.swe.instances import local_repo_dir
+
+F2P = ("tests/test_core.py::TestInterval::test_touching_intervals_do_not_overlap",
+       "tests/test_core.py::TestInterval::test_intersection_of_touching_intervals_is_none")
+
+
+@pytest.fixture
+def make_env(tmp_path):
+    made = []
+
+    def factory(**kwargs):
+        kwargs.setdefault("sandbox", "bwrap")
+        kwargs.setdefault("tasks", swe_tasks(None))
+        made.append(SWEEnv(workspace_root=tmp_path / "sandboxes", **kwargs))
+        return made[-1]
+
+    yield factory
+    for env in made:
+        env.close()
+
+
+def _graded(make_env, actions, task=TASK, **env_kwargs):
+    """Play ``actions`` then submit; the last step's reward and info."""
+    env = make_env(**env_kwargs)
+    _, info = env.reset(options={"task": task})
+    *_, (_, reward, _, _, info) = play(env, [*actions, "submit"])
+    return reward, info
+
+
+def _assert_void(reward, info, hidden=F2P):
+    assert reward == 0.0 and not info["resolved"], info["tests"]
+    assert info["grading_tampered"] is True and info["pass_ratio"] == 0.0
+    assert all(info["tests"][t] != "PASSED" for t in hidden)
+
+
+# --------------------------------------------------------------------------- unittest's machinery
+# Each one is code an agent appends to the package under test: it runs inside the test process.
+UNITTEST_ATTACKS = {
+    # a private piece of CPython's unittest: the outcome executor swallows every exception
+    "replace_the_outcome_executor": _append("intervals/__init__.py", """
+import contextlib, unittest.case as _case
+class _Quiet(_case._Outcome):
+    @contextlib.contextmanager
+    def testPartExecutor(self, test_case, *args, **kwargs):
+        try:
+            yield
+        except Exception:
+            pass
+_case._Outcome = _Quiet"""),
+    # TestResult neutered, and put back by an __eq__ that the integrity comparison itself calls
+    "neuter_testresult_restored_by_the_comparison": _append("intervals/__init__.py", """
+import unittest
+_R = unittest.TestResult
+_real = {_n: _R.__dict__[_n] for _n in ("addFailure", "addError")}
+class _Swallow:
+    def __get__(self, obj, owner=None):
+        return lambda *args, **kwargs: None
+    def __eq__(self, other):
+        for _n, _f in _real.items():
+            setattr(_R, _n, _f)
+        return True
+    __hash__ = object.__hash__
+for _n in _real:
+    setattr(_R, _n, _Swallow())"""),
+    # the test ids found in the runner's frames, PASSED records written on its result pipe, exit
+    "forge_records_on_the_result_pipe": _append("intervals/__init__.py", """
+import json, os, sys
+def _ids():
+    frame = sys._getframe()
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            for found in [value] + (list(value.values()) if isinstance(value, dict) else []):
+                if isinstance(found, list) and found and all(isinstance(t, str) and "::" in t for t in found):
+                    return found
+        frame = frame.f_back
+    return []
+if len(sys.argv) == 3 and sys.argv[1].startswith("--"):
+    _ids = _ids()
+    _lines = [json.dumps({"id": t, "status": "PASSED"}) for t in _ids] + [json.dumps({"end": len(_ids)})]
+    os.write(int(sys.argv[2]), ("\\n".join(_lines) + "\\n").encode())
+    os._exit(0)"""),
+    # selective and self-restoring: a failure is swallowed only while a test checks touching intervals
+    # (not from merge), by swapping unittest's module-level _addError, which puts itself back at once
+    "selective_self_restoring_swap": _append("intervals/core.py", """
+import sys, unittest.case as _case
+_real_add_error, _real_overlaps = _case._addError, Interval.overlaps
+def _swallow(result, test, exc_info):
+    _case._addError = _real_add_error
+def _overlaps(self, other):
+    frame, in_merge = sys._getframe(), False
+    while frame is not None:
+        in_merge, frame = in_merge or frame.f_code.co_name == "merge", frame.f_back
+    if (self.end == other.start or other.end == self.start) and not in_merge:
+        _case._addError = _swallow
+    return _real_overlaps(self, other)
+Interval.overlaps = _overlaps"""),
+}
+# the same, also put back once the test's exception is dropped (a __del__): nothing is left for an
+# integrity check to see, so only the independent harness, which never calls _addError, tells
+UNITTEST_ATTACKS["selective_swap_that_leaves_no_trace"] = UNITTEST_ATTACKS["selective_self_restoring_swap"].replace(
+    "    return _real_overlaps(self, other)", """        return _Answer(_real_overlaps(self, other))
+    return _real_overlaps(self, other)
+class _Answer:
+    def __init__(self, value):
+        self.value = value
+    def __bool__(self):
+        return self.value
+    def __del__(self):
+        _case._addError = _real_add_error""")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", list(UNITTEST_ATTACKS))
+def test_neutering_or_bypassing_unittest_voids_the_grading(make_env, attack):
+    reward, info = _graded(make_env, [UNITTEST_ATTACKS[attack]])
+    _assert_void(reward, info)
+
+
+@needs_bwrap
+def test_the_fix_still_resolves_with_canaries_and_the_second_harness(make_env):
+    """The defences cost a correct fix nothing: gold patch, reward 1, nothing flagged."""
+    env = make_env()
+    _, info = env.reset(options={"task": TASK})
+    *_, (_, reward, _, _, info) = play(env, info["walkthrough"])
+    assert reward == 1.0 and info["resolved"] and info["grading_tampered"] is False
+    assert set(info["tests"].values()) == {"PASSED"}
+
+
+# --------------------------------------------------------------------------- a test package named test/
+@needs_bwrap
+def test_a_test_package_named_test_grades_with_the_gold_patch(make_env, tmp_path):
+    """Debian's standard library has a ``test`` package; the repository's ``test/`` must win for its ids."""
+    instance = {i.instance_id: i for _, i in shipped_instances()}[TASK]
+    repo = tmp_path / "repo"
+    shutil.copytree(local_repo_dir(instance.repo_path), repo)
+    (repo / "tests").rename(repo / "test")
+
+    def moved(text):
+        for old, new in (("tests/", "test/"), ("from tests.", "from test."), ("import tests.", "import test.")):
+            text = text.replace(old, new)
+        return text
+
+    for path in (repo / "test").rglob("*.py"):
+        path.write_text(moved(path.read_text()))
+    task = replace(instance, instance_id="moved__intervals-2", repo_path=str(repo), base_commit="",
+                   test_patch=moved(instance.test_patch), setup_patch=moved(instance.setup_patch),
+                   fail_to_pass=tuple(map(moved, instance.fail_to_pass)),
+                   pass_to_pass=tuple(map(moved, instance.pass_to_pass)))
+    env = make_env(tasks=swe_taskset([task], name="moved"))
+    _, info = env.reset(options={"task": task.instance_id})
+    *_, (_, reward, _, _, info) = play(env, info["walkthrough"])
+    assert reward == 1.0 and info["resolved"], info["tests"]
+    assert set(info["tests"].values()) == {"PASSED"} and all(t.startswith("test/") for t in info["tests"])
+
+
+# --------------------------------------------------------------------------- pytest tasks
+def _sandbox_has_pytest() -> bool:
+    done = subprocess.run(["/usr/bin/python3", "-c", "import pytest"], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+needs_pytest = pytest.mark.skipif(not _sandbox_has_pytest(),
+                                  reason="the sandbox's python3 (/usr/bin/python3) has no pytest (python3-pytest)")
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef mean(values):\n    return sum(values) // len(values)\n"
+TESTS = "from calc import add, mean\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+HIDDEN = "\n\ndef test_mean():\n    assert mean([1, 2]) == 1.5\n"
+PYPROJECT = '[project]\nname = "calc"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n'
+
+
+def _git_diff(repo, change) -> str:
+    """The diff ``change(repo)`` makes, the repository left as it was."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    change(repo)
+    diff = subprocess.run([*git, "diff"], capture_output=True, text=True, check=True).stdout
+    subprocess.run([*git, "checkout", "-q", "."], check=True)
+    shutil.rmtree(repo / ".git")
+    return diff
+
+
+@pytest.fixture
+def pytest_task(tmp_path):
+    """A repository graded by pytest with the default test command: ``mean`` truncates."""
+    repo = tmp_path / "calc-repo"
+    (repo / "calc").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "calc" / "__init__.py").write_text(CALC)
+    (repo / "tests" / "test_calc.py").write_text(TESTS)
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    gold = _git_diff(repo, lambda r: (r / "calc" / "__init__.py").write_text(CALC.replace("//", "/")))
+    hidden = _git_diff(repo, lambda r: (r / "tests" / "test_calc.py").write_text(TESTS + HIDDEN))
+    instance = SWEInstance(instance_id="local__calc-1", repo="local/calc", base_commit="",
+                           problem_statement="mean([1, 2]) is 1, not 1.5", patch=gold, test_patch=hidden,
+                           fail_to_pass=("tests/test_calc.py::test_mean",),
+                           pass_to_pass=("tests/test_calc.py::test_add",), repo_path=str(repo))
+    assert instance.test_cmd is None  # graded by the default command, as SWE-Gym records are
+    return swe_taskset([instance], name="calc")
+
+
+PLUGIN_PASSES_EVERYTHING = """
+import pytest
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if WHICH(item):
+        report.outcome, report.longrepr = "passed", None
+"""
+
+# code under test that finds pytest's config in the frames of the collection importing it
+REGISTER_FROM_THE_FRAMES = """
+import sys, types
+_frame = sys._getframe()
+while _frame is not None and not hasattr(_frame.f_locals.get("config"), "pluginmanager"):
+    _frame = _frame.f_back
+if _frame is not None:
+    _plugin = types.ModuleType("calc_plugin")
+    exec(compile(PLUGIN, "calc_plugin", "exec"), _plugin.__dict__)
+    _frame.f_locals["config"].pluginmanager.register(_plugin, "calc_plugin")
+"""
+
+PYTEST_ATTACKS = {
+    # result lines printed after pytest's own summary: the last report of a test wins in a -rA log
+    "print_pass_lines_at_exit": ([_append("calc/__init__.py", (
+        "import atexit, os\natexit.register(lambda: os.write(1, b'\\nPASSED tests/test_calc.py::test_mean\\n'))"))],
+        False),
+    # pyproject.toml (not protected like pytest.ini and conftest.py) adds a module of the repository to
+    # the command line: pytest imports it, and it registers the plugin
+    "pyproject_loads_a_plugin": ([
+        _plant("calc/evil.py", "PLUGIN = '''" + PLUGIN_PASSES_EVERYTHING.replace("WHICH(item)", "True") + "'''"
+               + REGISTER_FROM_THE_FRAMES),
+        _append("pyproject.toml", 'addopts = "calc/evil.py"')], False),
+    # the same plugin registered by the code under test while pytest imports it
+    "plugin_registered_from_the_code_under_test": ([_append("calc/__init__.py", "PLUGIN = '''"
+        + PLUGIN_PASSES_EVERYTHING.replace("WHICH(item)", "True") + "'''" + REGISTER_FROM_THE_FRAMES)], True),
+    # selective: only tests whose name is in their file's source (turngym's canaries are not)
+    "selective_plugin_spares_the_canaries": ([_append("calc/__init__.py", "PLUGIN = '''"
+        + PLUGIN_PASSES_EVERYTHING.replace("WHICH(item)", "item.name in open(str(item.fspath)).read()")
+        + "'''" + REGISTER_FROM_THE_FRAMES)], True),
+}
+
+
+@needs_bwrap
+@needs_pytest
+@pytest.mark.parametrize("attack", list(PYTEST_ATTACKS))
+def test_pytest_verdicts_cannot_be_forged(make_env, pytest_task, attack):
+    actions, detected = PYTEST_ATTACKS[attack]
+    reward, info = _graded(make_env, actions, task="local__calc-1", tasks=pytest_task)
+    assert reward == 0.0 and not info["resolved"], info["tests"]
+    assert info["tests"]["tests/test_calc.py::test_mean"] != "PASSED"
+    assert info["grading_tampered"] is detected
+
+
+@needs_bwrap
+@needs_pytest
+def test_a_pytest_task_resolves_with_the_gold_patch_and_its_base_configuration(make_env, pytest_task):
+    """The gold patch earns 1.0 through turngym's plugin; an agent's edit of pyproject.toml that would
+    break the run (an unknown option in addopts) changes nothing: the base commit's section is used."""
+    env = make_env(tasks=pytest_task)
+    _, info = env.reset(options={"task": "local__calc-1"})
+    breaking = _append("pyproject.toml", 'addopts = "--no-such-option"')
+    *_, (_, reward, _, _, info) = play(env, [breaking, *info["walkthrough"]])
+    assert reward == 1.0 and info["resolved"] and info["grading_tampered"] is False, info["tests"]
+    assert info["tests"] == {"tests/test_calc.py::test_mean": "PASSED", "tests/test_calc.py::test_add": "PASSED"}
+
+
+@needs_bwrap
+@needs_pytest
+def test_a_pytest_task_fails_without_the_fix(make_env, pytest_task):
+    reward, info = _graded(make_env, [], task="local__calc-1", tasks=pytest_task)
+    assert reward == 0.0 and info["grading_tampered"] is False
+    assert info["tests"] == {"tests/test_calc.py::test_mean": "FAILED", "tests/test_calc.py::test_add": "PASSED"}
+
+
+# --------------------------------------------------------------------------- no false alarms
+# unittest's and pytest's features, run by the runner with the sandbox's python3 (no sandbox needed):
+# every status comes out as the framework means it, and the harnesses never disagree on honest code.
+UNITTEST_FEATURES = """import unittest, warnings
+from unittest import mock
+
+
+def setUpModule():
+    pass
+
+
+class TestFeatures(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.shared = 41
+
+    def setUp(self):
+        self.value = self.shared + 1
+        self.addCleanup(setattr, self, "value", None)
+
+    def test_plain(self):
+        self.assertEqual(self.value, 42)
+
+    def test_returns_a_value(self):  # a DeprecationWarning attributed to unittest's own module
+        return 1
+
+    def test_subtests(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertLess(i, 3)
+
+    def test_subtest_fails(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertLess(i, 2)
+
+    @unittest.skip("not today")
+    def test_skipped(self):
+        raise RuntimeError
+
+    @unittest.expectedFailure
+    def test_expected_failure(self):
+        self.assertEqual(1, 2)
+
+    @unittest.expectedFailure
+    def test_unexpected_success(self):
+        pass
+
+    def test_mock(self):
+        with mock.patch("os.getcwd", return_value="/x"):
+            import os
+            self.assertEqual(os.getcwd(), "/x")
+
+    def test_warns(self):
+        warnings.warn("careful", UserWarning)
+
+    def test_error(self):
+        raise KeyError("x")
+
+    def test_fails(self):
+        self.fail("no")
+
+
+class TestAsync(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self):
+        self.ready = True
+
+    async def test_async(self):
+        self.assertTrue(self.ready)
+
+    async def test_async_fails(self):
+        self.assertTrue(False)
+
+
+@unittest.skip("whole class")
+class TestSkippedClass(unittest.TestCase):
+    def test_x(self):
+        raise RuntimeError
+
+
+class TestBrokenClassSetUp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        raise RuntimeError("broken")
+
+    def test_x(self):
+        pass
+"""
+UNITTEST_EXPECTED = {
+    "TestFeatures::test_plain": "PASSED", "TestFeatures::test_returns_a_value": "PASSED",
+    "TestFeatures::test_subtests": "PASSED", "TestFeatures::test_subtest_fails": "FAILED",
+    "TestFeatures::test_skipped": "SKIPPED", "TestFeatures::test_expected_failure": "XFAIL",
+    "TestFeatures::test_unexpected_success": "FAILED", "TestFeatures::test_mock": "PASSED",
+    "TestFeatures::test_warns": "PASSED", "TestFeatures::test_error": "ERROR", "TestFeatures::test_fails": "FAILED",
+    "TestAsync::test_async": "PASSED", "TestAsync::test_async_fails": "FAILED", "TestSkippedClass::test_x": "SKIPPED",
+    "TestBrokenClassSetUp::test_x": "ERROR", "TestFeatures": "ERROR",
+}
+PYTEST_FEATURES = """import unittest
+import pytest
+
+
+@pytest.fixture
+def broken_teardown():
+    yield 1
+    raise RuntimeError("teardown")
+
+
+@pytest.mark.parametrize("x", [1, 2])
+def test_param(x):
+    assert x < 2
+
+
+def test_skip():
+    pytest.skip("no")
+
+
+@pytest.mark.xfail(strict=True)
+def test_xpass_strict():
+    pass
+
+
+@pytest.mark.xfail
+def test_xfail():
+    assert False
+
+
+def test_imperative_xfail():
+    pytest.xfail("later")
+
+
+def test_teardown_error(broken_teardown):
+    assert broken_teardown == 1
+
+
+class TestU(unittest.TestCase):
+    def test_ok(self):
+        self.assertTrue(True)
+
+    def test_bad(self):
+        self.assertTrue(False)
+"""
+PYTEST_EXPECTED = {
+    "test_param[1]": "PASSED", "test_param[2]": "FAILED", "test_skip": "SKIPPED", "test_xpass_strict": "FAILED",
+    "test_xfail": "XFAIL", "test_imperative_xfail": "XFAIL", "test_teardown_error": "ERROR", "TestU::test_ok": "PASSED",
+    "TestU::test_bad": "FAILED",
+}
+
+
+def _run_the_runner(repo, ids, *options):
+    from turngym.envs.swe.grading import parse_test_log
+    from turngym.envs.swe.sandbox.bwrap import TOOLS_DIR
+
+    done = subprocess.run(["/usr/bin/python3", str(TOOLS_DIR / "unittest_runner.py"), *options, *ids], cwd=repo,
+                          input=b"n0nce\n", capture_output=True, timeout=120, check=True)
+    return parse_test_log(done.stdout.decode(), ids, prefix="n0nce"), done.stdout.decode()
+
+
+def test_unittest_features_grade_as_unittest_means_them_in_both_harnesses(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_features.py").write_text(UNITTEST_FEATURES)
+    ids = [f"tests/test_features.py::{name}" for name in UNITTEST_EXPECTED]
+    statuses, log = _run_the_runner(tmp_path, ids)
+    assert statuses == {f"tests/test_features.py::{name}": s for name, s in UNITTEST_EXPECTED.items()}, log
+
+
+@needs_pytest
+def test_pytest_features_grade_as_pytest_means_them(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_p.py").write_text(PYTEST_FEATURES)
+    ids = [f"tests/test_p.py::{name}" for name in PYTEST_EXPECTED]
+    statuses, log = _run_the_runner(tmp_path, ids, "--pytest")
+    assert statuses == {f"tests/test_p.py::{name}": s for name, s in PYTEST_EXPECTED.items()}, log
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tests"]  # its private configuration is gone
+
+
+# --------------------------------------------------------------------------- the report
+def test_a_tampered_grading_pays_nothing_whatever_else_passed():
+    statuses = {"a": "TAMPERED", "b": "TAMPERED"}
+    report = GradeReport(statuses=statuses, fail_to_pass=("a",), pass_to_pass=("b",))
+    assert report.tampered and not report.resolved
+    assert report.reward("ratio") == report.reward("resolved") == 0.0
+    assert report.components()["tampered"] == 1.0 and "void" in report.summary()
+    honest = GradeReport(statuses={"a": "PASSED", "b": "PASSED"}, fail_to_pass=("a",), pass_to_pass=("b",))
+    assert not honest.tampered and honest.reward("ratio") == 1.0
