@@ -122,3 +122,13 @@ for target in ("gym.make('turngym/TextWorld-v0')", "gym.make('turngym/ALFWorld-v
     assert 'pip install "turngym[textworld]"' in lines[1] and "turngym/TextWorld-v0" in lines[1]
     assert 'pip install "turngym[alfworld]"' in lines[2]
     assert 'pip install "turngym[train]"' in lines[3]
+
+
+def test_an_uninstalled_clone_says_how_to_install_not_circular_import():
+    """`import turngym` from a clone that was never installed names the fix, not a circular import."""
+    done = subprocess.run([sys.executable, "-S", "-c", "import turngym"], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd="/", check=False)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: turngym is not installed") and "make install" in last
+    assert "circular" not in done.stderr

@@ -14,6 +14,13 @@ Worlds and training need their extras: ``pip install "turngym[textworld]"`` (or 
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
+
+if find_spec("turngym.envs") is None:  # a clone on sys.path, never installed: turngym/ alone has no envs
+    raise ImportError(
+        "turngym is not installed: its folders envs/, agents/, trainers/ and recipes/ become turngym.envs, "
+        "turngym.agents, ... only through the install. In the clone run `make install` (or `pip install -e .`) and "
+        "use that environment (`.venv/bin/python`)")
 
 from turngym import envs
 from turngym.envs import TextEnv, WorldState, check_text_env, make, register
