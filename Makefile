@@ -25,6 +25,11 @@ $(STAMP): pyproject.toml
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) \
 		|| echo "warning: could not install bubblewrap; the bwrap sandbox will be unavailable"; \
 	fi
+	@# The sandbox's Python (/usr/bin/python3) runs pytest-graded SWE tasks through turngym's plugin.
+	@if [ "$$(id -u)" = 0 ] && ! /usr/bin/python3 -c "import pytest" >/dev/null 2>&1; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >/dev/null) \
+		|| echo "warning: could not install python3-pytest; pytest-graded SWE tests will be skipped"; \
+	fi
 	@# chromium renders `turngym view`'s page in the browser test (headless; skipped without it).
 	@if [ "$$(id -u)" = 0 ] && ! command -v chromium >/dev/null 2>&1; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -481,3 +481,17 @@ def test_a_tampered_grading_pays_nothing_whatever_else_passed():
     assert report.components()["tampered"] == 1.0 and "void" in report.summary()
     honest = GradeReport(statuses={"a": "PASSED", "b": "PASSED"}, fail_to_pass=("a",), pass_to_pass=("b",))
     assert not honest.tampered and honest.reward("ratio") == 1.0
+
+
+def test_a_records_own_plain_pytest_command_runs_through_the_runner(caplog):
+    """SWE-Gym records name `pytest -rA {tests}`: graded from that log, a test that prints `PASSED <id>` would win."""
+    from turngym.envs.swe.instances import DEFAULT_TEST_CMD
+    from turngym.envs.swe.workspace import protected_test_command
+
+    for plain in ("pytest -rA {tests}", "python -m pytest -v --tb=short {tests}", "py.test {tests}", None):
+        assert protected_test_command(plain) == DEFAULT_TEST_CMD
+    runner = "python3 /opt/turngym/unittest_runner.py {tests}"
+    assert protected_test_command(runner) == runner and not caplog.records
+    with caplog.at_level("WARNING"):
+        assert protected_test_command("make test", "task-1") == "make test"  # kept, and said to be unprotected
+    assert "task-1" in caplog.text and "can forge it" in caplog.text

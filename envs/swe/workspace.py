@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import secrets
 import shlex
 import time
@@ -53,6 +54,24 @@ EMPTY_DIRS_FILE = "/tmp/turngym-empty-dirs"
 EMPTY_DIRS_TOOL = "/tmp/turngym-empty-dirs.py"
 # the patch comes back after this word and a nonce of each grading: no file name can forge it
 PATCH_MARK = "TURNGYM_PATCH"
+# A record's own plain pytest command (SWE-Gym's `pytest -rA {tests}`...): its log is printed by the code under test.
+_PLAIN_PYTEST = re.compile(r"^\s*(?:python3?\s+-m\s+)?(?:pytest|py\.test)(?:\s+-{1,2}[\w=-]+)*\s+\{tests\}\s*$")
+
+
+def protected_test_command(test_cmd: str | None, instance_id: str = "") -> str:
+    """The command a grading runs: turngym's runner, whose verdicts the code under test cannot print.
+
+    No ``test_cmd``, or a plain pytest invocation (``pytest -rA {tests}``, ``python -m pytest -v {tests}``):
+    :data:`DEFAULT_TEST_CMD` (pytest through the runner; the plain command's options only shape its log).
+    Any other command is kept, with a warning: its verdicts come from its own log, which the code under
+    test can write, so a reward earned through it is not protected (docs/worlds/swe.md, threat model).
+    """
+    if not test_cmd or _PLAIN_PYTEST.match(test_cmd):
+        return DEFAULT_TEST_CMD
+    if UNITTEST_RUNNER not in test_cmd:
+        logger.warning("%s: test_cmd %r does not run through turngym's runner (%s): the tests' own output decides "
+                       "the grade, so the code under test can forge it", instance_id, test_cmd, UNITTEST_RUNNER)
+    return test_cmd
 MAX_PATCH_BYTES = 200_000
 NEUTRAL_ATTRIBUTES = "* !text !eol !filter !diff !merge !ident !working-tree-encoding !export-subst"
 # restored to their base versions wherever they are: files that configure the test runner itself
@@ -217,7 +236,7 @@ class Workspace:
 
     # ----------------------------------------------------------------- grading
     def test_command(self) -> str:
-        template = self.instance.test_cmd or DEFAULT_TEST_CMD
+        template = protected_test_command(self.instance.test_cmd, self.instance.instance_id)
         tests = " ".join(shlex.quote(t) for t in self.instance.test_ids)
         files = " ".join(shlex.quote(p) for p in self.test_paths)
         return template.replace("{tests}", tests).replace("{test_files}", files)
