@@ -106,7 +106,7 @@ def test_a_yaml_config_carries_the_imports(readme_world, tiny_policy):
     config = readme_world / "guess.yaml"
     config.write_text(f"imports: [{README_MODULE}]\nenv_id: myorg/GuessNumber-v0\nnum_train_tasks: 2\n"
                       f"model_name_or_path: {tiny_policy}\noutput_dir: {readme_world / 'run'}\nreport_to: none\n")
-    from turngym.recipes.cli import _parse_trl_config
+    from turngym.recipes.commands.training import _parse_trl_config
 
     parsed = _parse_trl_config(TurnGymConfig, ["--config", str(config)], "turngym train")
     assert parsed.imports == [README_MODULE] and parsed.env_id == "myorg/GuessNumber-v0"
@@ -134,7 +134,7 @@ def test_play_honours_split_for_every_world(readme_world, capsys, monkeypatch):
 
 # ---------------------------------------------------------------------- defaults per world and model
 def test_llm_defaults_give_the_default_model_its_action_prefix():
-    from turngym.recipes.cli import _agent_config
+    from turngym.recipes.commands.evaluate import _agent_config
 
     parse = build_parser().parse_args
     config = _agent_config(parse(["eval", "--agent", "llm"]))
@@ -145,7 +145,7 @@ def test_llm_defaults_give_the_default_model_its_action_prefix():
 
 
 def test_eval_system_prompt_matches_the_training_configs():
-    from turngym.recipes.cli import _agent_config
+    from turngym.recipes.commands.evaluate import _agent_config
     from turngym.trainers.config import WorldOptions
 
     parse = build_parser().parse_args
@@ -289,7 +289,7 @@ def test_eval_sft_and_rl_share_the_reply_format_defaults_per_world():
     """One rule everywhere: the world's own action format (SWE reads the whole reply), else 'prefix'
     with the 'Action:' response prefix; an explicit value always wins."""
     from turngym.agents.llm import reply_format
-    from turngym.recipes.cli import _agent_config
+    from turngym.recipes.commands.evaluate import _agent_config
     from turngym.trainers.config import TurnGymConfig
 
     parse = build_parser().parse_args

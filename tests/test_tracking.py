@@ -14,7 +14,7 @@ import pytest
 from helpers_llm import scripted_signals_backend, tiny_llama, word_tokenizer
 
 from turngym.envs.signals import signal_tasks
-from turngym.recipes.cli import _with_defaults
+from turngym.recipes.commands.training import _with_defaults
 from turngym.trainers.config import TurnGymConfig
 from turngym.trainers.trainer import EPISODE_SAMPLES, TurnGymTrainer, sample_table_row, turn_advantages
 

@@ -1,0 +1,103 @@
+"""The studies: ``turngym demo`` (the embedded default job), ``compare`` (algorithms at an equal budget),
+``stats`` (a study's table recomputed from its outcomes) and ``budget`` (SFT demos vs RL episodes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from turngym.recipes.commands.common import CONFIG_DIR
+
+DEMO_CONFIG = CONFIG_DIR / "compare" / "textworld-demo.yaml"
+# `turngym demo --quick`: turn-level RLOO and its null control, in the recipe whose null keeps the 3-point rule.
+QUICK_DEMO_CONFIG = CONFIG_DIR / "compare" / "textworld-demo-quick.yaml"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The embedded default: SFT warm start, then PPO, GRPO and turn-level RLOO at one budget, on CPU."""
+    if args.baselines:
+        return _baselines_demo(args)
+    from turngym.recipes import compare_algorithms
+    from turngym.recipes.study import Study, load_config
+
+    name, path = ("demo-quick", QUICK_DEMO_CONFIG) if args.quick else ("demo", DEMO_CONFIG)
+    args.config, args.name, args.seeds, args.episodes, args.only = str(path), name, None, None, None
+    config = load_config(path, name=name, results_dir=args.results_dir)
+    if not args.restart and Study.changed_options(config):
+        print(f"{Path(args.results_dir) / name}/ holds a run of an earlier demo config: starting over")
+        args.restart = True
+    print(f"turngym demo: {path.name} (results in {Path(args.results_dir) / name}/; rerun to resume)")
+    return compare_algorithms.main_with(args)
+
+
+def _baselines_demo(args: argparse.Namespace) -> int:
+    """Oracle and random agents on held-out TextWorld games: the world's floor and ceiling in seconds."""
+    from turngym.agents import OracleAgent, RandomAgent, evaluate, markdown_table
+    from turngym.envs.textworld import materialise, textworld_tasks
+
+    started = time.perf_counter()
+    config, episodes = "w2-o3-q4", 50
+    print(f"turngym demo --baselines: oracle and random agents on {episodes} held-out TextWorld {config} games\n")
+    tasks = materialise(textworld_tasks(config, "eval", n=episodes), workers=2)
+    reports = []
+    for protocol in ("free_form", "choose_index"):
+        for agent in (OracleAgent(), RandomAgent(seed=0)):
+            reports.append(evaluate(agent, "turngym/TextWorld-v0", tasks, env_kwargs={"action_protocol": protocol},
+                                    num_workers=2, seed=0))
+    print(markdown_table(reports))
+    print(f"\ntask panel {tasks.name}, fingerprint {tasks.fingerprint}; {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from turngym.recipes import compare_algorithms
+
+    return compare_algorithms.main_with(args)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """The table of a study's outcomes file, recomputed with today's intervals."""
+    from turngym.recipes.study import recompute, recomputed_markdown
+
+    path = Path(args.outcomes)
+    if path.is_dir():
+        path = path / "outcomes.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no outcomes file at {path}: a study writes results/<name>/outcomes.json")
+    print(recomputed_markdown(recompute(json.loads(path.read_text()), args.reference, args.panel)), end="")
+    return 0
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from turngym.recipes import sft_rl_budget
+
+    return sft_rl_budget.main_with(args)
+
+
+def add(sub) -> None:
+    p = sub.add_parser("demo", help="the embedded default: SFT, then PPO / GRPO / turn-RLOO at one budget (CPU)")
+    p.add_argument("--restart", action="store_true", help="delete results/demo/ and start over (default: resume)")
+    p.add_argument("--results-dir", default="results", help="parent folder of demo/")
+    p.add_argument("--baselines", action="store_true", help="only the oracle and random agents (seconds)")
+    p.add_argument("--quick", action="store_true",
+                   help="turn-level RLOO and its null control only, at lr 5e-6 and 32 episodes a step "
+                        "(textworld-demo-quick.yaml; results/demo-quick/; about 31 min)")
+    p.set_defaults(func=cmd_demo)
+
+    from turngym.recipes import compare_algorithms, sft_rl_budget
+
+    p = sub.add_parser("compare", help="compare RL algorithms at an equal episode budget: table, plot, JSON")
+    compare_algorithms.add_arguments(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("stats", help="recompute a study's table from its per-game outcomes (outcomes.json)")
+    p.add_argument("outcomes", help="results/<name>/ or an outcomes.json (e.g. one committed under docs/outcomes/)")
+    p.add_argument("--reference", help="the arm every other is paired with (default: SFT-only, else the first)")
+    p.add_argument("--panel", default="held_out", help="which evaluation panel (default: held_out)")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("budget", help="split a fixed budget between SFT demos and RL episodes: table and plot")
+    sft_rl_budget.add_arguments(p)
+    p.set_defaults(func=cmd_budget)

@@ -1,0 +1,25 @@
+"""``turngym check-template``: is a model's chat template append-only (exact token bookkeeping)?"""
+
+from __future__ import annotations
+
+import argparse
+
+from turngym.recipes.commands.common import DEFAULT_MODEL
+
+
+def cmd_check_template(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
+    from turngym.agents.chat import check_chat_template
+    from turngym.agents.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
+    report = check_chat_template(tokenizer)
+    print(f"{args.model}\n{report.summary()}")
+    return 0
+
+
+def add(sub) -> None:
+    p = sub.add_parser("check-template", help="is a model's chat template append-only? (exact token bookkeeping)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="Hub name or local folder")
+    p.set_defaults(func=cmd_check_template)

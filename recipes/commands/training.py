@@ -1,0 +1,256 @@
+"""``turngym sft`` and ``turngym train``: subcommands whose options are a TRL config dataclass.
+
+argparse hands their whole command line over untouched; here ``--import``, ``--threads`` and the help
+options are taken out and the rest goes to TRL's ``TrlParser`` (``--config FILE.yaml`` plus
+``--field value`` overrides), with turngym's one-line errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from turngym.recipes.commands.common import CONFIG_DIR, POSITIVE, UsageError, check_out, set_threads
+
+
+@dataclass
+class _TrlArgs:
+    """The arguments of ``turngym train``/``sft`` that are turngym's, and the rest (for TrlParser)."""
+
+    rest: list[str] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
+    threads: int | None = None
+    help: str | None = None  # "short" or "all"
+
+
+def _split_trl_args(argv: Sequence[str], prog: str) -> _TrlArgs:
+    parsed, items = _TrlArgs(), iter(argv)
+    for item in items:
+        name, equals, value = item.partition("=")
+        if name in ("--import", "--threads"):
+            value = value if equals else next(items, "")
+            if not value or value.startswith("--"):
+                raise UsageError(f"{prog}: error: {name} needs a value")
+            if name == "--import":
+                parsed.imports.append(value)
+            else:
+                parsed.threads = _threads(value, prog)
+        elif item in ("-h", "--help", "--help-all"):
+            parsed.help = "all" if item == "--help-all" else "short"
+        else:
+            parsed.rest.append(item)
+    return parsed
+
+
+def _threads(value: str, prog: str) -> int:
+    try:
+        return POSITIVE(value)
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"{prog}: error: argument --threads: {error}") from None
+
+
+def _option_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``--name value`` or ``--name=value`` in ``argv`` (the last one), or None."""
+    found = None
+    for index, item in enumerate(argv):
+        if item == f"--{name}" and index + 1 < len(argv):
+            found = argv[index + 1]
+        elif item.startswith(f"--{name}="):
+            found = item.split("=", 1)[1]
+    return found
+
+
+def _require_something_to_run(argv: Sequence[str], prog: str, example: str) -> None:
+    if _option_value(argv, "config") or (_option_value(argv, "model_name_or_path") and _option_value(argv, "env_id")):
+        return
+    raise UsageError(
+        f"{prog}: error: give a config file, e.g. `{prog} --config {example}` (more in recipes/configs/), "
+        "or at least --model_name_or_path and --env_id; `" + prog + " --help` lists the fields")
+
+
+def _check_yaml(path: str, config_class: type) -> None:
+    """The YAML file exists, parses, is a mapping, and names only fields of ``config_class``."""
+    import yaml
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"config file {path} not found (the shipped ones are in {CONFIG_DIR})")
+    try:
+        data = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        problem = getattr(error, "problem", None) or error
+        raise ValueError(f"config file {path} is not valid YAML{line}: {problem}") from None
+    if not isinstance(data, dict):
+        kind = type(data).__name__  # a content error (ValueError), not a caller's wrong type
+        raise ValueError(f"config file {path} must be a YAML mapping of field: value, got {kind}")  # noqa: TRY004
+    known = {f.name for f in dataclasses.fields(config_class)} | {"env"}  # env: variables TrlParser sets
+    for key in data:
+        if key not in known:
+            raise ValueError(f"config file {path}: unknown field {key!r}{_did_you_mean(str(key), known)}")
+
+
+def _did_you_mean(name: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _parse_trl_config(config_class: type, argv: list[str], prog: str):
+    """``config_class`` from ``--config FILE.yaml`` and ``--field value`` overrides, with one-line errors."""
+    from trl import TrlParser
+
+    class Parser(TrlParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            raise UsageError(f"{prog}: error: {message}")
+
+    if _option_value(argv, "config"):
+        _check_yaml(_option_value(argv, "config"), config_class)
+    config, unknown = Parser([config_class], prog=prog).parse_args_and_config(argv, return_remaining_strings=True)
+    if unknown:
+        known = {f.name for f in dataclasses.fields(config_class)}
+        flags = [u for u in unknown if u.startswith("--")]
+        hint = _did_you_mean(flags[0][2:].split("=")[0], known) if flags else ""
+        raise UsageError(f"{prog}: error: unknown option(s) {' '.join(unknown)}{hint}; `{prog} --help` lists them")
+    return config
+
+
+def _own_help(config_class: type, prog: str, summary: str) -> str:
+    """Help listing turngym's own fields of ``config_class``, then a line on TRL's."""
+    trl_base = next(c for c in config_class.__mro__ if c.__module__.split(".")[0] in ("trl", "transformers"))
+    parser = argparse.ArgumentParser(
+        prog=prog, add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage=f"{prog} [--config FILE.yaml] [--import MODULE] [--threads N] [--field value ...]",
+        description=summary,
+        epilog=(f"Every field of TRL's {trl_base.__name__} (and transformers' TrainingArguments) is accepted too, "
+                "e.g.\n"
+                "--output_dir, --learning_rate, --max_steps, --per_device_train_batch_size, --seed, --bf16;\n"
+                f"`{prog} --help-all` lists all of them. Options given after --config override the file."))
+    turngym = parser.add_argument_group("turngym options")
+    turngym.add_argument("--config", metavar="FILE.yaml", help=f"fields from YAML (examples in {CONFIG_DIR})")
+    turngym.add_argument("--import", metavar="MODULE", help="import a module that registers worlds (repeatable)")
+    turngym.add_argument("--threads", metavar="N", help="torch CPU threads")
+    for cls, declared in _own_fields(config_class):
+        group = parser.add_argument_group(f"{cls.__name__} fields")
+        for spec in declared:
+            group.add_argument(f"--{spec.name}", metavar=spec.name.upper(), help=_field_help(spec))
+    return parser.format_help()
+
+
+def _own_fields(config_class: type) -> list[tuple[type, list[dataclasses.Field]]]:
+    """The fields each turngym class in ``config_class``'s MRO declares itself (subclass first)."""
+    found = []
+    for cls in config_class.__mro__:
+        if dataclasses.is_dataclass(cls) and cls.__module__.startswith("turngym"):
+            names = vars(cls).get("__annotations__", {})
+            found.append((cls, [f for f in dataclasses.fields(cls) if f.name in names]))
+    return [(cls, declared) for cls, declared in found if declared]
+
+
+def _field_help(spec: dataclasses.Field) -> str:
+    text = spec.metadata.get("help", "")
+    default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
+    text = text if "default" in text.lower() else f"{text} (default: {default!r})"
+    return text.replace("%", "%%")
+
+
+def _with_defaults(argv: list[str], defaults: dict[str, str]) -> list[str]:
+    """``argv`` plus ``--name value`` for each of ``defaults`` that neither the command line nor the YAML
+    config (``--config``) sets."""
+    import yaml
+
+    in_yaml: dict[str, Any] = {}
+    config = _option_value(argv, "config")
+    if config and Path(config).expanduser().is_file():
+        try:
+            in_yaml = yaml.safe_load(Path(config).expanduser().read_text()) or {}
+        except yaml.YAMLError:
+            pass  # _check_yaml reports it
+    given = set(in_yaml) if isinstance(in_yaml, dict) else set()
+    extra = [(f"--{name}", value) for name, value in defaults.items()
+             if name not in given and _option_value(argv, name) is None]
+    return [*argv, *(item for pair in extra for item in pair)]
+
+
+def _train_defaults() -> dict[str, str]:
+    """``turngym train``'s own defaults: local experiment tracking with trackio (when installed): metrics and a
+    few episodes per step go to a local database (``$TRACKIO_DIR``, default ~/.cache/huggingface/trackio), never
+    to the network unless ``--trackio_space_id`` names a Space; ``trackio show --project turngym`` opens it."""
+    import importlib.util
+
+    if importlib.util.find_spec("trackio") is None:
+        return {}
+    return {"report_to": "trackio", "project": "turngym"}
+
+
+def _trl_command(args: argparse.Namespace, config_class: type, example: str, summary: str,
+                 defaults: dict[str, str] | None = None):
+    """The config of ``turngym train``/``sft``: help, imports, threads and checks, then TrlParser (``defaults``:
+    options set unless the command line or the YAML config sets them)."""
+    prog = f"turngym {args.command}"
+    options = _split_trl_args(args.config_args, prog)
+    if options.help == "short":
+        print(_own_help(config_class, prog, summary))
+        raise SystemExit(0)
+    if options.help == "all":
+        from trl import TrlParser
+
+        TrlParser([config_class], prog=prog).parse_args_and_config(["--help"])
+    from turngym.envs.registry import import_worlds
+
+    import_worlds(options.imports)
+    _require_something_to_run(options.rest, prog, example)
+    config = _parse_trl_config(config_class, _with_defaults(options.rest, defaults or {}), prog)
+    config.imports = list(dict.fromkeys([*config.imports, *options.imports]))
+    check_out(config.output_dir, "--output_dir")
+    set_threads(options.threads)
+    if not args.verbose:  # progress, demo counts and the eval table are the point of the run: show them
+        logging.getLogger("turngym.trainers").setLevel(logging.INFO)
+    return config
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    """SFT warm start: every field of TurnGymSFTConfig (and TRL's SFTConfig) is an option."""
+    from turngym.trainers.sft import TurnGymSFTConfig, run_sft
+
+    config = _trl_command(args, TurnGymSFTConfig, "recipes/configs/textworld-sft.yaml",
+                          "SFT warm start on expert (oracle) episodes, in the chat format the RL rollout uses.")
+    output = run_sft(config)
+    print(f"SFT model and tokenizer saved to {output}; continue with RL: turngym train --model_name_or_path {output}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """RL on whole episodes. Every field of TurnGymConfig (and TRL's GRPOConfig) is an option;
+    ``--config FILE.yaml`` sets them from YAML, and options given after it override the file."""
+    from turngym.trainers.config import TurnGymConfig
+    from turngym.trainers.trainer import TurnGymTrainer
+
+    config = _trl_command(args, TurnGymConfig, "recipes/configs/signals-ppo.yaml",
+                          "RL on whole episodes: PPO, GRPO, RLOO, turn-level RLOO/GRPO, GiGPO.", _train_defaults())
+    trainer = TurnGymTrainer(args=config)
+    resume = config.resume_from_checkpoint
+    resume = True if str(resume).lower() in ("true", "last") else resume  # True: the newest checkpoint
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(config.output_dir)
+    critic = " (critic in critic/)" if trainer.critic is not None else ""
+    print(f"turngym train: policy saved to {config.output_dir}{critic}")
+    return 0
+
+
+def add(sub) -> None:
+    # prefix_chars="+": the subparser takes no options itself, so every "--field value" (and --help)
+    # reaches cmd_train/cmd_sft, which take --import, --threads and --help out and hand the rest to TrlParser.
+    for name, func, text in (
+        ("sft", cmd_sft, "SFT warm start on expert (oracle) episodes; `turngym sft --help` lists the fields"),
+        ("train", cmd_train, "RL on whole episodes (PPO, GRPO, RLOO family, GiGPO); `turngym train --help`"),
+    ):
+        p = sub.add_parser(name, add_help=False, prefix_chars="+", help=text)
+        p.add_argument("config_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        p.set_defaults(func=func)
