@@ -34,6 +34,14 @@ def test_the_distribution_installs_only_the_turngym_namespace():
         top, *rest = package.split(".")[1:] or ["turngym"]
         folder = ROOT / (setuptools["package-dir"].get(f"turngym.{top}", "turngym") if top != "turngym" else "turngym")
         assert (folder.joinpath(*rest) / "__init__.py").exists(), package
+    # ... and every package folder is listed: a wheel leaves an unlisted one out (editable installs hide it)
+    listed = set(setuptools["packages"])
+    for dotted, folder in setuptools["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            if "data" in parts or "__pycache__" in parts:
+                continue
+            assert ".".join((dotted, *parts)) in listed, f"{'.'.join((dotted, *parts))} is not in pyproject's packages"
 
 
 def module_graph() -> dict[str, set[str]]:
