@@ -31,7 +31,7 @@ OPENENV = "turngym/OpenEnv-v0"
 
 
 @pytest.fixture(scope="module")
-def server(token):
+def server(token):  # noqa: F811 - the fixture imported above, requested so the server starts after it
     with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=8, panel_size=8, extra_args=REVEAL) as process:
         yield process
 
