@@ -48,14 +48,26 @@ from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler
 from turngym.trainers.episodes import Episode
 from turngym.trainers.estimators import AdvantageBatch, get_estimator
 from turngym.trainers.logprobs import plain_head, scored_logprobs
+from turngym.trainers.metrics import (
+    EPISODE_SAMPLES,
+    episode_metrics,
+    episode_row,
+    episode_sample,
+    eval_metrics,
+    sample_table_row,
+    write_episode_samples,
+)
 from turngym.trainers.rollout import BackendFactory, EpisodeRunner, evaluate_policy, rollout_seed
+from turngym.trainers.tis import tis_applies, tis_weights, truncated_importance_weights
 from turngym.trainers.worlds import World, given_tasks, parse_worlds, world_eval_tasks, world_train_tasks
 
+# Re-exported from their modules: code written against the single trainer module imports them from here.
+__all__ = ["EPISODE_SAMPLES", "TurnGymTrainer", "group_keys", "sample_table_row", "train_tasks",
+           "truncated_importance_weights", "turn_advantages"]
+
 CRITIC_DIR = "critic"
-EPISODE_SAMPLES = "episode_samples.jsonl"  # a few decoded episodes per step (TurnGymConfig.episode_samples)
 CRITIC_OPTIMIZER = "critic_optimizer.pt"
 CURRICULUM_STATE = "curriculum.json"  # the curriculum's success estimates, saved with each checkpoint
-LOGGED_TURNS = 8  # per-turn advantage statistics for turns 0..7
 
 
 def episode_return(prompts: list, completions: list, episode: list[Episode], **_: Any) -> list[float]:
@@ -148,24 +160,6 @@ def without_dropout(model: Any) -> Any:
         if isinstance(getattr(module, "attention_dropout", None), float):
             module.attention_dropout = 0.0  # attention modules read the probability at each forward
     return model
-
-
-def truncated_importance_weights(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
-                                 cap: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Truncated importance sampling (TIS) weights for tokens sampled by another engine than the trainer's:
-
-        w_k = min(exp(log pi_train(a_k) - log pi_sampler(a_k)), C)     on model tokens (mask = 1), else 1
-
-    The rollout samples with one numerical setup (fp32 HF generation, vLLM kernels) and the loss
-    differentiates another (bf16 autocast...), so the tokens are slightly off-policy for the trainer;
-    w_k reweights each token's policy-gradient term towards the trainer's distribution, and the cap C
-    bounds the variance (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy
-    RL training"). A token whose sampling logprob is NaN (unknown) gets w = 1.
-    Returns (capped weights, uncapped ratios), both (B, T).
-    """
-    difference = torch.nan_to_num((trainer_logps - sampling_logps) * mask, nan=0.0)
-    ratios = torch.exp(difference)
-    return torch.where(mask.bool(), ratios.clamp(max=cap), torch.ones_like(ratios)), ratios
 
 
 def train_tasks(args: TurnGymConfig) -> TaskSet:
@@ -540,44 +534,21 @@ class TurnGymTrainer(GRPOTrainer):
         return random.Random(stable_seed(self.args.seed, "shuffle_advantages", self.state.global_step, *salt))
 
     def _tis_applies(self, inputs: dict[str, Any]) -> bool:
-        """TIS is on and ours to apply: sampling logprobs known, and TRL's own vLLM correction not in charge."""
-        return (self.args.tis_cap is not None and inputs.get("sampling_per_token_logps") is not None
-                and not (self.use_vllm and self.vllm_importance_sampling_correction))
+        return tis_applies(self.args.tis_cap, inputs, corrected_elsewhere=self.use_vllm
+                           and self.vllm_importance_sampling_correction)
 
     def _importance_weights(self, output: dict[str, Any], mode: str) -> torch.Tensor | None:
-        """TIS weights (:func:`truncated_importance_weights`) for this step's tokens, when they are known now.
-
-        TRL 1.16 has this correction (``vllm_importance_sampling_correction``, mode ``token_truncate``),
-        but only when TRL itself generates with vLLM: with ``rollout_func`` and our HF backend it never
-        applies the ratio. We fold the weights into the per-token advantages: w > 0 is constant per token,
-        so -min(r A w, clip(r) A w) = w * -min(r A, clip(r) A), exactly TRL's per-token loss times its ratio.
-
-        When TRL computed the trainer's logprobs at sampling time (``old_per_token_logps``: several updates
-        per batch), the weights come from those, here. Otherwise (``num_iterations = 1``, TRL skips them)
-        the loss's own forward pass gives them (:meth:`_get_per_token_logps_and_entropies`), so TIS costs no
-        extra forward pass.
-        """
+        """TIS weights (:mod:`turngym.trainers.tis`) when the trainer's logprobs are known at scoring time (TRL
+        computed them: ``num_iterations > 1``); otherwise the loss's own forward pass gives them
+        (:meth:`_get_per_token_logps_and_entropies`), so TIS costs no extra forward pass. TRL 1.16 has this
+        correction only when it generates with vLLM itself."""
         if not self._tis_applies(output) or output.get("old_per_token_logps") is None:
             return None
         return self._tis_weights(output["old_per_token_logps"], output, mode)
 
     def _tis_weights(self, trainer_logps: torch.Tensor, inputs: dict[str, Any], mode: str) -> torch.Tensor:
-        """The capped weights from the trainer's logprobs of the sampled tokens, and the TIS metrics."""
-        cap, sampling = self.args.tis_cap, inputs["sampling_per_token_logps"]
-        mask = inputs["completion_mask"] * inputs.get("tool_mask", torch.ones_like(inputs["completion_mask"]))
-        weights, ratios = truncated_importance_weights(trainer_logps, sampling, mask, cap)
-        model_tokens = mask.bool() & ~torch.isnan(sampling)
-        gap = (trainer_logps - sampling).abs()[model_tokens]
-        stats = torch.stack([gap.sum(), ratios[model_tokens].sum(), (ratios[model_tokens] > cap).sum(),
-                             model_tokens.sum()]).double()
-        gap_sum, ratio_sum, capped, count = self.accelerator.reduce(stats, reduction="sum").tolist()
-        ratio_max = ratios[model_tokens].max() if model_tokens.any() else torch.ones((), device=ratios.device)
-        count = max(count, 1.0)
-        metrics = self._metrics[mode]
-        metrics["tis/logp_gap_mean"].append(gap_sum / count)  # mean |log pi_train - log pi_sampler|
-        metrics["tis/ratio_mean"].append(ratio_sum / count)  # before the cap
-        metrics["tis/ratio_max"].append(self.accelerator.gather(ratio_max.reshape(1).float()).max().item())
-        metrics["tis/capped_fraction"].append(capped / count)
+        weights, metrics = tis_weights(trainer_logps, inputs, self.args.tis_cap, self.accelerator)
+        self._log(mode, metrics)
         return weights
 
     def _ppo_targets(self, output: dict[str, Any], episodes: list[Episode], mode: str) -> list[list[float]]:
@@ -753,63 +724,23 @@ class TurnGymTrainer(GRPOTrainer):
         return loss
 
     # ------------------------------------------------------------------ metrics
+    def _log(self, mode: str, metrics: dict[str, float]) -> None:
+        """Append each value to TRL's step metrics (averaged and logged at the next logging step)."""
+        for name, value in metrics.items():
+            self._metrics[mode][name].append(float(value))
+
     def _log_episodes(self, episodes: list[Episode], token_advantages: list[list[float]],
                       groups: list[Hashable], mode: str) -> None:
-        """Per-episode metrics (never per token or per step), gathered from every process."""
-        rows = gather_object([
-            {"won": e.won, "return": e.episode_reward, "turns": e.num_turns, "invalid": sum(e.invalid_actions),
-             "truncated": e.truncated, "sampled": e.num_model_tokens, "turn_advantages": _mean_per_turn(a, e),
-             "world": e.world}
-            for e, a in zip(episodes, token_advantages, strict=True)
-        ])
-        metrics = self._metrics[mode]
-        if len(self.worlds) > 1:  # the same statistics per world (a world absent from the step logs nothing)
-            for world in self.worlds:
-                mine = [r for r in rows if r["world"] == world.name]
-                metrics[f"episode/share/{world.name}"].append(len(mine) / max(len(rows), 1))
-                for name, key in (("success", "won"), ("return", "return"), ("turns", "turns"),
-                                  ("truncated", "truncated")) if mine else ():
-                    metrics[f"episode/{name}/{world.name}"].append(sum(r[key] for r in mine) / len(mine))
-        n = max(len(rows), 1)
-        turns = sum(r["turns"] for r in rows)
-        metrics["episode/success"].append(sum(r["won"] for r in rows) / n)
-        metrics["episode/return"].append(sum(r["return"] for r in rows) / n)
-        metrics["episode/turns"].append(turns / n)
-        metrics["episode/truncated"].append(sum(r["truncated"] for r in rows) / n)
-        metrics["episode/sampled_tokens"].append(sum(r["sampled"] for r in rows) / n)
-        metrics["episode/invalid_action_rate"].append(sum(r["invalid"] for r in rows) / max(turns, 1))
-        by_group: dict[Hashable, list[float]] = {}
-        for row, group in zip(rows, groups, strict=True):
-            by_group.setdefault(group, []).extend(row["turn_advantages"])
-        zero = sum(all(abs(a) < 1e-8 for a in values) for values in by_group.values())
-        metrics["advantages/frac_zero_groups"].append(zero / max(len(by_group), 1))
-        for turn in range(LOGGED_TURNS):
-            values = [r["turn_advantages"][turn] for r in rows if len(r["turn_advantages"]) > turn]
-            if values:
-                mean = sum(values) / len(values)
-                metrics[f"advantages/turn_{turn}/mean"].append(mean)
-                variance = sum((v - mean) ** 2 for v in values) / len(values)
-                metrics[f"advantages/turn_{turn}/std"].append(variance ** 0.5)
+        """Per-episode metrics (:func:`~turngym.trainers.metrics.episode_metrics`) over every process's episodes,
+        and the step's first ``episode_samples`` episodes as text (main process)."""
+        rows = gather_object([episode_row(e, a) for e, a in zip(episodes, token_advantages, strict=True)])
+        self._log(mode, episode_metrics(rows, groups, [w.name for w in self.worlds]))
         if mode == "train" and self.args.episode_samples and self.accelerator.is_main_process:
             first = min(self.args.episode_samples, len(episodes))  # the main process's rows come first in `rows`
-            self._write_episode_samples(episodes[:first], [r["turn_advantages"] for r in rows[:first]], groups[:first])
-
-    def _write_episode_samples(self, episodes: list[Episode], turn_advantages: list[list[float]],
-                               groups: list[Hashable]) -> None:
-        """The step's first ``episode_samples`` episodes as text, with each turn's reward and advantage (the mean
-        over the turn's model tokens): one JSON line each, appended to ``output_dir/episode_samples.jsonl``
-        (``turngym view`` renders it), and one trackio table per step when ``report_to`` has trackio."""
-        step = self.state.global_step + 1  # the optimizer step these episodes are trained in
-        records = [episode_sample(e, a, step, g) for e, a, g in zip(episodes, turn_advantages, groups, strict=True)]
-        os.makedirs(self.args.output_dir, exist_ok=True)
-        with open(os.path.join(self.args.output_dir, EPISODE_SAMPLES), "a") as handle:
-            handle.writelines(json.dumps(record) + "\n" for record in records)
-        if "trackio" in (self.args.report_to or []):
-            import trackio
-
-            if trackio.context_vars.current_run.get() is not None:  # opened by transformers' TrackioCallback
-                trackio.log({"episodes/samples": trackio.Table(data=[sample_table_row(r) for r in records]),
-                             "train/global_step": step})
+            step = self.state.global_step + 1  # the optimizer step these episodes are trained in
+            records = [episode_sample(e, r["turn_advantages"], step, g)
+                       for e, r, g in zip(episodes[:first], rows[:first], groups[:first], strict=True)]
+            write_episode_samples(self.args.output_dir, records, step, trackio="trackio" in (self.args.report_to or []))
 
     def _log_critic_fit(self, values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, mode: str) -> None:
         """Explained variance 1 - Var(R - V) / Var(R) over every process's model tokens."""
@@ -848,8 +779,8 @@ class TurnGymTrainer(GRPOTrainer):
                                          progress=f"held-out evaluation{f' ({world.name})' if len(panels) > 1 else ''}")
                 played += report.trajectories
                 if len(self.worlds) > 1:
-                    metrics.update(_eval_metrics(report.overall, metric_key_prefix, f"/{world.name}"))
-            metrics.update(_eval_metrics(summarise(played), metric_key_prefix))  # every panel's episodes pooled
+                    metrics.update(eval_metrics(report.overall, metric_key_prefix, f"/{world.name}"))
+            metrics.update(eval_metrics(summarise(played), metric_key_prefix))  # every panel's episodes pooled
             self.log(metrics)
         self.accelerator.wait_for_everyone()
         return metrics
@@ -907,53 +838,6 @@ class TurnGymTrainer(GRPOTrainer):
             return super().train(*args, **kwargs)
         finally:
             self.runner.close()
-
-
-def episode_sample(episode: Episode, turn_advantages: Sequence[float], step: int, group: Hashable) -> dict[str, Any]:
-    """One line of ``episode_samples.jsonl``: the episode's text (:meth:`Trajectory.to_dict` without token ids),
-    the training step, its group, and one advantage per model turn."""
-    return {"step": step, "group": str(group), **episode.trajectory.to_dict(token_ids=False),
-            "turn_advantages": [round(float(a), 6) for a in turn_advantages]}
-
-
-def sample_table_row(record: dict[str, Any], width: int = 160) -> dict[str, Any]:
-    """An :func:`episode_sample` as one row of trackio's table: the outcome and a turn-by-turn transcript."""
-    def short(text: Any) -> str:
-        text = " ".join(str(text).split())
-        return text if len(text) <= width else text[:width - 1] + "…"
-
-    rewards, advantages, invalid = record["turn_rewards"], record["turn_advantages"], record["invalid_actions"]
-    lines = []
-    for turn, action in enumerate(record["actions"]):
-        reward = rewards[turn] if turn < len(rewards) else 0.0
-        advantage = f" A {advantages[turn]:+.3f}" if turn < len(advantages) else ""
-        flag = " (invalid)" if turn < len(invalid) and invalid[turn] else ""
-        observation = record["observations"][turn + 1] if turn + 1 < len(record["observations"]) else ""
-        lines.append(f"{turn + 1}. {short(action)}{flag} | r {reward:+.2f}{advantage} | {short(observation)}")
-    outcome = record["outcome"] + (f" ({record['truncation_reason']})" if record["truncated"] else "")
-    return {"step": record["step"], "task": str(record["task"].get("id")), "group": record["group"],
-            "outcome": outcome, "return": record["episode_reward"], "turns": record["num_turns"],
-            "transcript": "\n".join(lines)}
-
-
-def _eval_metrics(summary: Any, prefix: str, suffix: str = "") -> dict[str, float]:
-    """The held-out metrics of one :class:`~turngym.agents.evaluate.Summary` (``suffix``: ``/<world>``)."""
-    return {f"{prefix}/success{suffix}": summary.success_rate,
-            f"{prefix}/success_ci95_low{suffix}": summary.success_ci95[0],
-            f"{prefix}/success_ci95_high{suffix}": summary.success_ci95[1],
-            f"{prefix}/return{suffix}": summary.mean_return,
-            f"{prefix}/turns{suffix}": summary.mean_turns,
-            f"{prefix}/invalid_action_rate{suffix}": summary.invalid_action_rate}
-
-
-def _mean_per_turn(token_advantages: list[float], episode: Episode) -> list[float]:
-    """The mean advantage over each turn's model tokens."""
-    sums, counts = [0.0] * episode.num_turns, [0] * episode.num_turns
-    for a, turn, m in zip(token_advantages, episode.turn_index, episode.env_mask, strict=True):
-        if m and turn < episode.num_turns:
-            sums[turn] += a
-            counts[turn] += 1
-    return [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
 
 
 def _shuffled_over_model_tokens(token_advantages: list[list[float]], episodes: list[Episode], groups: Sequence[Any],
