@@ -37,7 +37,7 @@ from datasets import Dataset
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
-from trl.trainer.utils import pad, use_adapter
+from trl.trainer.utils import use_adapter
 
 from turngym.agents.base import stable_seed
 from turngym.agents.evaluate import summarise
@@ -47,6 +47,7 @@ from turngym.trainers.config import TurnGymConfig
 from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler
 from turngym.trainers.episodes import Episode
 from turngym.trainers.estimators import AdvantageBatch, get_estimator
+from turngym.trainers.layouts import padded, per_turn_rows, recompute_logps, rollout_rows, whole_episode_rows
 from turngym.trainers.logprobs import plain_head, scored_logprobs
 from turngym.trainers.metrics import (
     EPISODE_SAMPLES,
@@ -111,14 +112,6 @@ def turn_advantages(algorithm: str, turn_rewards: Sequence[Sequence[float]], gro
     batch = AdvantageBatch([list(r) for r in turn_rewards], list(groups),
                            [list(s) for s in states] if states is not None else [[None] * len(r) for r in turn_rewards])
     return estimator(batch, settings)
-
-
-def padded(rows: Sequence[Sequence[float]], width: int, device: Any = None) -> torch.Tensor:
-    """Right-pad rows with 0 to ``width`` (TRL right-pads completions the same way)."""
-    out = torch.zeros(len(rows), width, dtype=torch.float32)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
-    return out.to(device) if device is not None else out
 
 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
@@ -375,22 +368,7 @@ class TurnGymTrainer(GRPOTrainer):
                                                first_episode=first)
             finally:
                 model.train(was_training)  # the generation backend switches to eval mode
-        if self.args.history_window:
-            firsts = [e.turn_samples()[:1] for e in episodes]
-            return {
-                "prompt_ids": [f[0].prompt_ids if f else e.prompt_ids for f, e in zip(firsts, episodes, strict=True)],
-                "completion_ids": [f[0].completion_ids if f else [] for f in firsts],
-                "logprobs": [f[0].logprobs if f else [] for f in firsts],
-                "env_mask": [[1] * len(f[0].completion_ids) if f else [] for f in firsts],
-                "episode": episodes,
-            }
-        return {
-            "prompt_ids": [e.prompt_ids for e in episodes],
-            "completion_ids": [e.completion_ids for e in episodes],
-            "logprobs": [e.logprobs for e in episodes],
-            "env_mask": [e.env_mask for e in episodes],
-            "episode": episodes,
-        }
+        return rollout_rows(episodes, per_turn=bool(self.args.history_window))
 
     def _vllm_backend(self, model: Any) -> Any:
         from turngym.agents.backends import VLLMBackend
@@ -412,7 +390,6 @@ class TurnGymTrainer(GRPOTrainer):
         if mode == "train" and self.curriculum is not None:
             self._update_curriculum(keys, [won for _, _, _, won in everyone], groups)
         everyone = [(key, rewards, states) for key, rewards, states, _ in everyone]
-        width, device = output["completion_ids"].size(1), output["completion_ids"].device
         start = self.accelerator.process_index * len(episodes)
         dropped: list[bool] = [False] * len(everyone)
         if self.estimator.needs_critic:
@@ -444,9 +421,8 @@ class TurnGymTrainer(GRPOTrainer):
         if self.args.history_window:  # one row per turn, each on its own context
             self._per_turn_rows(output, episodes, per_turn, dropped[start: start + len(episodes)], mode)
         else:
-            output["advantages"] = padded(token_advantages, width, device)
-            if any(dropped):
-                self._drop_from_loss(output, dropped[start: start + len(episodes)])
+            whole_episode_rows(output, token_advantages, dropped[start: start + len(episodes)], recount=any(dropped),
+                               gather=self.accelerator.gather)
         self._log_episodes(episodes, token_advantages, groups, mode)
         weights = self._importance_weights(output, mode)
         if weights is not None:
@@ -455,79 +431,29 @@ class TurnGymTrainer(GRPOTrainer):
 
     def _per_turn_rows(self, output: dict[str, Any], episodes: list[Episode], per_turn: list[list[float]],
                        dropped: Sequence[bool], mode: str) -> None:
-        """History window: one row per model turn replaces the stand-in rows (one per episode) TRL built.
-
-        Row (i, t) is :meth:`Episode.turn_samples`: prompt = the exact context turn t of episode i was sampled
-        from, completion = the ids sampled at turn t, all in the loss with the turn's advantage A_{i,t} and their
-        sampling logprobs. A dropped group's rows (dynamic sampling) are out of the loss. In training, copies of the
-        first row, out of the loss, pad the rows to a multiple of ``steps_per_generation`` (TRL splits the batch
-        in that many parts and would drop a remainder). The forward passes TRL made on the stand-in rows (the old
-        policy's logprobs, the reference's) are made again on these rows.
-        """
-        rows = [(i, sample) for i, e in enumerate(episodes) for sample in e.turn_samples()]
-        device = output["completion_ids"].device
-        if not rows:  # no episode played a turn: the stand-ins stay, out of the loss
-            output["tool_mask"] = torch.zeros_like(output["completion_mask"])
-            output["advantages"] = torch.zeros_like(output["completion_mask"], dtype=torch.float32)
-            output["num_items_in_batch"] = self.accelerator.gather(output["tool_mask"].sum()).sum()
+        """History window: one row per model turn replaces TRL's stand-ins (:func:`~turngym.trainers.layouts.
+        per_turn_rows`), and TRL's forward passes on the stand-ins (the old policy's logprobs, the reference's)
+        are made again on the new rows."""
+        ends = {*self.eos_token_ids, self._tokenizer.pad_token_id} if self.mask_truncated_completions else None
+        added = per_turn_rows(output, episodes, per_turn, dropped, pad_id=self._tokenizer.pad_token_id, ends=ends,
+                              multiple_of=self.args.steps_per_generation if mode == "train" else 1,
+                              pad_to_multiple_of=self.pad_to_multiple_of, gather=self.accelerator.gather)
+        if added is None:
             return
-        in_loss = [not dropped[i] for i, _ in rows]
-        if self.mask_truncated_completions:  # as TRL: a turn cut off at max_new_tokens_per_turn stays out of the loss
-            ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
-            in_loss = [keep and s.completion_ids[-1] in ends for keep, (_, s) in zip(in_loss, rows, strict=True)]
-        if mode == "train":
-            filler = -len(rows) % self.args.steps_per_generation
-            rows, in_loss = rows + [rows[0]] * filler, in_loss + [False] * filler
-        pad_id, multiple = self._tokenizer.pad_token_id, self.pad_to_multiple_of
-        before = output["prompt_mask"].sum() + output["completion_mask"].sum()
-
-        def stack(values: list[list], value: Any, side: str, dtype: torch.dtype) -> torch.Tensor:
-            return pad([torch.tensor(v, dtype=dtype) for v in values], padding_value=value, padding_side=side,
-                       pad_to_multiple_of=multiple).to(device)
-
-        prompts, completions = [s.prompt_ids for _, s in rows], [s.completion_ids for _, s in rows]
-        output["prompt_ids"] = stack(prompts, pad_id, "left", torch.long)
-        output["prompt_mask"] = stack([[1] * len(p) for p in prompts], 0, "left", torch.long)
-        output["completion_ids"] = stack(completions, pad_id, "right", torch.long)
-        output["completion_mask"] = stack([[1] * len(c) for c in completions], 0, "right", torch.long)
-        output["tool_mask"] = output["completion_mask"] * torch.tensor(in_loss, device=device).long().unsqueeze(1)
-        output["advantages"] = stack([[per_turn[i][s.turn]] * len(s.completion_ids) for i, s in rows], 0.0, "right",
-                                     torch.float32)
-        if "sampling_per_token_logps" in output:
-            output["sampling_per_token_logps"] = stack([s.logprobs for _, s in rows], 0.0, "right", torch.float32)
-        output["num_items_in_batch"] = self.accelerator.gather(
-            (output["completion_mask"] * output["tool_mask"]).sum()).sum()
         if mode == "train":  # TRL counted the stand-in rows' tokens
-            after = output["prompt_mask"].sum() + output["completion_mask"].sum()
-            self.state.num_input_tokens_seen += self.accelerator.gather((after - before).reshape(1)).sum().item()
-        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        width = output["completion_ids"].size(1)
+            self.state.num_input_tokens_seen += self.accelerator.gather(added.reshape(1)).sum().item()
         batch_size = self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
-        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            if "old_per_token_logps" in output:
-                output["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    self.model, ids, attention, width, batch_size=batch_size)[0]
-            if "ref_per_token_logps" in output:
-                if self.ref_model is not None:
-                    reference = self._get_per_token_logps_and_entropies(self.ref_model, ids, attention, width,
-                                                                        batch_size=batch_size)[0]
-                else:  # LoRA: the policy with its adapters off (as TRL does)
-                    unwrapped = self.accelerator.unwrap_model(self.model)
-                    with use_adapter(unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None):
-                        reference = self._get_per_token_logps_and_entropies(self.model, ids, attention, width,
-                                                                            batch_size=batch_size)[0]
-                output["ref_per_token_logps"] = reference
 
-    def _drop_from_loss(self, output: dict[str, Any], dropped: Sequence[bool]) -> None:
-        """Dynamic sampling ('drop'): this process's rows of zero-signal groups leave the loss mask (``tool_mask``,
-        which TRL multiplies into the completion mask), so they add neither policy gradient nor KL, and the token
-        count TRL normalises by (``num_items_in_batch``, loss_type dapo/cispo; the micro-batch's mask, bnpo) no
-        longer counts them. loss_type grpo and dr_grpo still count the rows themselves (as zeros)."""
-        keep = torch.tensor([0 if d else 1 for d in dropped], device=output["completion_ids"].device)
-        output["tool_mask"] = output["tool_mask"] * keep.unsqueeze(1).to(output["tool_mask"].dtype)
-        output["num_items_in_batch"] = self.accelerator.gather(
-            (output["completion_mask"] * output["tool_mask"]).sum()).sum()
+        def forward(key: str, ids: torch.Tensor, attention: torch.Tensor, width: int) -> torch.Tensor:
+            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+                if key == "old_per_token_logps" or self.ref_model is not None:
+                    model = self.model if key == "old_per_token_logps" else self.ref_model
+                    return self._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size)[0]
+                unwrapped = self.accelerator.unwrap_model(self.model)  # LoRA: the policy with its adapters off (TRL's)
+                with use_adapter(unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None):
+                    return self._get_per_token_logps_and_entropies(self.model, ids, attention, width, batch_size)[0]
+
+        recompute_logps(output, forward)
 
     def _null_rng(self, *salt: Any) -> random.Random:
         """The null control's generator: the same on every process (unless salted), new at every step."""
