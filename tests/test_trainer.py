@@ -13,28 +13,25 @@ from trl import GRPOTrainer
 
 from turngym.envs.signals import COMMANDS, signal_tasks
 from turngym.trainers import advantages as adv
+from turngym.trainers.advantages import zero_signal_groups
 from turngym.trainers.config import ALGORITHMS, TurnGymConfig
-from turngym.trainers.episodes import Episode
+from turngym.trainers.critic import value_loss, value_model, without_dropout
+from turngym.trainers.episodes import Episode, group_keys
 from turngym.trainers.estimators import (
     AdvantageBatch,
     Algorithm,
     estimator_names,
     get_estimator,
+    null_rng,
     register_estimator,
+    shuffled_over_model_tokens,
+    token_kl,
+    turn_advantages,
     unregister_estimator,
 )
-from turngym.trainers.trainer import (
-    TurnGymTrainer,
-    _shuffled_over_model_tokens,
-    build_critic,
-    group_keys,
-    train_tasks,
-    truncated_importance_weights,
-    turn_advantages,
-    value_loss,
-    without_dropout,
-    zero_signal_groups,
-)
+from turngym.trainers.tis import truncated_importance_weights
+from turngym.trainers.trainer import TurnGymTrainer
+from turngym.trainers.worlds import train_tasks
 
 SIGNALS = {"turns": 3, "colours": 2}
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
@@ -167,7 +164,7 @@ def test_the_critic_is_dropout_free(tokenizer):
 
     policy = tiny_llama(len(tokenizer), attention_dropout=0.3)
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
-    critic = build_critic(policy).train()
+    critic = value_model(policy).train()
     torch.nn.init.normal_(critic.score.weight)  # the zero-initialised head would hide the noise
     assert torch.equal(critic(input_ids=ids).logits, critic(input_ids=ids).logits)
     assert critic.config.attention_dropout == 0.0 and critic.config.classifier_dropout == 0.0
@@ -343,7 +340,8 @@ def test_shuffled_advantages_are_the_steps_advantages_dealt_at_random(tmp_path, 
     honest = turn_advantages("turn_rloo", [e.turn_rewards for e in episodes], [i // 4 for i in range(8)])
     groups = [i // 4 for i in range(8)]
     cells = adv.group_turn_cells(groups, [range(len(r)) for r in honest])  # the fair null: within (group, turn)
-    dealt = adv.shuffle_advantages(honest, trainer._null_rng(), cells)  # seeded by (seed, step): reproducible
+    rng = null_rng(trainer.args.seed, trainer.state.global_step)  # seeded by (seed, step): reproducible
+    dealt = adv.shuffle_advantages(honest, rng, cells)
     assert dealt != honest
     for row, episode in enumerate(episodes):
         tokens = adv.spread_over_tokens(dealt[row], episode.turn_index, episode.env_mask)
@@ -351,11 +349,11 @@ def test_shuffled_advantages_are_the_steps_advantages_dealt_at_random(tmp_path, 
     # PPO's null control deals its token advantages over model tokens only.
     one = Episode.from_ids(prompt_ids=[1], completion_ids=[2, 3, 4, 5], env_mask=[1, 0, 1, 1], turn_index=[0, 0, 1, 1],
                            turn_ends=[0, 3], logprobs=[0.0] * 4, turn_rewards=[0.0, 1.0])
-    (shuffled,) = _shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], ["g"], "step", random.Random(3))
+    (shuffled,) = shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], ["g"], "step", random.Random(3))
     assert shuffled[1] == 0.0 and sorted(shuffled) == [0.0, 0.1, 0.2, 0.3]
     # ... and by default within (group, turn): turn 0's one model token keeps its value, turn 1's two swap at most
     for seed in range(5):
-        (fair,) = _shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], ["g"], "group", random.Random(seed))
+        (fair,) = shuffled_over_model_tokens([[0.1, 0.0, 0.2, 0.3]], [one], ["g"], "group", random.Random(seed))
         assert fair[:2] == [0.1, 0.0] and sorted(fair[2:]) == [0.2, 0.3]
 
 
@@ -657,19 +655,17 @@ def test_the_critic_step_in_passes_of_a_few_episodes_equals_one_pass(tmp_path, t
     output["old_values"] = output["old_values"] + 0.3 * torch.randn_like(output["old_values"])  # some clipping
     trainer.current_gradient_accumulation_steps = 1  # set by TRL's training loop
     results, passes = [], []
-    critic_values = trainer._critic_values
-    trainer._critic_values = lambda critic, ids, attention: passes.append(len(ids)) or critic_values(critic, ids,
-                                                                                                     attention)
+    forward = trainer.critic.forward
+    trainer.critic.forward = lambda ids, attention: passes.append(len(ids)) or forward(ids, attention)
+    normalizer = output["num_items_in_batch"].clamp(min=1.0)  # one process, one micro-batch: the whole batch's
     for rows in (8, 3, 1):
-        trainer.args.critic_rows_per_pass = rows
+        trainer.critic.config.rows_per_pass = rows
         trainer.critic.zero_grad(set_to_none=True)
-        trainer._metrics["train"].clear()
         passes.clear()
-        trainer._critic_backward(output)
+        metrics = trainer.critic.loss(output, normalizer, trainer.accelerator.backward)
         assert passes == {8: [8], 3: [3, 3, 2], 1: [1] * 8}[rows]  # only one pass's activations at a time
         results.append(([p.grad.clone() for p in trainer.critic.parameters()],
-                        trainer._metrics["train"]["critic/value_loss"][0],
-                        trainer._metrics["train"]["critic/clip_fraction"][0]))
+                        metrics["critic/value_loss"], metrics["critic/clip_fraction"]))
     (whole, loss, clipped), *split = results
     assert 0.0 < clipped < 1.0
     for grads, split_loss, split_clipped in split:
@@ -689,7 +685,7 @@ def test_gae_in_the_step_uses_the_critics_values(tmp_path, tokenizer):
         ids = torch.cat([output["prompt_ids"][row], output["completion_ids"][row]]).unsqueeze(0)
         attention = torch.cat([output["prompt_mask"][row], output["completion_mask"][row]]).unsqueeze(0)
         with torch.no_grad():
-            every = trainer._critic_values(trainer.critic, ids, attention)[0]
+            every = trainer.critic(ids, attention)[0]
         last = float(every[output["prompt_ids"].size(1) + n - 1]) if episode.truncated else 0.0
         expected, targets = adv.token_gae(rewards, values, episode.env_mask, 1.0, 0.9, last)
         assert output["advantages"][row, :n].tolist() == pytest.approx(expected, abs=1e-5)
@@ -705,15 +701,15 @@ def test_ppo_kl_penalty_in_the_reward(tmp_path, tokenizer):
     batch = one_batch(trainer)
     output = trainer._generate_and_score_completions(batch)
     episodes = played(batch)
-    kl = trainer._kl_in_reward(output, episodes)
+    kl, _ = token_kl(output.get("old_per_token_logps"), output["ref_per_token_logps"], episodes)
     assert any(abs(k) > 1e-4 for row in kl for k in row)
     row, episode = 0, episodes[0]
     n = len(episode.completion_ids)
     rewards = adv.token_rewards(episode.turn_rewards, episode.turn_ends, n)
     penalised = [r - 0.5 * k * m for r, k, m in zip(rewards, kl[row], episode.env_mask, strict=False)]
     expected, _ = adv.token_gae(penalised, output["old_values"][row, :n].tolist(), episode.env_mask, 1.0, 0.95, 0.0
-                                if not episode.truncated else float(trainer._critic_values(
-                                    trainer.critic, torch.cat([output["prompt_ids"], output["completion_ids"]], 1)[:1],
+                                if not episode.truncated else float(trainer.critic(
+                                    torch.cat([output["prompt_ids"], output["completion_ids"]], 1)[:1],
                                     torch.cat([output["prompt_mask"], output["completion_mask"]], 1)[:1],
                                 )[0, output["prompt_ids"].size(1) + n - 1]))
     assert output["advantages"][row, :n].tolist() == pytest.approx(expected, abs=1e-4)

@@ -6,10 +6,15 @@ critic's checkpoints). Private methods change without notice, so pyproject pins 
 this test records the source of every private method the trainer overrides or relies on. When a
 new TRL changes one, re-read it against trainers/trainer.py, adapt the override, then update the
 digest here and the pin in pyproject.toml together.
+
+trainers/trainer.py is the one module that touches TRL's privates: every ``self._name`` and
+``super()._name`` it uses that it does not define itself is listed here, and the modules it hands the
+work to (critic, TIS, layouts, metrics, estimators...) import no TRL at all.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import tomllib
@@ -40,6 +45,13 @@ REVIEWED_SOURCE = {
 # is replaced only for weighted worlds or a curriculum, by a sampler with RepeatSampler's layout.
 OVERRIDDEN = {"_generate_and_score_completions", "_compute_loss", "_save_checkpoint", "_load_optimizer_and_scheduler",
               "_get_train_sampler", "_get_per_token_logps_and_entropies"}
+# Private attributes of TRL's GRPOTrainer the adapter reads: step metrics (_metrics), the micro-batch counter that
+# places the critic's optimizer step at the accumulation boundary (_step), the tokenizer (_tokenizer, per-turn rows).
+TRL_ATTRIBUTES = {"_metrics", "_step", "_tokenizer"}
+# transformers' Trainer private the checkpoint hook calls (where checkpoint-N goes; transformers is pinned to 5.x).
+TRANSFORMERS_PRIVATE = {"_get_output_dir"}
+# Modules that hold what the adapter hands over: no TRL import at all.
+TRL_FREE = ("advantages", "critic", "curriculum", "episodes", "estimators", "layouts", "metrics", "tis", "worlds")
 
 
 def pinned_trl() -> str:
@@ -78,3 +90,42 @@ def test_overrides_keep_the_parent_signature(name):
     ours = inspect.signature(getattr(TurnGymTrainer, name))
     theirs = inspect.signature(getattr(trl.GRPOTrainer, name))
     assert list(ours.parameters) == list(theirs.parameters), f"{name}: ours {ours}, TRL's {theirs}"
+
+
+def private_names_used() -> tuple[set[str], set[str]]:
+    """``self._name`` and ``super()._name`` in trainers/trainer.py."""
+    tree = ast.parse((ROOT / "trainers" / "trainer.py").read_text())
+    on_self, on_super = set(), set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            on_self.add(node.attr)
+        elif isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "super":
+            on_super.add(node.attr)
+    return on_self, on_super
+
+
+def test_every_trl_private_the_adapter_touches_is_pinned_here():
+    on_self, on_super = private_names_used()
+    ours = set(vars(TurnGymTrainer))
+    theirs = on_self - ours
+    assert theirs <= set(REVIEWED_SOURCE) | TRL_ATTRIBUTES | TRANSFORMERS_PRIVATE, (
+        f"trainers/trainer.py uses private TRL/transformers names that are not pinned: "
+        f"{sorted(theirs - set(REVIEWED_SOURCE) - TRL_ATTRIBUTES - TRANSFORMERS_PRIVATE)}")
+    assert on_super <= set(REVIEWED_SOURCE), f"super() calls of unpinned privates: {on_super - set(REVIEWED_SOURCE)}"
+    source = inspect.getsource(trl.GRPOTrainer)
+    for name in TRL_ATTRIBUTES:  # still TRL's: set by GRPOTrainer itself
+        assert f"self.{name} =" in source, f"GRPOTrainer no longer sets {name}: re-read trainers/trainer.py's use of it"
+    from transformers import Trainer
+
+    assert list(inspect.signature(Trainer._get_output_dir).parameters) == ["self", "trial"]
+
+
+@pytest.mark.parametrize("module", TRL_FREE)
+def test_the_modules_behind_the_adapter_import_no_trl(module):
+    tree = ast.parse((ROOT / "trainers" / f"{module}.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not {name for name in imported if name == "trl" or name.startswith("trl.")}, (
+        f"trainers/{module}.py imports TRL: only trainers/trainer.py adapts to it")

@@ -276,6 +276,19 @@ def shuffle_advantages(rows: Sequence[Sequence[float]], rng: random.Random,
     return out
 
 
+def zero_signal_groups(rows: Sequence[Sequence[float]], groups: Sequence[Hashable],
+                       tolerance: float = 1e-8) -> set[Hashable]:
+    """Groups in which every advantage of every episode (``rows``: per turn or per token) is 0 (|A| <= ``tolerance``).
+
+    Such a group (every episode of the task scored alike, e.g. all lost) adds no policy gradient; DAPO's
+    dynamic sampling (Yu et al. 2025) keeps it out of the batch so that it does not dilute the step.
+    """
+    signal: dict[Hashable, bool] = {}
+    for row, group in zip(rows, groups, strict=True):
+        signal[group] = signal.get(group, False) or any(abs(a) > tolerance for a in row)
+    return {group for group, has in signal.items() if not has}
+
+
 def group_turn_cells(groups: Sequence[Hashable], turns: Sequence[Sequence[int]]) -> list[list[tuple[Hashable, int]]]:
     """The fair null's cells: entry t of episode i (turn ``turns[i][t]``) sits in cell (groups[i], turns[i][t])."""
     return [[(group, turn) for turn in row] for group, row in zip(groups, turns, strict=True)]
@@ -330,3 +343,16 @@ def token_gae(
         advantages[k], returns[k] = running, running + values[k]
         next_value = values[k]
     return advantages, returns
+
+
+def whiten(rows: Sequence[Sequence[float]], masks: Sequence[Sequence[int]]) -> list[list[float]]:
+    """(A_k - mean) / (std + eps) over every model token (m_k = 1) of the batch; 0 elsewhere.
+
+    mean and std (the population's, divides by n) are over the model tokens of every row, eps = 1e-4.
+    """
+    values = [a for row, mask in zip(rows, masks, strict=True) for a, m in zip(row, mask, strict=True) if m]
+    total, squares, count = sum(values), sum(v * v for v in values), float(len(values))
+    mean = total / max(count, 1.0)
+    std = max(squares / max(count, 1.0) - mean * mean, 0.0) ** 0.5
+    return [[(a - mean) / (std + EPSILON) if m else 0.0 for a, m in zip(row, mask, strict=True)]
+            for row, mask in zip(rows, masks, strict=True)]

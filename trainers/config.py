@@ -19,6 +19,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from turngym.trainers.advantages import Scale
+from turngym.trainers.critic import CriticConfig
 from turngym.trainers.estimators import Algorithm, Estimator, estimator_names, get_estimator, resolve_algorithm
 
 ALGORITHMS = tuple(a.value for a in Algorithm)  # the built-in estimators; trainers/estimators.py registers more
@@ -170,6 +171,10 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     ``num_generations`` episodes of the same task form a group. ``max_completion_length`` caps the
     tokens after the prompt of an episode (model and environment tokens together); the episode
     ends as truncated (``context_length``) before it would pass the cap.
+
+    The critic's settings (PPO's: ``critic_learning_rate``, ``critic_rows_per_pass``, ``lam``...) are flat fields,
+    as YAML configs and the command line give them; they fill ``critic_config``, a
+    :class:`~turngym.trainers.critic.CriticConfig`, at construction.
     """
 
     # A str field (an Algorithm after __post_init__), so a name registered by a module in `imports` passes the
@@ -297,6 +302,7 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
         self._check_worlds_and_context()
         super().__post_init__()
         self.scale_rewards = Scale.of(self.scale_rewards)
+        self.critic_config = CriticConfig.from_flat(self)  # the flat critic_* / PPO fields, as one typed group
 
     def _check_worlds_and_context(self) -> None:
         """``worlds`` (parsed and checked entry by entry), the curriculum and the history window."""
@@ -316,9 +322,10 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
             return
         if self.history_window < 1:
             raise ValueError(f"history_window must be >= 1 turn (None: the whole episode), got {self.history_window}")
-        if self.estimator.needs_critic:
-            raise ValueError(f"history_window trains each turn as its own sample; {self.algorithm}'s critic needs the "
-                             "whole episode as one sequence: use a critic-free algorithm or no window")
+        if self.estimator.needs_tokens:
+            raise ValueError(f"history_window trains each turn as its own sample; {self.algorithm} reads the whole "
+                             "episode's tokens (its critic needs the episode as one sequence): use an algorithm "
+                             "without a critic or no window")
         if self.use_vllm and self.vllm_importance_sampling_correction:
             raise ValueError("history_window with use_vllm: set vllm_importance_sampling_correction=False "
                              "(turngym's tis_cap corrects the per-turn samples instead)")

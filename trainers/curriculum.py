@@ -16,13 +16,16 @@ a target (0.5 by default: the tasks a group can still learn from, where the grou
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Hashable, Iterator, Sequence
 
 import numpy as np
 from torch.utils.data import Sampler
 
 SMOOTHING = 0.5  # alpha of the success rate's moving average
+CURRICULUM_STATE = "curriculum.json"  # the success estimates, saved with each checkpoint
 
 
 class SuccessCurriculum:
@@ -65,6 +68,33 @@ class SuccessCurriculum:
 
     def load_state_dict(self, state: dict[str, list[float | None]]) -> None:
         self.success = np.array([np.nan if s is None else s for s in state["success"]], dtype=float)
+
+    def record(self, indices: Sequence[int], won: Sequence[bool], groups: Sequence[Hashable]) -> dict[str, float]:
+        """Each group's success rate (the episodes of task ``indices[i]``, grouped by ``groups``) into the estimates;
+        returns ``curriculum/tasks_seen`` (the share of tasks played) and ``curriculum/success_mean``."""
+        by_group: dict[Hashable, list[bool]] = {}
+        for group, outcome in zip(groups, won, strict=True):
+            by_group.setdefault(group, []).append(outcome)
+        first = {group: indices[i] for i, group in reversed(list(enumerate(groups)))}
+        for group, outcomes in by_group.items():
+            self.update(first[group], sum(outcomes) / len(outcomes))
+        seen = ~np.isnan(self.success)
+        metrics = {"curriculum/tasks_seen": float(seen.mean())}
+        if seen.any():
+            metrics["curriculum/success_mean"] = float(self.success[seen].mean())
+        return metrics
+
+    def save(self, folder: str) -> None:
+        with open(os.path.join(folder, CURRICULUM_STATE), "w") as handle:
+            json.dump(self.state_dict(), handle)
+
+    def load(self, folder: str) -> None:
+        """The estimates saved in ``folder``, if it has them. The tasks drawn after a resume still differ from an
+        uninterrupted run's: the draws TRL replays to skip the finished steps read the restored estimates."""
+        path = os.path.join(folder, CURRICULUM_STATE)
+        if os.path.isfile(path):
+            with open(path) as handle:
+                self.load_state_dict(json.load(handle))
 
 
 class TaskSampler(Sampler[int]):

@@ -185,3 +185,18 @@ def episodes_from(trajectories: Sequence[Trajectory], groups: Sequence[Hashable]
     for episode in episodes:
         episode.validate()
     return episodes
+
+
+def group_keys(task_ids: Sequence[str], num_generations: int) -> list[Hashable]:
+    """Group of each episode in TRL's global order: ``num_generations`` consecutive entries.
+
+    Each group must be one task, which TRL's RepeatSampler guarantees; a mismatch means the data
+    order was broken, so it fails loudly instead of baselining across tasks.
+    """
+    keys = []
+    for index, task_id in enumerate(task_ids):
+        group = index // num_generations
+        if task_ids[group * num_generations] != task_id:
+            raise RuntimeError(f"group {group} mixes tasks {task_ids[group * num_generations]!r} and {task_id!r}")
+        keys.append(group)
+    return keys

@@ -1,10 +1,14 @@
 """The advantage-estimator registry: ``algorithm`` names one entry, and the trainer looks it up once.
 
-An estimator turns one training step's episodes (from every process: an :class:`AdvantageBatch`) into one
-advantage per turn of every episode; the trainer spreads each turn's advantage over that turn's model tokens.
-The built-in ones wrap the pure functions of :mod:`turngym.trainers.advantages`. Register your own with
-:func:`register_estimator` and select it with ``algorithm: <name>`` (a YAML config's ``imports`` or
-``turngym train --import`` loads the module that registers it)::
+An estimator turns one training step's episodes (from every process: an :class:`AdvantageBatch`) into advantages:
+one per turn of every episode (``level="turn"``, the default; the trainer spreads each over the turn's model
+tokens) or one per completion token (``level="token"``). It declares what it reads besides the turn rewards,
+groups and anchor states every batch has: ``needs=("values",)`` gives it a critic's values (``batch.tokens[i].
+values``, ``batch.turn_values(i)``), and it returns the critic's regression targets with its advantages
+(:class:`Estimate`); the trainer builds the critic (:mod:`turngym.trainers.critic`) and trains it on them. PPO is
+the GAE estimator plus that critic. Register your own with :func:`register_estimator` and select it with
+``algorithm: <name>`` (a YAML config's ``imports`` or ``turngym train --import`` loads the module that
+registers it)::
 
     from turngym.trainers.estimators import AdvantageBatch, register_estimator
 
@@ -15,21 +19,23 @@ The built-in ones wrap the pure functions of :mod:`turngym.trainers.advantages`.
         return [[float((r > m) - (r < m))] * len(t) for r, m, t in
                 zip(batch.returns, means, batch.turn_rewards, strict=True)]
 
-``needs_critic=True`` marks an estimator whose advantages come from a learned critic (PPO): the trainer then
-builds the critic, computes token-level GAE from its values (:func:`~turngym.trainers.advantages.token_gae`)
-and trains it, and never calls the function. Everything else the trainer decides from the entry's properties,
-not from its name.
+The trainer acts on an entry's properties (``needs_values``, ``level``), never on its name. After the estimator,
+:func:`step_advantages` applies the step's options (dynamic sampling, the null control) the same way to every one.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Hashable, Sequence
+import random
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import SimpleNamespace
 from typing import Any
 
+from turngym.agents.base import stable_seed
 from turngym.trainers import advantages as adv
+from turngym.trainers.episodes import Episode
 
 # What estimators receive as ``args``: the run's TurnGymConfig (turngym.trainers.config, which imports this module,
 # so it is not imported here).
@@ -47,17 +53,56 @@ class Algorithm(StrEnum):
     GIGPO = "gigpo"
 
 
+class Level(StrEnum):
+    """What an estimator's rows index."""
+
+    TURN = "turn"  # one advantage per turn, spread over the turn's model tokens
+    TOKEN = "token"  # one advantage per completion token (0 on the world's tokens)
+
+
+class Input(StrEnum):
+    """What an estimator may need besides the turn rewards, groups and anchor states every batch carries."""
+
+    VALUES = "values"  # a critic's values of every token's state; the estimator returns the critic's targets
+
+
+@dataclass
+class EpisodeTokens:
+    """One episode's completion, token by token: what a token-level or value-based estimator reads.
+
+    Token k = 0..K-1 of the completion (the model's and the world's tokens, in order); V_k is the value of the
+    state before token k, V_K the value after the last one (the state a truncated episode stopped in).
+    """
+
+    env_mask: list[int]  # m_k = 1 on the model's own tokens
+    turn_index: list[int]  # the turn of token k
+    turn_ends: list[int]  # the last sampled token of each turn (where its reward sits)
+    truncated: bool  # ended on a limit (turns, time, context), not on an outcome
+    values: list[float] | None = None  # V_0..V_K (K + 1 values): with needs=("values",)
+    kl: list[float] | None = None  # log pi(a_k) - log pi_ref(a_k) at sampling, when the KL goes in the reward
+    kl_coef: float = 0.0  # beta
+
+    @classmethod
+    def of(cls, episode: Episode, values: Sequence[float] | None = None, kl: Sequence[float] | None = None,
+           kl_coef: float = 0.0) -> EpisodeTokens:
+        n = len(episode.completion_ids)
+        return cls(list(episode.env_mask), list(episode.turn_index), list(episode.turn_ends), episode.truncated,
+                   None if values is None else list(values[: n + 1]), None if kl is None else list(kl[:n]), kl_coef)
+
+
 @dataclass
 class AdvantageBatch:
     """One step's episodes, from every process, in TRL's order; episode i has turns t = 0..T_i-1.
 
     ``metrics``: statistics an estimator wants logged with the step (name -> value, logged as given).
+    ``tokens``: each episode's tokens (and values), for token-level and value-based estimators; None otherwise.
     """
 
     turn_rewards: list[list[float]]  # r_{i,t}
     groups: list[Hashable]  # g(i): the episodes of one task, played in the same step, share a group
     states: list[list[str | None]]  # s_{i,t}: a key of the state turn t acted in (Episode.anchor_states)
     metrics: dict[str, float] = field(default_factory=dict)
+    tokens: list[EpisodeTokens] | None = None
 
     @property
     def returns(self) -> list[float]:
@@ -71,8 +116,43 @@ class AdvantageBatch:
             totals.setdefault(group, []).append(value)
         return [sum(totals[g]) / len(totals[g]) for g in self.groups]
 
+    def token_rewards(self, i: int) -> list[float]:
+        """r_{i,k}: each turn's reward on its last sampled token, minus beta * KL_k on the model's tokens when the
+        KL to the reference goes in the reward (``kl_penalty: reward``)."""
+        tokens = self._tokens(i)
+        rewards = adv.token_rewards(self.turn_rewards[i], tokens.turn_ends, len(tokens.env_mask))
+        if tokens.kl is None:
+            return rewards
+        return [r - tokens.kl_coef * k * m for r, k, m in zip(rewards, tokens.kl, tokens.env_mask, strict=False)]
 
-EstimatorFunction = Callable[[AdvantageBatch, TurnGymConfig], list[list[float]]]
+    def turn_values(self, i: int) -> list[float]:
+        """V(s_{i,t}): the critic's value of the state turn t acted in, read before the turn's first sampled token."""
+        tokens = self._tokens(i)
+        if tokens.values is None:
+            raise ValueError("this batch has no values: register the estimator with needs=('values',)")
+        first: dict[int, int] = {}
+        for k, (turn, m) in enumerate(zip(tokens.turn_index, tokens.env_mask, strict=True)):
+            if m:
+                first.setdefault(turn, k)
+        return [tokens.values[first.get(t, end)] for t, end in enumerate(tokens.turn_ends)]
+
+    def _tokens(self, i: int) -> EpisodeTokens:
+        if self.tokens is None:
+            raise ValueError("this batch has no tokens: register the estimator with level='token' or "
+                             "needs=('values',)")
+        return self.tokens[i]
+
+
+@dataclass
+class Estimate:
+    """An estimator's result: ``advantages`` (per turn or per token, by its level) and, for one that needs
+    values, ``value_targets`` of the same shape: what the critic regresses V towards."""
+
+    advantages: list[list[float]]
+    value_targets: list[list[float]] | None = None
+
+
+EstimatorFunction = Callable[[AdvantageBatch, TurnGymConfig], "list[list[float]] | Estimate"]
 
 
 @dataclass(frozen=True)
@@ -81,44 +161,78 @@ class Estimator:
 
     name: str
     function: EstimatorFunction
-    needs_critic: bool = False  # PPO-like: a critic is trained and the advantages are its GAE, not the function's
+    needs: frozenset[Input] = frozenset()
+    level: Level = Level.TURN
+
+    @property
+    def needs_values(self) -> bool:
+        """It reads a critic's values (and returns the critic's targets): the trainer builds and trains a critic."""
+        return Input.VALUES in self.needs
+
+    needs_critic = needs_values
+
+    @property
+    def needs_tokens(self) -> bool:
+        """Its batch carries each episode's tokens (:class:`EpisodeTokens`)."""
+        return self.level is Level.TOKEN or self.needs_values
 
     @property
     def description(self) -> str:
         return (self.function.__doc__ or "").strip().split("\n")[0]
 
-    def __call__(self, batch: AdvantageBatch, args: TurnGymConfig) -> list[list[float]]:
-        """The function's per-turn advantages, checked to have one value per turn of every episode."""
-        if self.needs_critic:
-            raise RuntimeError(f"estimator {self.name!r} needs a critic: the trainer computes its advantages (GAE)")
-        rows = [[float(a) for a in row] for row in self.function(batch, args)]
-        if len(rows) != len(batch.turn_rewards) or any(
-                len(a) != len(r) for a, r in zip(rows, batch.turn_rewards, strict=True)):
-            raise ValueError(f"estimator {self.name!r} must return one advantage per turn of every episode "
-                             f"({[len(r) for r in batch.turn_rewards]} turns), got {[len(a) for a in rows]}")
+    def __call__(self, batch: AdvantageBatch, args: TurnGymConfig) -> Estimate:
+        """The function's advantages (and value targets), checked to have one value per turn (or token) of every
+        episode."""
+        if self.needs_tokens and batch.tokens is None:
+            raise ValueError(f"estimator {self.name!r} reads the episodes' tokens: this batch has none")
+        found = self.function(batch, args)
+        estimate = found if isinstance(found, Estimate) else Estimate(found)
+        targets = None
+        if self.needs_values:
+            if estimate.value_targets is None:
+                raise ValueError(f"estimator {self.name!r} needs values: it must return "
+                                 "Estimate(advantages, value_targets), the critic's targets")
+            targets = self._checked(estimate.value_targets, batch, "value target")
+        return Estimate(self._checked(estimate.advantages, batch, "advantage"), targets)
+
+    def _checked(self, rows: Iterable[Iterable[float]], batch: AdvantageBatch, what: str) -> list[list[float]]:
+        rows = [[float(a) for a in row] for row in rows]
+        expected = ([len(r) for r in batch.turn_rewards] if self.level is Level.TURN
+                    else [len(t.env_mask) for t in batch.tokens or ()])
+        if [len(a) for a in rows] != expected:
+            raise ValueError(f"estimator {self.name!r} must return one {what} per {self.level.value} of every episode "
+                             f"({expected} {self.level.value}s), got {[len(a) for a in rows]}")
         return rows
 
 
 _REGISTRY: dict[str, Estimator] = {}
 
 
-def register_estimator(name: str, *, needs_critic: bool = False,
+def register_estimator(name: str, *, needs: Iterable[str] = (), level: str = Level.TURN,
                        replace: bool = False) -> Callable[[EstimatorFunction], EstimatorFunction]:
-    """Decorator: register ``function(batch, args) -> per-turn advantages`` under ``name`` (``algorithm: name``).
+    """Decorator: register ``function(batch, args)`` under ``name`` (``algorithm: name``).
 
-    ``args`` is the run's :class:`~turngym.trainers.config.TurnGymConfig` (``gamma``, ``scale_rewards``...).
-    A name taken by another function raises unless ``replace=True`` (the same function defined again, as a
-    re-run notebook cell does, replaces itself). The function is returned unchanged.
+    ``args`` is the run's :class:`~turngym.trainers.config.TurnGymConfig` (``gamma``, ``scale_rewards``...). The
+    function returns one advantage per turn of every episode (``level="turn"``) or per completion token
+    (``level="token"``), or an :class:`Estimate`. ``needs=("values",)``: the batch carries a critic's values and
+    the function returns ``Estimate(advantages, value_targets)``. A name taken by another function raises unless
+    ``replace=True`` (the same function defined again, as a re-run notebook cell does, replaces itself). The
+    function is returned unchanged.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"an estimator's name is a plain identifier such as 'my_rloo', got {name!r}")
+    try:
+        wanted, level = frozenset(Input(n) for n in needs), Level(level)
+    except ValueError as error:
+        raise ValueError(f"estimator {name!r}: {error} (needs: {[i.value for i in Input]}; level: "
+                         f"{[v.value for v in Level]})") from None
 
     def decorator(function: EstimatorFunction) -> EstimatorFunction:
         taken = _REGISTRY.get(str(name))
         if taken is not None and not replace and _origin(taken.function) != _origin(function):
             raise ValueError(f"estimator {name!r} is already registered (by {'.'.join(_origin(taken.function))}); "
                              "pass replace=True to override it")
-        _REGISTRY[str(name)] = Estimator(str(name), function, needs_critic)
+        _REGISTRY[str(name)] = Estimator(str(name), function, wanted, level)
         return function
 
     return decorator
@@ -158,10 +272,26 @@ def resolve_algorithm(name: str) -> Algorithm | str:
 
 
 # ---------------------------------------------------------------------- the built-in estimators
-@register_estimator(Algorithm.PPO, needs_critic=True)
-def ppo(batch: AdvantageBatch, args: TurnGymConfig) -> list[list[float]]:
-    """PPO: token-level GAE on a learned critic's values (advantages.token_gae); the trainer computes it."""
-    raise RuntimeError("PPO's advantages come from the critic's values: the trainer computes them")
+@register_estimator(Algorithm.PPO, needs=[Input.VALUES], level=Level.TOKEN)
+def gae(batch: AdvantageBatch, args: TurnGymConfig) -> Estimate:
+    """PPO: token-level GAE(gamma, lambda) on a critic's values (advantages.token_gae), whitened over the batch.
+
+    Each turn's reward sits on its last sampled token and the chain skips the world's tokens; a truncated episode
+    ends on V of the state it stopped in (``bootstrap_truncated``), a terminated one on 0. The critic's targets
+    are the GAE returns A_k + V_k. ``args.critic_config``: ``lam``, ``bootstrap_truncated``, ``whiten_advantages``.
+    """
+    critic = args.critic_config
+    advantages, targets = [], []
+    for i, tokens in enumerate(batch.tokens):
+        n = len(tokens.env_mask)
+        last_value = tokens.values[n] if tokens.truncated and critic.bootstrap_truncated else 0.0
+        a, g = adv.token_gae(batch.token_rewards(i), tokens.values[:n], tokens.env_mask, args.gamma, critic.lam,
+                             last_value)
+        advantages.append(a)
+        targets.append(g)
+    if critic.whiten_advantages:
+        advantages = adv.whiten(advantages, [t.env_mask for t in batch.tokens])
+    return Estimate(advantages, targets)
 
 
 @register_estimator(Algorithm.GRPO)
@@ -198,3 +328,135 @@ def gigpo(batch: AdvantageBatch, args: TurnGymConfig) -> list[list[float]]:
     batch.metrics["gigpo/anchor_shared_step_fraction"] = stats["shared_fraction"]
     return adv.gigpo(batch.turn_rewards, batch.groups, batch.states, gamma=args.gamma,
                      step_weight=args.step_advantage_weight, scale=args.scale_rewards)
+
+
+# ---------------------------------------------------------------------- the step
+@dataclass
+class StepAdvantages:
+    """What one process's rows train on, after the estimator and the step's options."""
+
+    tokens: list[list[float]]  # one advantage per completion token of each of this process's episodes
+    turns: list[list[float]] | None  # one per turn (turn-level estimators): what per-turn rows read
+    dropped: list[bool]  # the episode's group is out of the loss (dynamic sampling)
+    any_dropped: bool  # some group of the step, on any process, is
+    value_targets: list[list[float]] | None  # one per completion token, for the critic
+    metrics: dict[str, float]
+
+
+def step_advantages(estimator: Estimator, batch: AdvantageBatch, args: TurnGymConfig, episodes: Sequence[Episode],
+                    local: slice, *, step: int, process: int) -> StepAdvantages:
+    """The estimator on every process's episodes (``batch``), then, for this process's ``episodes`` (``local``:
+    their place in the batch):
+
+    - dynamic sampling (``dynamic_sampling: drop``): a group whose advantages are all 0 leaves the loss,
+      decided on the honest advantages;
+    - the null control (``shuffle_advantages``): the advantages permuted with a generator seeded by (seed, step),
+      within each (group, turn) cell (``shuffle_scope: group``) or across the step. Turn-level advantages are
+      permuted over every process's kept episodes; token-level ones over this process's model tokens (the
+      generator salted by ``process``);
+    - turn-level rows spread over each turn's model tokens (value targets too).
+    """
+    estimate = estimator(batch, args)
+    rows, groups, metrics = estimate.advantages, batch.groups, dict(batch.metrics)
+    dropped = [False] * len(rows)
+    if args.dynamic_sampling == "drop":
+        silent = adv.zero_signal_groups(rows, groups)
+        dropped = [group in silent for group in groups]
+        metrics["dynamic_sampling/dropped_groups"] = float(len(silent))
+        metrics["dynamic_sampling/dropped_fraction"] = len(silent) / max(len(set(groups)), 1)
+    targets = estimate.value_targets[local] if estimate.value_targets is not None else None
+    if estimator.level is Level.TOKEN:
+        tokens = rows[local]
+        if args.shuffle_advantages:
+            tokens = shuffled_over_model_tokens(tokens, episodes, groups[local], args.shuffle_scope,
+                                                null_rng(args.seed, step, process))
+        return StepAdvantages(tokens, None, dropped[local], any(dropped), targets, metrics)
+    if args.shuffle_advantages:
+        kept = [i for i, d in enumerate(dropped) if not d]
+        cells = (adv.group_turn_cells([groups[i] for i in kept], [range(len(rows[i])) for i in kept])
+                 if args.shuffle_scope == "group" else None)
+        for i, row in zip(kept, adv.shuffle_advantages([rows[i] for i in kept], null_rng(args.seed, step), cells),
+                          strict=True):
+            rows[i] = row
+    turns = rows[local]
+    tokens = [adv.spread_over_tokens(a, e.turn_index, e.env_mask) for a, e in zip(turns, episodes, strict=True)]
+    if targets is not None:
+        targets = [adv.spread_over_tokens(g, e.turn_index, e.env_mask) for g, e in zip(targets, episodes, strict=True)]
+    return StepAdvantages(tokens, turns, dropped[local], any(dropped), targets, metrics)
+
+
+def null_rng(seed: int, step: int, *salt: Any) -> random.Random:
+    """The null control's generator: the same on every process (unless salted), new at every step."""
+    return random.Random(stable_seed(seed, "shuffle_advantages", step, *salt))
+
+
+def shuffled_over_model_tokens(token_advantages: Sequence[Sequence[float]], episodes: Sequence[Episode],
+                               groups: Sequence[Hashable], scope: str, rng: random.Random) -> list[list[float]]:
+    """:func:`~turngym.trainers.advantages.shuffle_advantages` over the model tokens only (the world's keep 0); with
+    ``scope="group"`` within each (group, turn index) cell, so each group keeps its token sum at every turn."""
+    on_model = [[a for a, m in zip(row, e.env_mask, strict=True) if m]
+                for row, e in zip(token_advantages, episodes, strict=True)]
+    turns = [[t for t, m in zip(e.turn_index, e.env_mask, strict=True) if m] for e in episodes]
+    cells = adv.group_turn_cells(groups, turns) if scope == "group" else None
+    dealt = [iter(row) for row in adv.shuffle_advantages(on_model, rng, cells)]
+    return [[next(values) if m else 0.0 for m in e.env_mask] for values, e in zip(dealt, episodes, strict=True)]
+
+
+@dataclass
+class EpisodeEntry:
+    """What one episode sends every process for the step's advantages."""
+
+    key: Hashable  # its group: the task key (world::task id with several worlds)
+    turn_rewards: list[float]
+    states: list[str | None]
+    won: bool
+    tokens: EpisodeTokens | None = None
+
+
+def step_entries(episodes: Sequence[Episode], estimator: Estimator, values: Any = None,
+                 kl: Sequence[Sequence[float]] | None = None, kl_coef: float = 0.0) -> list[EpisodeEntry]:
+    """This process's episodes as :class:`EpisodeEntry` records, with their tokens when the estimator reads them
+    (``values``: a critic's (rows, C + 1) values of this process's rows; ``kl``: :func:`token_kl`)."""
+    def tokens(row: int, episode: Episode) -> EpisodeTokens | None:
+        if not estimator.needs_tokens:
+            return None
+        found = values[row, : len(episode.completion_ids) + 1].tolist() if values is not None else None
+        return EpisodeTokens.of(episode, found, kl[row] if kl is not None else None, kl_coef)
+
+    return [EpisodeEntry(e.group, e.turn_rewards, e.anchor_states, e.won, tokens(row, e))
+            for row, e in enumerate(episodes)]
+
+
+def advantage_batch(entries: Sequence[EpisodeEntry], groups: Sequence[Hashable]) -> AdvantageBatch:
+    """The :class:`AdvantageBatch` of every process's entries (gathered, in TRL's order)."""
+    tokens = [e.tokens for e in entries]
+    return AdvantageBatch([e.turn_rewards for e in entries], list(groups), [e.states for e in entries],
+                          tokens=tokens if entries and all(t is not None for t in tokens) else None)
+
+
+def token_kl(policy_logps: Any, reference_logps: Any, episodes: Sequence[Episode]) -> tuple[list[list[float]], float]:
+    """KL_{i,k} = log pi(a_k) - log pi_ref(a_k) at sampling, per completion token of each episode (``policy_logps``:
+    the policy's at sampling time, (B, C), or None: the sampler's own), and its mean over the model's tokens."""
+    policy = policy_logps.tolist() if policy_logps is not None else [e.logprobs for e in episodes]
+    reference = reference_logps.tolist()
+    kl = [[p - r for p, r in zip(ps, rs, strict=False)] for ps, rs in zip(policy, reference, strict=True)]
+    model_tokens = [(k, m) for row, e in zip(kl, episodes, strict=True) for k, m in zip(row, e.env_mask, strict=False)]
+    return kl, sum(k for k, m in model_tokens if m) / max(1, sum(m for _, m in model_tokens))
+
+
+def turn_advantages(algorithm: str, turn_rewards: Sequence[Sequence[float]], groups: Sequence[Hashable], *,
+                    gamma: float = 1.0, scale: adv.Scale | str | bool = "group", alone: str = "return",
+                    states: Sequence[Sequence[Hashable]] | None = None,
+                    step_weight: float = 1.0) -> list[list[float]]:
+    """One advantage per turn of every episode from the registered turn-level estimator ``algorithm`` that needs no
+    values, with the config fields it reads given here (``scale``: ``scale_rewards``; ``alone``:
+    ``turn_baseline_alone``; ``step_weight``: ``step_advantage_weight``; ``states``: the anchor states, default all
+    unknown). The trainer itself calls the estimator with its config."""
+    estimator = get_estimator(algorithm)
+    if estimator.needs_tokens:
+        raise ValueError(f"no turn advantages for algorithm {algorithm!r}: it reads tokens or a critic's values")
+    settings = SimpleNamespace(gamma=gamma, scale_rewards=adv.Scale.of(scale), turn_baseline_alone=alone,
+                               step_advantage_weight=step_weight)
+    batch = AdvantageBatch([list(r) for r in turn_rewards], list(groups),
+                           [list(s) for s in states] if states is not None else [[None] * len(r) for r in turn_rewards])
+    return estimator(batch, settings).advantages

@@ -62,3 +62,19 @@ def scored_logprobs(causal_lm: Any, input_ids: torch.Tensor, attention_mask: tor
     logps, entropy = (None if x is None else x.new_zeros(scored.shape).masked_scatter(scored, x)
                       for x in per_token[:2])
     return logps, entropy
+
+
+def scored_logprobs_in_chunks(causal_lm: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                              scored: torch.Tensor, temperature: float, *, batch_size: int | None = None,
+                              compute_entropy: bool = False, fp32_head: bool = False,
+                              autocast: Any = contextlib.nullcontext) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`scored_logprobs` over ``batch_size`` rows at a time, each chunk under ``autocast()`` (the trainer's)."""
+    batch_size = batch_size or input_ids.size(0)
+    logps, entropies = [], []
+    for rows in (slice(start, start + batch_size) for start in range(0, input_ids.size(0), batch_size)):
+        with autocast():
+            lp, entropy = scored_logprobs(causal_lm, input_ids[rows], attention_mask[rows], scored[rows], temperature,
+                                          compute_entropy=compute_entropy, fp32_head=fp32_head)
+        logps.append(lp)
+        entropies.append(entropy)
+    return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)

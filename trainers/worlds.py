@@ -18,11 +18,12 @@ A run with one world keeps plain task ids as keys.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from turngym.envs.tasks import TaskSet
 from turngym.trainers.config import KEY_SEPARATOR, World, parse_worlds, world_name
 
-__all__ = ["KEY_SEPARATOR", "World", "given_tasks", "parse_worlds", "world_eval_tasks", "world_name",
+__all__ = ["KEY_SEPARATOR", "World", "given_tasks", "parse_worlds", "train_tasks", "world_eval_tasks", "world_name",
            "world_train_tasks"]
 
 
@@ -67,3 +68,12 @@ def given_tasks(worlds: Sequence[World], tasks: TaskSet | Mapping[str, TaskSet] 
     if unknown:
         raise ValueError(f"{what} names worlds {unknown} that the run does not have: {[w.name for w in worlds]}")
     return [tasks.get(w.name) for w in worlds]
+
+
+def train_tasks(args: Any) -> TaskSet:
+    """The training tasks of a run with one world: ``num_train_tasks`` tasks of ``train_split`` after its first
+    ``skip_train_tasks`` (:func:`world_train_tasks`)."""
+    worlds = parse_worlds(args)
+    if len(worlds) > 1:
+        raise ValueError("this run has several worlds: their tasks are world_train_tasks(world) for each")
+    return world_train_tasks(worlds[0])
