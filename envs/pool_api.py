@@ -6,8 +6,10 @@
   ``info["truncation_reason"]`` saying why (``worker_timeout``, ``worker_crash``, ``worker_error``,
   ``env_disconnected``);
 * :func:`reset_env`: a reset that, when it raises, leaves the environment ready for the next one;
-* :func:`untrusted_step` and :func:`declared_step_timeout`'s ``cap``: what a pool whose worlds run on
-  a server it does not trust checks (finite rewards, bounded observations, bounded deadlines);
+* :func:`untrusted_step`, :func:`answer_problems`, :func:`turn_limit` and :func:`declared_step_timeout`'s
+  ``cap``: what a client whose worlds run on a server it does not trust checks (finite numbers, rewards
+  of bounded size, bounded observations, deadlines and episode lengths), the same in ``RemotePool`` and
+  ``turngym/OpenEnv-v0``;
 * :class:`EnvFactory`: a picklable ``gymnasium.make`` call for workers in other processes or machines.
 
 The pools themselves live in :mod:`turngym.envs.vector` (local processes, in this process),
@@ -31,6 +33,16 @@ DEFAULT_STEP_TIMEOUT = 60.0
 MAX_DECLARED_STEP_SECONDS = 3600.0
 # The longest observation text taken from a server (a local world cuts its own at 8,192 by default).
 MAX_REMOTE_OBSERVATION_CHARS = 65_536
+# The largest reward (in absolute value) a server may pay for one turn (also its episode_reward and reward
+# components): beyond it the episode is truncated. Rewards of turngym's worlds are within [-1, 1] (plus
+# penalties); 1e6 per turn, over at most a few hundred turns, keeps every return and advantage finite.
+MAX_ABS_REWARD = 1e6
+# The most turns an episode on a server runs when the client does not say: a server's own max_turns above it
+# is capped (the built-in worlds stop at 50 or fewer by default).
+DEFAULT_MAX_REMOTE_TURNS = 100
+# Integers from a server beyond this (in absolute value) are refused: they do not fit an int64 (numpy, torch).
+_MAX_ABS_INT = 2**63 - 1
+_MAX_DEPTH = 32
 
 
 @dataclass
@@ -76,10 +88,10 @@ def declared_step_timeout(max_step_seconds: list[Any], *, cap: float | None = No
     """60 s, or the longest ``max_step_seconds`` the workers' worlds declare, plus 30 s; at most ``cap``.
 
     ``cap`` bounds what a world on an untrusted server can make its client wait (its 1e9 s is not a
-    deadline); declarations that are not positive finite numbers are ignored.
+    deadline); declarations that are not positive finite numbers are ignored (a JSON integer too large for a
+    float counts as 1e9 s, never as an OverflowError).
     """
-    declared = [float(h) for h in max_step_seconds
-                if isinstance(h, (int, float)) and not isinstance(h, bool) and math.isfinite(h) and h > 0]
+    declared = [float(min(h, 1e9)) for h in max_step_seconds if is_number(h) and h > 0]
     timeout = max([DEFAULT_STEP_TIMEOUT, *(h + 30.0 for h in declared)])
     return timeout if cap is None else min(timeout, float(cap))
 
@@ -135,18 +147,103 @@ def forget_reset(env: gym.Env) -> None:
         layer = layer.env
 
 
-def untrusted_step(result: StepResult, *, max_observation_chars: int = MAX_REMOTE_OBSERVATION_CHARS) -> StepResult:
-    """A step answered by a server that is not trusted: a reward that is not a finite number truncates
-    the episode (``worker_error``), and a longer observation is cut with the usual marker."""
-    numbers = {"reward": result.reward, "episode_reward": result.info.get("episode_reward"),
-               "turn_reward": result.info.get("turn_reward")}
-    components = result.info.get("reward_components")
-    if isinstance(components, Mapping):
-        numbers.update({f"reward_components[{k!r}]": v for k, v in components.items()})
-    bad = {name: value for name, value in numbers.items() if not _finite_or_absent(value, name == "reward")}
-    if bad:
-        detail = ", ".join(f"{name}={value!r}" for name, value in list(bad.items())[:3])
-        return failed_step(("worker_error", f"the server sent a reward that is not a finite number ({detail})"))
+def is_number(value: Any, cap: float | None = None) -> bool:
+    """Whether ``value`` is a JSON number (not a bool) that is finite, and at most ``cap`` in absolute value.
+
+    Integers are compared exactly, so a 400-digit JSON integer is refused, never an OverflowError.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return cap is None or abs(value) <= cap
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
+def answer_problems(reward: Any, metadata: Mapping[str, Any] | None, *, max_abs_reward: float = MAX_ABS_REWARD,
+                    reward_required: bool = True) -> list[str]:
+    """What is wrong with the numbers of a server's answer (empty when nothing is).
+
+    ``reward`` (None allowed unless ``reward_required``), the metadata's and its ``info``'s ``turn_reward``,
+    ``episode_reward`` and every ``reward_components`` entry must be finite numbers of at most
+    ``max_abs_reward`` in absolute value; every other number anywhere in ``metadata`` (``info`` included:
+    ``pass_ratio``, ``optimal_length``, ``won``...) must be finite, and an integer must fit an int64.
+    The one check of ``RemotePool`` and ``turngym/OpenEnv-v0`` (steps and resets alike).
+    """
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    info = metadata.get("info") if isinstance(metadata.get("info"), Mapping) else {}
+    rewards: dict[str, Any] = {"reward": reward} if reward is not None or reward_required else {}
+    for where, source in (("", metadata), ("info.", info)):
+        for key in ("turn_reward", "episode_reward"):
+            if source.get(key) is not None:
+                rewards[f"{where}{key}"] = source[key]
+        components = source.get("reward_components")
+        if isinstance(components, Mapping):
+            rewards.update({f"{where}reward_components.{k}": v for k, v in components.items()})
+        elif components is not None:
+            rewards[f"{where}reward_components"] = components
+    problems = []
+    for name, value in rewards.items():
+        if not is_number(value):
+            problems.append(f"{name}={_shown(value)} is not a finite number")
+        elif not is_number(value, max_abs_reward):
+            problems.append(f"{name}={_shown(value)} is beyond the reward cap of {max_abs_reward:g} a turn")
+    checked = tuple(f"{name}=" for name in rewards)
+    return problems + [p for p in unsafe_numbers(metadata) if not p.startswith(checked)]
+
+
+def unsafe_numbers(value: Any, where: str = "", depth: int = 0) -> list[str]:
+    """Where JSON data from a server holds a number that is not finite, or an integer beyond int64."""
+    if depth > _MAX_DEPTH:
+        return [f"{where or 'the answer'} is nested more than {_MAX_DEPTH} deep"]
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [f"{where}={value!r} is not a finite number"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [] if abs(value) <= _MAX_ABS_INT else [f"{where}={_shown(value)} is beyond int64"]
+    problems: list[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            problems += unsafe_numbers(item, f"{where}.{key}" if where else str(key), depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            problems += unsafe_numbers(item, f"{where}[{i}]", depth + 1)
+    return problems
+
+
+def refused_answer(problems: list[str]) -> str:
+    """One line saying why a server's answer was refused."""
+    return f"the server's answer was refused: {'; '.join(problems[:3])}" + (
+        f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+
+
+def turn_limit(server_max_turns: Any, client_max_turns: int) -> int:
+    """An episode's turn limit on a server: the server's ``max_turns`` (when a positive integer), at most the
+    client's own. A server may end an episode earlier, never later."""
+    if is_number(server_max_turns) and isinstance(server_max_turns, int) and server_max_turns > 0:
+        return min(server_max_turns, client_max_turns)
+    return client_max_turns
+
+
+def check_max_turns(value: Any, name: str = "max_turns") -> int:
+    """``value`` as a turn limit (a positive integer), or ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def untrusted_step(result: StepResult, *, max_observation_chars: int = MAX_REMOTE_OBSERVATION_CHARS,
+                   max_abs_reward: float = MAX_ABS_REWARD, metadata: Mapping[str, Any] | None = None) -> StepResult:
+    """A step answered by a server that is not trusted (:func:`answer_problems`): a reward that is not a
+    finite number or beyond ``max_abs_reward``, or any number in its info (or ``metadata``) that is not
+    finite, truncates the episode (``worker_error``); a longer observation is cut with the usual marker."""
+    problems = answer_problems(result.reward, {**dict(metadata or {}), "info": result.info},
+                               max_abs_reward=max_abs_reward)
+    if problems:
+        return failed_step(("worker_error", refused_answer(problems)))
     observation = untrusted_text(result.observation, max_observation_chars)
     return StepResult(observation, float(result.reward), result.terminated, result.truncated, result.info)
 
@@ -154,12 +251,6 @@ def untrusted_step(result: StepResult, *, max_observation_chars: int = MAX_REMOT
 def untrusted_text(text: Any, limit: int = MAX_REMOTE_OBSERVATION_CHARS) -> str:
     """A server's observation text, at most ``limit`` characters (cut in the middle, with the usual marker)."""
     return truncate_text(text if isinstance(text, str) else str(text), limit)
-
-
-def _finite_or_absent(value: Any, required: bool) -> bool:
-    if value is None:
-        return not required
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def failed_step(failure: tuple[str, str]) -> StepResult:

@@ -1,4 +1,5 @@
-"""Loopback HTTP stand-ins for tests: a quiet JSON handler (chat-API servers), a server that drips bytes."""
+"""Loopback HTTP stand-ins for tests: a quiet JSON handler (chat-API servers), a server that drips bytes, a
+server whose answers a test scripts (by the path's last segment)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
 
@@ -64,6 +66,46 @@ class DrippingServer:
     def close(self) -> None:
         self.closed.set()
         self.sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ScriptedServer:
+    """An HTTP server on 127.0.0.1 answering every GET or POST whose path ends in ``/NAME`` with
+    ``answers[NAME]`` (raw bytes, as JSON), 404 otherwise. A context manager; ``url``."""
+
+    def __init__(self, answers: Mapping[str, bytes]) -> None:
+        answers = dict(answers)
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                body = answers.get(self.path.rstrip("/").rsplit("/", 1)[-1])
+                self.send_response(404 if body is None else 200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, name="scripted-http", daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
     def __enter__(self) -> Self:
         return self

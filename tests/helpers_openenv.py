@@ -127,10 +127,13 @@ class HostileServer:
         self.close()
 
 
-def observation(text: str, reward: Any = 0.0, *, done: bool = False, info: dict[str, Any] | None = None) -> str:
-    """The raw text of an observation frame, as a turngym server's (``NaN`` and ``Infinity`` as such)."""
+def observation(text: str, reward: Any = 0.0, *, done: bool = False, info: dict[str, Any] | None = None,
+                metadata: dict[str, Any] | None = None) -> str:
+    """The raw text of an observation frame, as a turngym server's (``NaN`` and ``Infinity`` as such; a huge
+    ``int`` as its digits). ``metadata`` adds entries to the metadata's top level."""
     info = {"turn_reward": reward, "episode_reward": None, "won": False, "invalid_action": False, **(info or {})}
-    metadata = {"terminated": done, "truncated": False, "truncation_reason": None, "won": False, "info": info}
+    metadata = {"terminated": done, "truncated": False, "truncation_reason": None, "won": False, "info": info,
+                **(metadata or {})}
     data = {"observation": {"text": text, "metadata": metadata}, "reward": reward, "done": done, "metadata": metadata}
     return json.dumps({"type": "observation", "data": data})
 

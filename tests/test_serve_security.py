@@ -14,6 +14,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -27,11 +28,12 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.conftest import REPO_ROOT
-from tests.helpers_http import DrippingServer
+from tests.helpers_http import DrippingServer, ScriptedServer
 from tests.helpers_openenv import HostileServer, observation
 from turngym import envs
 from turngym.envs.openenv.client import served_panel
 from turngym.envs.openenv.pool import RemotePool
+from turngym.envs.openenv.protocol import TurnAction
 from turngym.envs.openenv.server import ServerProcess
 from turngym.envs.vector import LocalPool
 
@@ -359,3 +361,362 @@ def test_a_server_dripping_bytes_cannot_hold_served_panel_past_its_timeout():
         with pytest.raises(ConnectionError, match="did not answer within 2 s"):
             served_panel(dripping.url, "eval", timeout=2.0)
         assert time.monotonic() - started < 4.0
+
+
+# ---------------------------------------------------------------------- the red team's second round
+def raw_ask(ws, text: str | bytes) -> dict:
+    ws.send(text)
+    return json.loads(ws.recv(timeout=30))
+
+
+def rpc(method: str, **params) -> str:
+    return json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}})
+
+
+@pytest.mark.timeout(120)
+def test_mcp_and_other_messages_on_the_websocket_never_reach_openenv_nor_build_worlds_outside_the_cap(signals):
+    """The attack (/tmp/redteam/mcp*.py): OpenEnv's /ws takes {"type": "mcp"} messages, whose
+    openenv/session/create hands out session ids and openenv/session/close closes any session by id; the
+    closed session's socket then rebuilt its world on the next reset, outside --max-sessions."""
+    with session(signals.url) as victim, session(signals.url) as attacker:
+        assert ask(victim, "reset", {"split": "eval", "index": 0})["type"] == "observation"
+        for ws, message in [(victim, rpc("openenv/session/create")), (attacker, rpc("tools/list")),
+                            (attacker, rpc("openenv/session/close", session_id="0" * 32)),
+                            (attacker, '{"type": "nope"}'), (attacker, "[1, 2]"), (attacker, '"state"'),
+                            (attacker, "[" * 100_000 + "]" * 100_000), (attacker, b'{"type": "state"}')]:
+            answer = raw_ask(ws, message)
+            assert answer["type"] == "error" and answer["data"]["code"] in ("UNKNOWN_TYPE", "INVALID_JSON"), answer
+            assert "session_id" not in json.dumps(answer) and "result" not in answer["data"]
+        # Both sessions go on; the server still holds exactly two (a third is refused).
+        assert ask(victim, "step", {"command": "stop"})["type"] == "observation"
+        assert ask(attacker, "state")["type"] == "state"
+        with session(signals.url) as third:
+            assert "CAPACITY_REACHED" in third.recv(timeout=10)
+
+
+def test_a_closed_session_never_builds_its_world_again():
+    """However a session gets closed (OpenEnv destroys it, e.g. by id), its socket's next reset must not
+    build a world that no session slot accounts for."""
+    from turngym.envs.openenv.server import ServedWorld, TurnGymEnvironment
+
+    environment = TurnGymEnvironment(ServedWorld.prepare(SIGNALS, WORLD, panel_size=2))
+    assert environment.reset(split="eval", index=0).text
+    environment.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        environment.reset(split="eval", index=0)
+    assert environment._env is None
+    with pytest.raises(RuntimeError):
+        environment.step(TurnAction(command="stop"))
+
+
+@pytest.mark.timeout(120)
+def test_silent_or_dripping_connections_without_a_token_cannot_lock_the_server_out():
+    """The attack (/tmp/redteam/slow*.py): 70 TCP connections that never send a byte (or drip a header line
+    every few seconds) filled uvicorn's limit_concurrency (open connections, max-sessions + 64): every route
+    answered 503 for as long as they stayed open."""
+    header_timeout = 1.5
+    with ServerProcess(SIGNALS, env_kwargs=WORLD, max_sessions=2, panel_size=2, environment={TOKEN_ENV: TOKEN},
+                       extra_args=["--header-timeout", str(header_timeout)]) as server:
+        address = urlsplit(server.url.replace("ws://", "http://"))
+        opened = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            idle = [stack.enter_context(socket.create_connection((address.hostname, address.port), timeout=5))
+                    for _ in range(70)]
+            dripping = [stack.enter_context(socket.create_connection((address.hostname, address.port), timeout=5))
+                        for _ in range(20)]
+            for i, sock in enumerate(dripping):
+                sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n" if i % 2 else
+                             b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(0.3)
+            for sock in dripping:
+                sock.sendall(b"X-a: b\r\n")
+            # A client with the token is served at once, by HTTP and by WebSocket.
+            started = time.monotonic()
+            assert request(server.url, "/Signals-v0/splits")[0] == 200
+            assert request(server.url, "/health", token=None)[0] == 200
+            with session(server.url) as ws:
+                assert ask(ws, "reset", {"split": "eval", "index": 0})["type"] == "observation"
+            assert time.monotonic() - started < 5
+            # And the attacker's connections are closed once they have had header_timeout to send a request.
+            for sock in idle + dripping:
+                sock.settimeout(max(opened + header_timeout + 5 - time.monotonic(), 0.1))
+                try:
+                    with contextlib.suppress(ConnectionResetError):
+                        while sock.recv(4096):
+                            pass
+                except TimeoutError:
+                    pytest.fail(f"an idle connection was still open {time.monotonic() - opened:.1f} s after it opened")
+            assert time.monotonic() - opened < header_timeout + 5
+
+
+def never_ending(reward: object = 0.0, *, info: dict | None = None, reset_info: dict | None = None, **kwargs):
+    """A hostile server's answers: a reset (with ``reset_info``), then the same step, forever."""
+    def answer(kind, message):
+        return observation("ready", None, info=reset_info) if kind == "reset" else observation(
+            "again", reward, info=info, **kwargs)
+
+    return answer
+
+
+@pytest.mark.timeout(120)
+def test_finite_rewards_too_large_for_the_advantages_truncate_the_episode():
+    """The attack (/tmp/redteam/c1.py, c2.py): 1.7e308 a turn is finite, but two turns sum to inf and the
+    advantages to NaN; a reward of 400 digits (a JSON integer) raised OverflowError in OpenEnv-v0."""
+    for reward in (1.7e308, -1e308, 2e6, 10**400):
+        with HostileServer(never_ending(reward)) as hostile:
+            pool = RemotePool(hostile.url, 1, connect_timeout=5)
+            try:
+                pool.reset_some({0: None})
+                result = pool.step_some({0: "go"})[0]
+                assert result.truncated and result.info["truncation_reason"] == "worker_error", (reward, result)
+                assert "beyond the reward cap of 1e+06" in result.info["worker_failure"] and result.reward == 0.0
+            finally:
+                pool.close()
+            world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
+            try:
+                world.reset(seed=0)
+                _, got, _, truncated, info = world.step("go")
+                assert truncated and info["truncation_reason"] == "env_error" and got == 0.0, (reward, info)
+                assert "beyond the reward cap" in info["openenv_failure"]
+            finally:
+                world.close()
+    # The cap is the client's to choose.
+    with HostileServer(never_ending(2e6)) as hostile:
+        pool = RemotePool(hostile.url, 1, connect_timeout=5, max_abs_reward=1e7)
+        try:
+            pool.reset_some({0: None})
+            assert pool.step_some({0: "go"})[0].reward == 2e6
+        finally:
+            pool.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_declared_deadline_of_400_digits_is_capped_not_an_overflow():
+    with HostileServer(never_ending(), max_step_seconds=10**400) as hostile:
+        pool = RemotePool(hostile.url, 1, connect_timeout=5)
+        try:
+            assert pool.step_timeout == 3600.0
+        finally:
+            pool.close()
+        world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
+        try:
+            assert world.unwrapped.step_timeout == 3600.0
+        finally:
+            world.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_client_decides_when_an_episode_on_a_server_ends_at_the_latest():
+    """The attack (/tmp/redteam/c3.py): a server that never ends an episode, or declares max_turns=10**9."""
+    for declared in (None, 10**9):
+        with HostileServer(never_ending(reset_info={"max_turns": declared})) as hostile:
+            pool = RemotePool(hostile.url, 1, connect_timeout=5)
+            try:
+                for limit in (100, 7):  # the default, then the client's own
+                    if limit == 7:
+                        pool.close()
+                        pool = RemotePool(hostile.url, 1, connect_timeout=5, max_turns=7)
+                    pool.reset_some({0: None})
+                    results = [pool.step_some({0: "go"})[0] for _ in range(limit)]
+                    assert [r.truncated for r in results] == [False] * (limit - 1) + [True], declared
+                    assert results[-1].info["truncation_reason"] == "max_turns"
+            finally:
+                pool.close()
+            # OpenEnv-v0: the server's limit, at most max_turns_cap (100); without one, the usual default (50).
+            for options, limit in (({}, 100 if declared else 50), ({"max_turns_cap": 5}, 5), ({"max_turns": 4}, 4)):
+                world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5, **options)
+                try:
+                    world.reset(seed=0)
+                    ends = [world.step("go")[3] for _ in range(limit)]
+                    assert ends == [False] * (limit - 1) + [True], (declared, options)
+                finally:
+                    world.close()
+    # A server's own shorter limit still ends the episode first.
+    with HostileServer(never_ending(reset_info={"max_turns": 3})) as hostile:
+        pool = RemotePool(hostile.url, 1, connect_timeout=5)
+        try:
+            pool.reset_some({0: None})
+            assert [pool.step_some({0: "go"})[0].truncated for _ in range(3)] == [False, False, True]
+        finally:
+            pool.close()
+
+
+@pytest.mark.timeout(120)
+def test_no_number_from_a_server_is_nan_or_inf_and_its_components_never_replace_the_clients():
+    """The attack (/tmp/redteam/c4.py): NaN in pass_ratio, won, turn, optimal_length (reset), in the metadata's
+    reward_components while the info's are finite; the server's 'outcome' replacing OpenEnv-v0's own."""
+    step_attacks = [{"info": {"pass_ratio": math.nan}}, {"info": {"won": math.nan}}, {"info": {"turn": math.inf}},
+                    {"info": {"nested": {"deep": [1.0, -math.inf]}}},
+                    {"metadata": {"reward_components": {"progress": math.nan}}}]
+    for attack in step_attacks:
+        with HostileServer(never_ending(0.5, **attack)) as hostile:
+            pool = RemotePool(hostile.url, 1, connect_timeout=5)
+            try:
+                pool.reset_some({0: None})
+                result = pool.step_some({0: "go"})[0]
+                assert result.truncated and result.info["truncation_reason"] == "worker_error", (attack, result)
+                assert "not a finite number" in result.info["worker_failure"]
+            finally:
+                pool.close()
+            world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
+            try:
+                world.reset(seed=0)
+                _, reward, _, truncated, info = world.step("go")
+                assert truncated and info["truncation_reason"] == "env_error" and reward == 0.0, (attack, info)
+                assert "not a finite number" in info["openenv_failure"]
+            finally:
+                world.close()
+    # A reset whose numbers are not finite fails, as a refused reset does.
+    with HostileServer(never_ending(reset_info={"optimal_length": math.nan})) as hostile:
+        pool = RemotePool(hostile.url, 1, connect_timeout=5)
+        try:
+            with pytest.raises(RuntimeError, match="optimal_length=nan is not a finite number"):
+                pool.reset_some({0: None})
+        finally:
+            pool.close()
+        world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
+        try:
+            with pytest.raises(RuntimeError, match="optimal_length=nan is not a finite number"):
+                world.reset(seed=0)
+        finally:
+            world.close()
+    # OpenEnv-v0 computes outcome and progress from the rewards; the server's other components pass.
+    lying = {"reward_components": {"outcome": 1e5, "progress": 7.0, "score": 0.5}}
+    with HostileServer(never_ending(0.0, info=lying)) as hostile:
+        world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
+        try:
+            world.reset(seed=0)
+            _, _, _, _, info = world.step("go")
+            assert info["reward_components"] == {"outcome": 0.0, "progress": 0.0, "score": 0.5}
+        finally:
+            world.close()
+
+
+PANEL_SPLITS = b'[{"name": "eval", "num_tasks": 5, "taskset": "t", "version": "1", "fingerprint": "f"}]'
+PANEL_TASKS = json.dumps({"tasks": [{"world": "w", "id": f"w/{i}", "split": "eval", "payload": {}}
+                                    for i in range(5)]}).encode()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("answers", "n", "what"), [
+    ({"splits": b"[" * 200_000 + b"]" * 200_000}, 2, "nested too deeply"),
+    ({"splits": b'[{"nom": 1}]'}, 2, "not a list of splits with names"),
+    ({"splits": PANEL_SPLITS.replace(b"5,", b'"5",')}, 2, "not a count"),
+    ({"splits": PANEL_SPLITS.replace(b'"f"', b"null")}, 2, "fingerprint=None"),
+    ({"task_range": PANEL_TASKS}, 2, "answered 5 tasks of 'eval' for the 2 asked for"),
+    ({"task_range": b'{"tasks": [{"world": "w", "id": "w/0", "split": "eval"}, 7]}'}, 2, "not turngym tasks"),
+    ({"task_range": b'{"tasks": [{"id": "w/0"}, {"id": "w/1"}]}'}, 2, "not turngym tasks"),
+    ({"task_range": b'{"tasks": [1e999]}'}, 1, "not turngym tasks"),
+    ({"task_range": b'{"tasks": [{"world": "w", "id": "w/0", "split": "train", "payload": {}}]}'}, 1, "split"),
+    ({"list_environments": b'{"a": 1}'}, 2, "lists no environment"),
+])
+def test_a_malformed_task_panel_is_one_clear_error_naming_the_server(answers, n, what):
+    """The attack (/tmp/redteam/c6.py): answers that raised raw RecursionError, KeyError or TypeError in
+    served_panel, and more tasks than asked for, taken as they came."""
+    with ScriptedServer({"list_environments": b'["X"]', "splits": PANEL_SPLITS, "task_range": PANEL_TASKS,
+                         **answers}) as server:
+        with pytest.raises(ValueError) as refused:
+            served_panel(server.url, "eval", n, timeout=10)
+        assert what in str(refused.value) and "127.0.0.1" in str(refused.value), refused.value
+        assert "Traceback" not in str(refused.value)
+
+
+@pytest.mark.parametrize("config", ["w300-o300-q20", "w17-o3-q4", "w2-o25-q4", "w2-o3-q13", "w01-o03-q04",
+                                    "w2-o03-q4", "coin-300", "treasure-031", "cooking-r1-t1-g1"])
+def test_a_clients_textworld_config_is_bounded_and_has_one_name(config):
+    """The attack (/tmp/redteam/twbig.py, inj.py): w300-o300-q20 made the server generate a huge game;
+    w01-o03-q04 is w1-o3-q4 under a second name (a second cache entry, a second generation)."""
+    pytest.importorskip("textworld")
+    from turngym.envs.openenv.security import textworld_game
+
+    with pytest.raises(ValueError, match="too large for a client's task|not one a client's task may name"):
+        textworld_game({"config": config, "seed": 1})
+    assert textworld_game({"config": "w16-o24-q12", "seed": 1}) == ("w16-o24-q12", 1)
+    assert textworld_game({"config": "w2-o3-q4", "seed": 7}) == ("w2-o3-q4", 7)
+    assert textworld_game({"config": config, "seed": 1}, served_configs=[config]) == (config, 1)  # the server's own
+
+
+@pytest.mark.timeout(60)
+def test_a_timed_out_generation_leaves_no_process_and_no_scratch_folder(tmp_path, monkeypatch):
+    """The attack: a generation past --generation-timeout was SIGKILLed alone; its scratch folder stayed in
+    the cache, and the compilers it had started lived on."""
+    pytest.importorskip("textworld")
+    from turngym.envs.openenv import security
+    from turngym.envs.textworld.generation import game_directory
+
+    monkeypatch.setenv("TURNGYM_CACHE", str(tmp_path))
+    scratch_parent = game_directory("w2-o3-q4", 4242).parent
+    grandchild_pid = tmp_path / "grandchild.pid"
+    generator = (  # what a generator does: a scratch folder, a compiler started, then a long wait
+        "import os, subprocess, sys, time, pathlib\n"
+        f"parent = pathlib.Path({str(scratch_parent)!r}); parent.mkdir(parents=True, exist_ok=True)\n"
+        "(parent / '.4242-abc').mkdir(); (parent / '.4242-abc' / 'game.ni').write_text('x')\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"pathlib.Path({str(grandchild_pid)!r}).write_text(str(child.pid))\n"
+        "time.sleep(60)\n")
+    monkeypatch.setattr(security, "_generator_command", lambda config, seed: [sys.executable, "-c", generator])
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="took more than 1.5 s"):
+        security.generate_textworld("w2-o3-q4", 4242, 1.5)
+    assert time.monotonic() - started < 15
+    assert not list(scratch_parent.glob(".4242-*"))
+    pid = int(grandchild_pid.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the generator's child {pid} outlived the timeout")
+
+
+@pytest.mark.parametrize("task", [
+    {"payload": {"signals": ["red", value]}} for value in
+    (" /etc/passwd", "\n/etc", "./x", "%2e%2e/x", "%252e%252e/x", "／etc／passwd", "\u2024\u2024/x")
+] + [
+    {"id": "../../../etc/passwd"}, {"id": "/etc/passwd"}, {"split": "/etc"}, {"difficulty": "/x"},
+    {"content_hash": "~/x"}, {"id": "mine/./x"}, {"extra": "/etc/passwd"},
+    {"payload": {"signals": ["red"], "repo_p\u0430th": "x"}}, {"payload": {"signals": ["red"], "ｐａｔｈ": "x"}},
+    {"payload": {"signals": ["red"], "REPO\u2010PATH": "x"}},
+])
+def test_every_field_of_a_clients_task_is_screened_after_normalisation(task):
+    """The attack (/tmp/redteam/inj.py): paths with a leading space or newline, './', percent-encoded or
+    full-width; only the payload was screened (id '../../../etc/passwd' passed); look-alike keys."""
+    from turngym.envs.openenv.security import client_task
+
+    base = {"world": "signals", "id": "mine/1", "split": "eval", "difficulty": "", "payload": {"signals": ["red"]}}
+    assert client_task(base, worlds={"signals"}, generation_timeout=1).id == "mine/1"
+    with pytest.raises(ValueError, match="refused|not a plain name|fields"):
+        client_task({**base, **task}, worlds={"signals"}, generation_timeout=1)
+
+
+@pytest.mark.timeout(120)
+def test_a_served_id_path_is_refused_by_the_server_too(signals):
+    with session(signals.url) as ws:
+        task = {"world": "signals", "id": "../../../etc/passwd", "split": "eval", "payload": {"signals": ["red"]}}
+        answer = ask(ws, "reset", {"task": task})
+        assert answer["type"] == "error" and "not a plain name" in json.dumps(answer)
+
+
+def test_sparse_rewards_are_not_given_away_by_the_progress_components():
+    """The attack (/tmp/redteam/tw1.py): a sparse-mode world served its per-step progress in
+    reward_components (TextWorld's progress, score, intermediate_reward): a walkthrough oracle by trial."""
+    from turngym.envs.openenv.server import ServedWorld, TurnGymEnvironment
+
+    for reveal in (False, True):
+        served = ServedWorld.prepare(SIGNALS, {**WORLD, "reward_mode": "sparse"}, panel_size=2,
+                                     reveal_solutions=reveal)
+        environment = TurnGymEnvironment(served)
+        try:
+            for command in ("stop", "go", "wait"):
+                environment.reset(split="eval", index=0)
+                answer = environment.step(TurnAction(command=command))
+                shown = {*answer.metadata["reward_components"], *answer.metadata["info"]["reward_components"]}
+                if reveal:
+                    assert "progress" in shown
+                else:
+                    assert shown <= {"outcome", "invalid_penalty"}, shown
+        finally:
+            environment.close()

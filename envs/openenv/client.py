@@ -37,7 +37,16 @@ from websockets.protocol import State as WebSocketState
 
 from turngym.envs.openenv.protocol import TurnAction, TurnGymState, TurnObservation, jsonable
 from turngym.envs.openenv.security import TOKEN_ENV, auth_headers
-from turngym.envs.pool_api import MAX_REMOTE_OBSERVATION_CHARS, StepResult, untrusted_step, untrusted_text
+from turngym.envs.pool_api import (
+    MAX_ABS_REWARD,
+    MAX_REMOTE_OBSERVATION_CHARS,
+    StepResult,
+    answer_problems,
+    is_number,
+    refused_answer,
+    untrusted_step,
+    untrusted_text,
+)
 from turngym.envs.tasks import Task, TaskSet
 
 logger = logging.getLogger(__name__)
@@ -72,7 +81,17 @@ class TurnGymClient(EnvClient[TurnAction, TurnObservation, TurnGymState]):
                                  done=payload.get("done", False), metadata=metadata)
 
     def _parse_state(self, payload: dict[str, Any]) -> TurnGymState:
-        return TurnGymState(**payload)
+        """The session's state; a ``max_step_seconds`` that is not a positive number is dropped, a larger
+        one than 1e9 s (a 400-digit JSON integer, say) taken as 1e9 (clients cap it further). ValueError
+        (one line) for a state that is not turngym's."""
+        payload = dict(payload) if isinstance(payload, Mapping) else {}
+        declared = payload.get("max_step_seconds")
+        payload["max_step_seconds"] = float(min(declared, 1e9)) if is_number(declared) and declared > 0 else None
+        try:
+            return TurnGymState(**payload)
+        except ValueError as error:  # pydantic's ValidationError
+            raise ValueError(f"the server's session state is not a turngym state "
+                             f"({str(error).splitlines()[1:3]})") from None
 
 
 class OneSession:
@@ -184,15 +203,17 @@ class RemoteSession:
         token: the server's token (None: ``$TURNGYM_SERVE_TOKEN``, if set).
         max_observation_chars: longer observations are cut in the middle, with the usual marker.
         max_message_mb: a larger message from the server closes the session.
+        max_abs_reward: a larger reward (in absolute value) in a step truncates the episode.
     """
 
     def __init__(self, server: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
                  message_timeout: float = 600.0, ping_interval: float = 20.0, ping_timeout: float = 20.0,
                  token: str | None = None, max_observation_chars: int = MAX_REMOTE_OBSERVATION_CHARS,
-                 max_message_mb: float = MAX_MESSAGE_MB) -> None:
+                 max_message_mb: float = MAX_MESSAGE_MB, max_abs_reward: float = MAX_ABS_REWARD) -> None:
         self.url = websocket_url(server)
         self.connect_timeout = connect_timeout
         self.max_observation_chars = int(max_observation_chars)
+        self.max_abs_reward = float(max_abs_reward)
         self.state: TurnGymState | None = None  # the session's state when it opened
         self.client = _SessionClient(base_url=self.url, token=token, connect_timeout_s=connect_timeout,
                                     message_timeout_s=message_timeout, websocket_ping_interval_s=ping_interval,
@@ -217,6 +238,9 @@ class RemoteSession:
                 raise ConnectionError(f"no turngym server answers at {self.url} ({error})") from None
             raise ConnectionError(f"{self.url} has no free session ({refusal}); start it with a larger "
                                   "--max-sessions or ask for fewer environments") from None
+        except ValueError as error:  # a state that is not turngym's
+            await self.close()
+            raise ConnectionError(f"{self.url}: {error}") from None
         except RuntimeError as error:  # the server's error frame, e.g. when it is full
             await self.close()
             if "CAPACITY_REACHED" in str(error):
@@ -236,25 +260,39 @@ class RemoteSession:
         return await self.client.state()
 
     async def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[str, dict]:
+        """The server's first observation and info; ValueError when its numbers are not finite (a reset cannot
+        be truncated: it fails, as a reset the server refused does)."""
         result = await self.client.reset(seed=seed, options=jsonable(dict(options or {})))
-        return (untrusted_text(result.observation.text, self.max_observation_chars),
-                dict(result.metadata.get("info") or {}))
+        metadata = result.metadata if isinstance(result.metadata, Mapping) else {}
+        info = metadata.get("info") if isinstance(metadata.get("info"), Mapping) else {}
+        problems = answer_problems(None, {**metadata, "info": info}, max_abs_reward=self.max_abs_reward,
+                                   reward_required=False)
+        if problems:
+            raise ValueError(f"{self.url}: {refused_answer(problems)}")
+        return untrusted_text(result.observation.text, self.max_observation_chars), dict(info)
 
     async def step(self, action: str) -> StepResult:
         """The server's answer, checked (:func:`~turngym.envs.pool_api.untrusted_step`): a reward that is
-        not a finite number truncates the episode (``worker_error``), a long observation is cut."""
+        not a finite number or beyond ``max_abs_reward``, or any other number in the metadata that is not
+        finite, truncates the episode (``worker_error``); a long observation is cut."""
         result = await self.client.step(TurnAction(command=action))
-        metadata = result.metadata or {}
+        metadata = result.metadata if isinstance(result.metadata, Mapping) else {}
+        info = metadata.get("info") if isinstance(metadata.get("info"), Mapping) else {}
         reward = 0.0 if result.reward is None else result.reward
-        answer = StepResult(result.observation.text, reward, bool(metadata.get("terminated")),
-                            bool(metadata.get("truncated")), dict(metadata.get("info") or {}))
-        return untrusted_step(answer, max_observation_chars=self.max_observation_chars)
+        answer = StepResult(result.observation.text, reward, metadata.get("terminated") is True,
+                            metadata.get("truncated") is True, dict(info))
+        return untrusted_step(answer, max_observation_chars=self.max_observation_chars,
+                              max_abs_reward=self.max_abs_reward, metadata=metadata)
 
     async def close(self) -> None:
         try:
             await asyncio.wait_for(self.client.close(), 5.0)
         except (Exception, asyncio.CancelledError) as error:  # noqa: BLE001 - best effort: the socket may be gone
             logger.debug("closing the session on %s: %s", self.url, error)
+
+
+class MalformedPanel(ValueError):
+    """A server's task API answered something that is not a turngym task panel (the message says what)."""
 
 
 def served_panel(server: str, split: str, n: int | None = None, *, timeout: float = 60.0,
@@ -265,24 +303,77 @@ def served_panel(server: str, split: str, n: int | None = None, *, timeout: floa
     ``task_panel`` of the same world would have (unless the server keeps parts of its tasks to itself,
     as a SWE world's gold patches and tests); the whole panel's fingerprint is checked. ``timeout``
     bounds each of the three requests as a whole, however slowly the server sends its answer.
+
+    Raises ConnectionError when the server cannot be reached (or refuses the token), ValueError when it
+    serves no such split, and :class:`MalformedPanel` (a ValueError naming the server and what was wrong)
+    for an answer that is not a task panel: not JSON, nested too deeply, fields missing or of the wrong
+    type, or another number of tasks than asked for.
     """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        raise ValueError(f"n must be a non-negative integer or None, got {n!r}")
     base = http_url(server)
     names = _get_json(f"{base}/list_environments", timeout, token=token)
-    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
-        raise ValueError(f"{server} lists no environment")
-    descriptors = {d["name"]: d for d in _get_json(f"{base}/{names[0]}/splits", timeout, token=token)}
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) and name for name in names):
+        raise MalformedPanel(f"{server} lists no environment at /list_environments (got {_glimpse(names)})")
+    name = names[0]
+    if "/" in name or name in (".", ".."):
+        raise MalformedPanel(f"{server} names its environment {name[:60]!r}, which is not a path segment")
+    answer = _get_json(f"{base}/{name}/splits", timeout, token=token)
+    if not isinstance(answer, list) or not all(isinstance(d, Mapping) and isinstance(d.get("name"), str)
+                                               for d in answer):
+        raise MalformedPanel(f"{server}'s /{name}/splits is not a list of splits with names "
+                             f"(got {_glimpse(answer)})")
+    descriptors = {d["name"]: d for d in answer}
     if split not in descriptors:
-        raise ValueError(f"{server} serves no split {split!r}; it serves {sorted(descriptors)}")
+        raise ValueError(f"{server} serves no split {split!r}; it serves {sorted(descriptors)[:20]}")
     descriptor = descriptors[split]
-    stop = descriptor["num_tasks"] if n is None else min(n, descriptor["num_tasks"])
+    size = descriptor.get("num_tasks")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise MalformedPanel(f"{server}'s split {split!r} has num_tasks={_glimpse(size)}, not a count")
+    for key in ("taskset", "version", "fingerprint"):
+        if not isinstance(descriptor.get(key), str):
+            raise MalformedPanel(f"{server}'s split {split!r} has {key}={_glimpse(descriptor.get(key))}, not a string")
+    stop = size if n is None else min(n, size)
     body = {"split": split, "start": 0, "stop": stop}
-    answer = _get_json(f"{base}/{names[0]}/task_range", timeout, body, token=token)
-    tasks = tuple(Task.from_dict(t) for t in answer["tasks"])
-    panel = TaskSet(descriptor["taskset"], descriptor["version"], tasks)
-    if stop == descriptor["num_tasks"] and panel.fingerprint != descriptor["fingerprint"]:
+    answer = _get_json(f"{base}/{name}/task_range", timeout, body, token=token)
+    rows = answer.get("tasks") if isinstance(answer, Mapping) else None
+    if not isinstance(rows, list):
+        raise MalformedPanel(f"{server}'s /{name}/task_range has no list of tasks (got {_glimpse(answer)})")
+    if len(rows) != stop:
+        raise MalformedPanel(f"{server} answered {len(rows)} tasks of {split!r} for the {stop} asked for")
+    try:
+        tasks = tuple(_served_task(row, split) for row in rows)
+        panel = TaskSet(descriptor["taskset"], descriptor["version"], tasks)
+        fingerprint = panel.fingerprint
+    except (KeyError, TypeError, ValueError, AssertionError, RecursionError) as error:
+        raise MalformedPanel(f"{server}'s tasks of {split!r} are not turngym tasks ({type(error).__name__}: "
+                             f"{str(error)[:200]})") from None
+    if stop == size and fingerprint != descriptor["fingerprint"]:
         raise ValueError(f"the tasks of {split!r} from {server} do not match the fingerprint it announces "
-                         f"({panel.fingerprint} != {descriptor['fingerprint']})")
+                         f"({fingerprint} != {descriptor['fingerprint'][:80]})")
     return panel
+
+
+def _served_task(row: Any, split: str) -> Task:
+    """One task of a served panel, its fields checked (ValueError says which is wrong)."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"a task is a JSON object, got {_glimpse(row)}")
+    for key in ("world", "id", "split"):
+        if not isinstance(row.get(key), str) or not row[key]:
+            raise ValueError(f"a task's {key} is {_glimpse(row.get(key))}, not a name")
+    if row["split"] != split:
+        raise ValueError(f"task {row['id'][:60]!r} belongs to split {row['split'][:30]!r}, not {split!r}")
+    if not isinstance(row.get("difficulty", ""), str) or not isinstance(row.get("payload", {}), Mapping):
+        raise TypeError(f"task {row['id'][:60]!r} has a difficulty that is not a string or a payload that is "
+                        "not an object")
+    if row.get("content_hash") is not None and not isinstance(row["content_hash"], str):
+        raise TypeError(f"task {row['id'][:60]!r} has a content_hash that is not a string")
+    return Task.from_dict(row)
+
+
+def _glimpse(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:50]}... ({type(value).__name__})"
 
 
 def _get_json(url: str, timeout: float, body: Mapping[str, Any] | None = None, *, token: str | None = None) -> Any:
@@ -303,8 +394,10 @@ def _get_json(url: str, timeout: float, body: Mapping[str, Any] | None = None, *
         raise ValueError(f"{url}: HTTP {status}: {data.decode(errors='replace')[:300]}")
     try:
         return json.loads(data)
-    except ValueError:
-        raise ValueError(f"{url} answered something that is not JSON ({data[:80]!r})") from None
+    except RecursionError:
+        raise MalformedPanel(f"{url} answered JSON nested too deeply to read") from None
+    except ValueError:  # not JSON, or an integer of more than 4300 digits
+        raise MalformedPanel(f"{url} answered something that is not JSON ({data[:80]!r})") from None
 
 
 def _http_request(url: str, timeout: float, body: Mapping[str, Any] | None, token: str | None) -> tuple[int, bytes]:

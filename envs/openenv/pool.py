@@ -10,7 +10,11 @@ dealt round-robin. The pool keeps EnvPool's semantics, so a rollout cannot tell 
   comes back truncated with ``info["truncation_reason"]``:
   ``worker_timeout`` (no answer before the deadline), ``env_disconnected`` (the connection was
   lost: the server died, restarted or became unreachable, or sent a message over the size limit) or
-  ``worker_error`` (the world raised, or the server sent a reward that is not a finite number);
+  ``worker_error`` (the world raised, or the server sent a number it may not: a reward that is not
+  finite or beyond ``max_abs_reward``, 1e6 a turn; any number in its info that is not finite);
+* an episode ends after ``max_turns`` turns at the latest (the server's own limit, at most the client's:
+  ``max_turns``, else the ``env_kwargs``' ``max_turns``, else 100), truncated with
+  ``truncation_reason="max_turns"``: a server cannot keep an episode going forever;
 * observations longer than ``max_observation_chars`` are cut in the middle, with the usual marker;
 * a failed reset raises, as in EnvPool (a bad task, or no server to reconnect to, is a setup error);
   a reset that finds its connection lost (the server restarted between episodes) first tries once
@@ -36,12 +40,17 @@ from turngym.envs.openenv.client import DEFAULT_CONNECT_TIMEOUT, EventLoopThread
 from turngym.envs.openenv.protocol import TurnGymState, jsonable
 from turngym.envs.openenv.security import HIDDEN_PATH, looks_like_path
 from turngym.envs.pool_api import (
+    DEFAULT_MAX_REMOTE_TURNS,
+    MAX_ABS_REWARD,
     MAX_DECLARED_STEP_SECONDS,
     MAX_REMOTE_OBSERVATION_CHARS,
     BatchCalls,
     Reply,
+    StepResult,
+    check_max_turns,
     declared_step_timeout,
     failed_step,
+    turn_limit,
 )
 
 logger = logging.getLogger(__name__)
@@ -66,6 +75,9 @@ class RemotePool(BatchCalls):
         ping_interval, ping_timeout: WebSocket keepalive (see the server's docs).
         token: the servers' token (None: ``$TURNGYM_SERVE_TOKEN``, if set).
         max_observation_chars: longer observations from a server are cut, with the usual marker.
+        max_abs_reward: a larger reward (in absolute value) from a server truncates the episode (``worker_error``).
+        max_turns: the most turns an episode runs here, whatever the server says (it may end one earlier);
+            None: ``env_kwargs["max_turns"]`` when given, else 100 (:data:`DEFAULT_MAX_REMOTE_TURNS`).
     """
 
     def __init__(self, servers: str | Sequence[str], num_envs: int, *, env_id: str | None = None,
@@ -73,7 +85,8 @@ class RemotePool(BatchCalls):
                  reset_timeout: float = 300.0, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
                  ping_interval: float = 20.0, ping_timeout: float = 20.0, token: str | None = None,
                  max_step_timeout: float = MAX_DECLARED_STEP_SECONDS,
-                 max_observation_chars: int = MAX_REMOTE_OBSERVATION_CHARS) -> None:
+                 max_observation_chars: int = MAX_REMOTE_OBSERVATION_CHARS,
+                 max_abs_reward: float = MAX_ABS_REWARD, max_turns: int | None = None) -> None:
         urls = [servers] if isinstance(servers, str) else list(servers)
         if not urls:
             raise ValueError("RemotePool needs at least one server address")
@@ -81,13 +94,21 @@ class RemotePool(BatchCalls):
             raise ValueError(f"a pool needs at least one environment, got num_envs={num_envs}")
         self.servers = [websocket_url(url) for url in urls]
         self.num_envs = num_envs
+        if not (isinstance(max_abs_reward, (int, float)) and max_abs_reward > 0):
+            raise ValueError(f"max_abs_reward must be a positive number, got {max_abs_reward!r}")
+        asked = (env_kwargs or {}).get("max_turns")
+        self.max_turns = check_max_turns(max_turns if max_turns is not None else asked if asked is not None
+                                         else DEFAULT_MAX_REMOTE_TURNS)
+        self._turns = [0] * num_envs  # turns played in each worker's episode
+        self._limits = [self.max_turns] * num_envs  # and its turn limit
         self.reset_timeout = float(reset_timeout)
         self.connect_timeout = float(connect_timeout)
         # The pool's own deadlines (asyncio.wait_for around every call) are what times a call out; the
         # client's message timeout is only a backstop, above any deadline a world may declare.
         self._session_options = {"connect_timeout": connect_timeout, "ping_interval": ping_interval,
                                  "ping_timeout": ping_timeout, "message_timeout": 24 * 3600.0, "token": token,
-                                 "max_observation_chars": max_observation_chars}
+                                 "max_observation_chars": max_observation_chars,
+                                 "max_abs_reward": float(max_abs_reward)}
         self._loop = EventLoopThread()
         self._sessions: list[RemoteSession | None] = [None] * num_envs
         # worker -> (call kind, deadline, future answer)
@@ -182,8 +203,11 @@ class RemotePool(BatchCalls):
         for attempt in range(2):
             try:
                 if kind == "reset":
-                    return True, await asyncio.wait_for(session.reset(**payload), timeout)
-                return True, await asyncio.wait_for(session.step(payload), timeout)
+                    answer = await asyncio.wait_for(session.reset(**payload), timeout)
+                    self._turns[index] = 0
+                    self._limits[index] = turn_limit(answer[1].get("max_turns"), self.max_turns)
+                    return True, answer
+                return True, self._bounded(index, await asyncio.wait_for(session.step(payload), timeout))
             except Exception as error:  # noqa: BLE001 - every failure of a remote world is reported as a truncation
                 failure = await self._respawn(index, *_failure(error, timeout))
             session = self._sessions[index]
@@ -192,6 +216,15 @@ class RemotePool(BatchCalls):
             if kind == "step" or failure[0] != "env_disconnected" or session is None or attempt:
                 return False, failure
         return False, failure
+
+    def _bounded(self, index: int, result: StepResult) -> StepResult:
+        """``result``, truncated (``max_turns``) when the episode reached its turn limit and the server
+        did not end it."""
+        self._turns[index] += 1
+        if result.terminated or result.truncated or self._turns[index] < self._limits[index]:
+            return result
+        info = {**result.info, "truncation_reason": "max_turns"}
+        return StepResult(result.observation, result.reward, False, True, info)
 
     async def _open(self, index: int) -> RemoteSession:
         session = RemoteSession(self.server_of(index), **self._session_options)

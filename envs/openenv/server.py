@@ -52,12 +52,14 @@ from openenv.core.env_server.types import EnvironmentMetadata, ServerMode
 from turngym.envs.openenv.protocol import TurnAction, TurnGymState, TurnObservation, jsonable, turn_metadata
 from turngym.envs.openenv.security import (
     DEFAULT_GENERATION_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     MAX_SEED,
     TOKEN_ENV,
     Guard,
     check_serving_token,
     client_task,
+    header_deadline_protocol,
     hide_paths,
     host_references,
     public_info,
@@ -70,6 +72,8 @@ from turngym.envs.tasks import Task, TaskSet
 logger = logging.getLogger(__name__)
 
 DEFAULT_PANEL_SIZE = 100
+# The reward components a sparse-mode world serves (see ServedWorld.public_info).
+SPARSE_COMPONENTS = frozenset({"outcome", "invalid_penalty"})
 
 
 @dataclass
@@ -103,12 +107,29 @@ class ServedWorld:
         return {task.world for panel in self.panels.values() for task in panel}
 
     @property
+    def configs(self) -> set[str]:
+        """The difficulties (a TextWorld config) of the served tasks: a client's task may name them."""
+        return {task.difficulty for panel in self.panels.values() for task in panel if task.difficulty}
+
+    @property
     def public_world_options(self) -> dict[str, Any]:
         return self.world_options if self.reveal_solutions else hide_paths(self.world_options)
 
     def public_info(self, info: Mapping[str, Any]) -> dict[str, Any]:
-        """A reset's or step's info as clients get it (see :func:`~turngym.envs.openenv.security.public_info`)."""
-        return dict(info) if self.reveal_solutions else public_info(info)
+        """A reset's or step's info as clients get it (see :func:`~turngym.envs.openenv.security.public_info`).
+
+        In sparse reward mode, ``reward_components`` carry only ``outcome`` and ``invalid_penalty``: the
+        world's per-step progress (``progress``, TextWorld's ``score`` and ``intermediate_reward``, ALFWorld's
+        ``goal_conditions``, SWE's test counts) would tell a client, step by step, whether its last move was
+        the walkthrough's, which sparse rewards keep from it.
+        """
+        if self.reveal_solutions:
+            return dict(info)
+        public = public_info(info)
+        components = public.get("reward_components")
+        if self.world_options.get("reward_mode") == "sparse" and isinstance(components, Mapping):
+            public["reward_components"] = {k: v for k, v in components.items() if k in SPARSE_COMPONENTS}
+        return public
 
     @property
     def name(self) -> str:
@@ -212,6 +233,7 @@ class TurnGymEnvironment(Environment[TurnAction, TurnObservation, TurnGymState])
         self._task_panel: dict[str, Any] | None = None
         self._turn = 0
         self._done = True
+        self._closed = False
 
     # ----------------------------------------------------------------- OpenEnv API
     def reset(self, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None,
@@ -273,6 +295,10 @@ class TurnGymEnvironment(Environment[TurnAction, TurnObservation, TurnGymState])
                             task=self._task, turn=self._turn, done=self._done, turngym_version=__version__)
 
     def close(self) -> None:
+        """Close the world for good: OpenEnv closes a session's environment when it destroys the session,
+        and a socket still holding this object must not build a world outside the session cap."""
+        self._closed = True
+        self._done = True
         if self._env is not None:
             self._env.close()
             self._env = None
@@ -308,6 +334,8 @@ class TurnGymEnvironment(Environment[TurnAction, TurnObservation, TurnGymState])
 
     # ----------------------------------------------------------------- helpers
     def _world(self) -> Any:
+        if self._closed:
+            raise RuntimeError("this session is closed: open a new connection")
         if self._env is None:
             from turngym import envs
 
@@ -345,7 +373,8 @@ class TurnGymEnvironment(Environment[TurnAction, TurnObservation, TurnGymState])
                              "server plays its own tasks, chosen by id (or split and index): the first --panel-size "
                              "of each split (start it with a larger --panel-size to serve more, or with "
                              "--allow-client-tasks to play tasks its clients send)")
-        return client_task(value, worlds=self.served.worlds, generation_timeout=self.served.generation_timeout)
+        return client_task(value, worlds=self.served.worlds, generation_timeout=self.served.generation_timeout,
+                           served_configs=self.served.configs)
 
     def _own_task(self, task_id: str, world: Any) -> Task | None:
         """A served panel's task, else one of the world's own task set (both the server's), by id."""
@@ -364,11 +393,13 @@ def _check_seed(seed: Any) -> None:
 def build_app(served: ServedWorld, *, max_sessions: int = 64, token: str | None = None,
               idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Any:
     """The OpenEnv FastAPI app serving ``served``: at most ``max_sessions`` WebSocket sessions at once, each
-    closed after ``idle_timeout`` seconds without a client message, and ``token`` required on every request.
+    closed after ``idle_timeout`` seconds without a client message, and ``token`` required on every request;
+    at most ``max_sessions`` + 64 requests and sessions at once (more get 503).
 
     OpenEnv's production mode: no HTTP ``/reset``/``/step``/``/state``, which build a world per request
     outside the session cap; the MCP endpoints, which open sessions that never expire, are not served
-    either (turngym's worlds have no MCP tools). Always without OpenEnv's web interface.
+    either (turngym's worlds have no MCP tools), nor MCP messages on ``/ws`` (:class:`Guard` passes only
+    reset, step, state and close). Always without OpenEnv's web interface.
     """
     if max_sessions < 1:
         raise ValueError(f"--max-sessions must be at least 1, got {max_sessions}")
@@ -376,7 +407,7 @@ def build_app(served: ServedWorld, *, max_sessions: int = 64, token: str | None 
                              max_concurrent_envs=max_sessions, env_name=served.name, state_cls=TurnGymState,
                              mode=ServerMode.PRODUCTION)
     app.router.routes[:] = [r for r in app.router.routes if not getattr(r, "path", "").startswith("/mcp")]
-    app.add_middleware(Guard, token=token, idle_timeout=idle_timeout)
+    app.add_middleware(Guard, token=token, idle_timeout=idle_timeout, max_active=max_sessions + 64)
     return app
 
 
@@ -407,16 +438,19 @@ def serve(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, host: str
           ping_timeout: float = 20.0, on_ready: Callable[[str, ServedWorld], None] | None = None,
           log_level: str = "warning", token: str | None = None, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
           allow_client_tasks: bool = False, reveal_solutions: bool = False,
-          generation_timeout: float = DEFAULT_GENERATION_TIMEOUT) -> None:
+          generation_timeout: float = DEFAULT_GENERATION_TIMEOUT,
+          header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> None:
     """Serve ``env_id`` (made with ``env_kwargs``) until interrupted; ``on_ready(url, served)`` is
     called once the socket listens. ``token`` (else ``$TURNGYM_SERVE_TOKEN``) is required of every
-    client; a ``host`` beyond loopback needs one. See :mod:`turngym.envs.openenv.security`."""
+    client; a ``host`` beyond loopback needs one. A connection that has not sent a whole request's
+    headers within ``header_timeout`` seconds is closed. See :mod:`turngym.envs.openenv.security`."""
     import uvicorn
 
     if max_sessions < 1:
         raise ValueError(f"--max-sessions must be at least 1, got {max_sessions}")
     for name, seconds in (("--ping-interval", ping_interval), ("--ping-timeout", ping_timeout),
-                          ("--idle-timeout", idle_timeout), ("--generation-timeout", generation_timeout)):
+                          ("--idle-timeout", idle_timeout), ("--generation-timeout", generation_timeout),
+                          ("--header-timeout", header_timeout)):
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {seconds}")
     token = resolve_token(token)
@@ -429,10 +463,13 @@ def serve(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, host: str
                                      reveal_solutions=reveal_solutions, allow_client_tasks=allow_client_tasks,
                                      generation_timeout=generation_timeout)
         app = build_app(served, max_sessions=max_sessions, token=token, idle_timeout=idle_timeout)
-        # limit_concurrency: connections beyond the sessions and some HTTP requests get 503, not a task each.
+        # No limit_concurrency: uvicorn counts open TCP connections, so connections that never send a request
+        # (no token needed for that) would turn every request away with 503. The Guard counts requests and
+        # sessions once their token is checked instead, and the HTTP protocol closes connections that send
+        # no whole request within header_timeout (see header_deadline_protocol).
         config = uvicorn.Config(app, ws_ping_interval=ping_interval, ws_ping_timeout=ping_timeout,
-                                log_level=log_level, timeout_graceful_shutdown=5,
-                                limit_concurrency=max_sessions + 64)
+                                log_level=log_level, timeout_graceful_shutdown=5, limit_concurrency=None,
+                                http=header_deadline_protocol(header_timeout))
         bound = sock.getsockname()
         url_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         if on_ready is not None:

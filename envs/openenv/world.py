@@ -29,10 +29,14 @@ How a turn maps onto OpenEnv:
   server's world raised, or its reward was not a finite number). A session never reconnects in the
   middle of an episode; a reset that finds its connection lost opens a new session once.
 * the server is not trusted: the step deadline it declares is capped (``max_step_timeout``), its
-  observations are cut like any world's (``max_observation_chars``), its rewards must be finite; the
-  token (``token``, else ``$TURNGYM_SERVE_TOKEN``) goes to it as ``Authorization: Bearer``.
+  observations are cut like any world's (``max_observation_chars``), its rewards must be finite and at
+  most ``max_abs_reward`` (1e6) a turn, every other number it sends must be finite (else the episode is
+  truncated, ``env_error``; a reset whose numbers are not fails), and its turn limit is at most
+  ``max_turns_cap`` (100); the token (``token``, else ``$TURNGYM_SERVE_TOKEN``) goes to it as
+  ``Authorization: Bearer``.
 
-A turngym server's metadata passes through: ``won``, ``task``, ``reward_components``,
+A turngym server's metadata passes through: ``won``, ``task``, ``reward_components`` (but ``outcome``,
+``progress`` and ``invalid_penalty``, which this world computes itself from the server's rewards),
 ``truncation_reason``, the admissible commands, ``max_turns``, ``optimal_length`` and the world's
 own info entries (``walkthrough``...); its task panels are this world's (:func:`task_panel`), so
 ``turngym eval --env turngym/OpenEnv-v0 --env-arg base_url=URL`` plays the server's held-out split.
@@ -43,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -56,6 +59,7 @@ from turngym.envs.openenv.client import (
     DEFAULT_CONNECT_TIMEOUT,
     MAX_MESSAGE_MB,
     EventLoopThread,
+    MalformedPanel,
     OneSession,
     _get_json,
     buffered_message,
@@ -67,7 +71,17 @@ from turngym.envs.openenv.client import (
 )
 from turngym.envs.openenv.protocol import jsonable
 from turngym.envs.openenv.security import auth_headers
-from turngym.envs.pool_api import MAX_DECLARED_STEP_SECONDS, declared_step_timeout
+from turngym.envs.pool_api import (
+    DEFAULT_MAX_REMOTE_TURNS,
+    MAX_ABS_REWARD,
+    MAX_DECLARED_STEP_SECONDS,
+    answer_problems,
+    check_max_turns,
+    declared_step_timeout,
+    is_number,
+    refused_answer,
+    turn_limit,
+)
 from turngym.envs.tasks import Task, TaskSet
 
 logger = logging.getLogger(__name__)
@@ -81,6 +95,8 @@ _FAILURE_TEXT = {
     "env_timeout": "The OpenEnv server did not answer in time",
     "env_error": "The OpenEnv server's environment raised an error",
 }
+# The reward components this world computes itself (a server's under these names are not taken).
+_OWN_COMPONENTS = frozenset({"outcome", "progress", "invalid_penalty"})
 _SERVER_ERROR = re.compile(r"^Server error: (?P<message>.*) \(code: (?P<code>[A-Z_]+)\)$", re.DOTALL)
 
 
@@ -117,10 +133,10 @@ def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, workers
     timeout = float(env_kwargs.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)) + 50.0
     try:
         return served_panel(url, split, n, timeout=timeout, token=env_kwargs.get("token"))
-    except (KeyError, TypeError) as error:  # task dicts that are not turngym tasks
-        raise ValueError(f"{ENV_ID}: the tasks {url} serves are not turngym tasks ({type(error).__name__}: "
-                         f"{error}); only a `turngym serve` server has a task panel; give tasks yourself "
-                         "(a task's payload goes to the server's reset as keyword arguments)") from None
+    except MalformedPanel as error:  # task dicts that are not turngym tasks
+        raise ValueError(f"{ENV_ID}: the tasks {url} serves are not turngym tasks ({error}); only a `turngym serve` "
+                         "server has a task panel; give tasks yourself (a task's payload goes to the server's reset "
+                         "as keyword arguments)") from None
 
 
 def _require_base_url(base_url: Any) -> str:
@@ -158,6 +174,10 @@ class OpenEnvWorld(TextEnv):
         max_message_mb: a larger message from the server closes the session (``env_disconnected``).
         reward_mode: ``"dense"`` (default): the server's turn rewards; ``"sparse"``: their sum on the
             last turn. Other options are :class:`~turngym.envs.core.TextEnv`'s.
+        max_abs_reward: a larger reward (in absolute value) from the server truncates the episode
+            (``env_error``): returns and advantages stay finite.
+        max_turns_cap: the longest turn limit taken from the server (its ``max_turns``, else 2x its
+            ``optimal_length``, else 50); ``max_turns``, when given, is this world's own limit instead.
     """
 
     world_name = "openenv"
@@ -170,16 +190,21 @@ class OpenEnvWorld(TextEnv):
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, reset_timeout: float = 300.0,
                  step_timeout: float | None = None, ping_interval: float = 20.0, ping_timeout: float = 20.0,
                  token: str | None = None, max_step_timeout: float = MAX_DECLARED_STEP_SECONDS,
-                 max_message_mb: float = MAX_MESSAGE_MB, reward_mode: str = "dense", **kwargs: Any) -> None:
+                 max_message_mb: float = MAX_MESSAGE_MB, reward_mode: str = "dense",
+                 max_abs_reward: float = MAX_ABS_REWARD, max_turns_cap: int = DEFAULT_MAX_REMOTE_TURNS,
+                 **kwargs: Any) -> None:
         super().__init__(reward_mode=reward_mode, **kwargs)
         self.url = _require_base_url(base_url)
         for name, seconds in (("connect_timeout", connect_timeout), ("reset_timeout", reset_timeout),
                               ("step_timeout", step_timeout), ("ping_interval", ping_interval),
                               ("ping_timeout", ping_timeout), ("max_step_timeout", max_step_timeout),
-                              ("max_message_mb", max_message_mb)):
-            if seconds is not None and not (isinstance(seconds, (int, float)) and math.isfinite(seconds)
-                                            and seconds > 0):
-                raise ValueError(f"{ENV_ID}: {name} must be a positive number of seconds, got {seconds!r}")
+                              ("max_message_mb", max_message_mb), ("max_abs_reward", max_abs_reward)):
+            if seconds is not None and not (is_number(seconds, 1e12) and seconds > 0):
+                raise ValueError(f"{ENV_ID}: {name} must be a positive number of seconds, got {seconds!r}"
+                                 if name != "max_abs_reward" else f"{ENV_ID}: {name} must be a positive number, "
+                                 f"got {seconds!r}")
+        self.max_abs_reward = float(max_abs_reward)
+        self.max_turns_cap = check_max_turns(max_turns_cap, f"{ENV_ID}: max_turns_cap")
         if not isinstance(action_field, str) or not action_field:
             raise ValueError(f"{ENV_ID}: action_field must be the name of a field, got {action_field!r}")
         self.action_field = action_field
@@ -220,8 +245,8 @@ class OpenEnvWorld(TextEnv):
         return super().reset(seed=seed, options=options)
 
     def default_max_turns(self, optimal_length: int | None) -> int:
-        """A turngym server's own turn limit, else the base class's default."""
-        return self._server_max_turns or super().default_max_turns(optimal_length)
+        """A turngym server's own turn limit, else the base class's default; at most ``max_turns_cap``."""
+        return min(self._server_max_turns or super().default_max_turns(optimal_length), self.max_turns_cap)
 
     # ----------------------------------------------------------------- world hooks
     def _start(self, task: Task | None) -> WorldState:
@@ -233,14 +258,19 @@ class OpenEnvWorld(TextEnv):
         result = self._reset(request)
         self._server_return = 0.0
         observation, metadata = self._parts(result)
-        info = (metadata.get("info") or {}) if self.is_turngym_server else {}
+        problems = self._problems(None, observation, metadata, reward_required=False)
+        if problems:
+            raise RuntimeError(f"{ENV_ID}: {self.url} answered the reset with {refused_answer(problems)}")
+        info = _mapping(metadata.get("info")) if self.is_turngym_server else {}
         task = info.get("task")  # the task the server drew, when none was given
-        self._server_task = dict(task) if isinstance(task, Mapping) and task.get("id") else None
+        self._server_task = dict(task) if isinstance(task, Mapping) and isinstance(task.get("id"), str) else None
         max_turns = info.get("max_turns")
-        self._server_max_turns = int(max_turns) if isinstance(max_turns, int) and max_turns > 0 else None
+        self._server_max_turns = turn_limit(max_turns, self.max_turns_cap) if max_turns is not None else None
+        optimal = info.get("optimal_length")
+        optimal = optimal if isinstance(optimal, int) and not isinstance(optimal, bool) and optimal > 0 else None
         return WorldState(text=self._text(observation), progress=0.0,
                           admissible_commands=_commands(info.get("admissible_commands")),
-                          optimal_length=info.get("optimal_length"), extra=self._passed_through(observation, metadata))
+                          optimal_length=optimal, extra=self._passed_through(observation, metadata))
 
     def _execute(self, command: str) -> WorldState:
         if self._client is None:
@@ -252,20 +282,22 @@ class OpenEnvWorld(TextEnv):
             return self._failed_step(error)
         observation, metadata = self._parts(result)
         reward = 0.0 if result.reward is None else result.reward
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-            return self._failure("env_error", f"the server's reward is not a finite number ({reward!r})")
+        problems = self._problems(reward, observation, metadata)
+        if problems:
+            return self._failure("env_error", refused_answer(problems))
         reward = float(reward)
         self._server_return += reward
-        done = bool(result.done)
+        done = result.done is True
         if self.is_turngym_server:
-            info = metadata.get("info") or {}
-            truncated = bool(metadata.get("truncated"))
-            won = bool(metadata.get("won"))
-            lost = bool(info.get("lost")) or (done and not truncated and not won)
+            info = _mapping(metadata.get("info"))
+            truncated = metadata.get("truncated") is True
+            won = metadata.get("won") is True
+            lost = info.get("lost") is True or (done and not truncated and not won)
+            components = {k: v for k, v in _numbers(info.get("reward_components")).items() if k not in _OWN_COMPONENTS}
             return WorldState(
                 text=self._text(observation), progress=self._server_return, won=won, lost=lost,
                 admissible_commands=_commands(info.get("admissible_commands")),
-                invalid=bool(info.get("invalid_action")), components=_numbers(metadata.get("reward_components")),
+                invalid=info.get("invalid_action") is True, components=components,
                 extra=self._passed_through(observation, metadata),
                 failure=(metadata.get("truncation_reason") or "server_truncated") if truncated else None)
         truncated = done and metadata.get("truncated") is True
@@ -407,8 +439,12 @@ class OpenEnvWorld(TextEnv):
     def _served_task(self, task_id: str) -> Task:
         """A task of the server's panels, by id (for ``reset(options={"task": "id"})`` without a task set)."""
         base = http_url(self.url)
-        name = _get_json(f"{base}/list_environments", self.connect_timeout, token=self._token)[0]
-        splits = [s["name"] for s in _get_json(f"{base}/{name}/splits", self.connect_timeout, token=self._token)]
+        try:
+            name = _get_json(f"{base}/list_environments", self.connect_timeout, token=self._token)[0]
+            splits = [s["name"] for s in _get_json(f"{base}/{name}/splits", self.connect_timeout, token=self._token)]
+        except (KeyError, TypeError, IndexError) as error:
+            raise MalformedPanel(f"{self.url}'s task API does not list its splits ({type(error).__name__}: "
+                                 f"{str(error)[:100]})") from None
         for split in splits:
             for task in served_panel(self.url, split, timeout=self.reset_timeout, token=self._token):
                 if task.id == task_id:
@@ -441,6 +477,17 @@ class OpenEnvWorld(TextEnv):
         return WorldState(text=f"[turngym] {_FAILURE_TEXT[reason]} ({detail}); the episode was truncated.",
                           failure=reason, extra={"openenv_failure": str(detail).splitlines()[0] if detail else reason})
 
+    def _problems(self, reward: Any, observation: Mapping[str, Any], metadata: Mapping[str, Any], *,
+                  reward_required: bool = True) -> list[str]:
+        """What is wrong with the numbers of the server's answer (:func:`~turngym.envs.pool_api.answer_problems`):
+        a turngym server's rewards, components and info; another server's reward, observation and metadata."""
+        if self.is_turngym_server:
+            return answer_problems(reward, metadata, max_abs_reward=self.max_abs_reward,
+                                   reward_required=reward_required)
+        fields = {k: v for k, v in observation.items() if k not in ("reward", "done", "metadata")}
+        return answer_problems(reward, {"observation": fields, "metadata": metadata},
+                               max_abs_reward=self.max_abs_reward, reward_required=reward_required)
+
     @staticmethod
     def _parts(result: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The observation's fields and the metadata of an OpenEnv result."""
@@ -463,11 +510,15 @@ class OpenEnvWorld(TextEnv):
         if not self.is_turngym_server:
             fields = {k: v for k, v in observation.items() if k not in ("reward", "done", "metadata")}
             return {"openenv_observation": jsonable(fields), "openenv_metadata": jsonable(metadata)}
-        info = metadata.get("info") or {}
+        info = _mapping(metadata.get("info"))
         extra = {k: v for k, v in info.items() if k not in INFO_KEYS}
         if info.get("invalid_action") and info.get("invalid_reason"):
             extra["invalid_reason"] = info["invalid_reason"]
         return extra
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _commands(value: Any) -> list[str] | None:

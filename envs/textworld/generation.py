@@ -355,4 +355,8 @@ __all__ = [
 
 
 if __name__ == "__main__":
+    import signal
+
+    # A server's generation timeout sends SIGTERM first: leave through the cleanup of the scratch folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     _generate_here(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]) if sys.argv[3] else None)

@@ -25,7 +25,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
           panel_size=args.panel_size, ping_interval=args.ping_interval, ping_timeout=args.ping_timeout,
           on_ready=ready, log_level="info" if args.verbose else "warning", token=args.token,
           idle_timeout=args.idle_timeout, allow_client_tasks=args.allow_client_tasks,
-          reveal_solutions=args.reveal_solutions, generation_timeout=args.generation_timeout)
+          reveal_solutions=args.reveal_solutions, generation_timeout=args.generation_timeout,
+          header_timeout=args.header_timeout)
     # Stopped. A world stuck in a step would still hold its session's thread, which Python joins at
     # exit: leave without waiting for it.
     sys.stdout.flush()
@@ -56,5 +57,8 @@ def add(sub) -> None:
                    help="send walkthroughs, gold patches and hidden tests to clients (an oracle agent needs them)")
     p.add_argument("--generation-timeout", type=float, default=300.0,
                    help="seconds to generate the game of a client's task (with --allow-client-tasks)")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection may take to send a whole request's headers before it is closed "
+                        "(connections that send nothing, or drip bytes, hold no session)")
     p.set_defaults(func=cmd_serve)
 
