@@ -38,6 +38,8 @@ REVIEWED_SOURCE = {
     "_load_optimizer_and_scheduler": "5c1772becdfd7fdb07894217ecdb6dd715305d77377e338da8d635a88548f3fb",
     "_get_per_token_logps_and_entropies": "ea73c3909275851d0cd664b1e7694905fdcd9c285e848ae923d7402234f2edce",
     "_get_train_sampler": "36497afb4d311dc9a80d914d27893fe075c5bbc7edde8586edfa60125e980799",
+    # public, but the critic's optimizer step reads the micro-batch counter it keeps (_step)
+    "training_step": "9e18632f7dd8e8d8f0ebbdcc4431feb1a9e3c037a02cf8c3aec38aa68ee58814",
 }
 # Overridden above; _generate is not overridden, but the trainer relies on how it hands
 # rollout_func's extra keys (env_mask, episode) on, so it is pinned too. _get_per_token_logps_and_entropies

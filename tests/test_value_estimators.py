@@ -125,3 +125,25 @@ def test_an_estimator_that_needs_values_must_return_value_targets(tmp_path, toke
         unregister_estimator("test_values_no_targets")
     with pytest.raises(ValueError, match="needs"):
         register_estimator("test_bad_input", needs=("rewards_of_the_future",))(no_targets)
+
+
+def test_the_docs_example_is_this_estimator(monte_carlo):
+    """docs/training.md's worked value-based estimator, run as written, gives this module's numbers."""
+    import re
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    (code,) = [block for block in re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+               if "turn_monte_carlo" in block]
+    try:
+        exec(compile(code, "docs/training.md", "exec"), {})  # noqa: S102 - the documentation's own example
+        tokens = [EpisodeTokens(env_mask=[1, 0, 1], turn_index=[0, 0, 1], turn_ends=[0, 2], truncated=False,
+                                values=[0.4, 5.0, -0.5, 2.0])]
+        batch = AdvantageBatch([[1.0, 0.5]], [0], [[None, None]], tokens=tokens)
+        args = SimpleNamespace(gamma=0.9)
+        documented = get_estimator("turn_monte_carlo")(batch, args)
+        assert documented == get_estimator("test_turn_monte_carlo")(batch, args)
+        assert documented.advantages == [pytest.approx([1.45 - 0.4, 0.5 + 0.5])]
+    finally:
+        unregister_estimator("turn_monte_carlo")

@@ -339,8 +339,8 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
         """``algorithm`` is registered (an error lists the choices), and the options that need or exclude a
         critic agree with it."""
         self.algorithm = resolve_algorithm(self.algorithm)
-        with_critic = [name for name in estimator_names() if get_estimator(name).needs_critic]
-        if self.estimator.needs_critic:
+        with_critic = [name for name in estimator_names() if get_estimator(name).needs_values]
+        if self.estimator.needs_values:
             if self.dynamic_sampling != "off":
                 raise ValueError(f"dynamic_sampling drops groups with all-zero advantages: it is for the group-based "
                                  f"algorithms, not {self.algorithm} (with a critic), whose GAE advantages are never "

@@ -106,9 +106,9 @@ class EpisodeRunner:
 
     def _episode(self, agent: LLMAgent, trajectory: Trajectory, key: str | None = None) -> Episode:
         episode = Episode.from_trajectory(trajectory, key)
-        if (self.args.estimator.needs_critic and self.args.bootstrap_truncated
+        if (self.args.estimator.needs_values and self.args.critic_config.bootstrap_truncated
                 and trajectory.truncation_reason in BOOTSTRAP_REASONS):
-            # The critic bootstraps from the state after the last turn: append the final observation
+            # A value estimator bootstraps from the state after the last turn: append the final observation
             # (environment tokens, out of the loss) when it fits under the completion cap.
             delta = agent.chat.env_delta_ids(trajectory.observations[-1])
             cap = self.args.max_completion_length
