@@ -354,6 +354,18 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
                              f"({', '.join(with_critic)}), not {self.algorithm}")
 
 
+def lora_config(args: TurnGymConfig) -> Any:
+    """The ``peft.LoraConfig`` of ``args``'s LoRA fields (TRL's ModelConfig names), through TRL's own
+    ``get_peft_config``; None when ``use_peft`` is off."""
+    if not args.use_peft:
+        return None
+    from trl import ModelConfig, get_peft_config
+
+    return get_peft_config(ModelConfig(
+        use_peft=True, lora_r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+        lora_target_modules=args.lora_target_modules, lora_modules_to_save=args.lora_modules_to_save))
+
+
 # ---------------------------------------------------------------------- several worlds (trainers/worlds.py)
 KEY_SEPARATOR = "::"
 ENTRY_FIELDS = ("name", "weight", "skip_train_tasks")  # besides the WorldOptions fields

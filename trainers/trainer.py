@@ -36,7 +36,7 @@ from trl.trainer.utils import use_adapter
 
 from turngym.agents.evaluate import summarise
 from turngym.envs.tasks import TaskSet
-from turngym.trainers.config import TurnGymConfig
+from turngym.trainers.config import TurnGymConfig, lora_config
 from turngym.trainers.critic import Critic, TokenCritic, value_model
 from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler
 from turngym.trainers.episodes import Episode, group_keys
@@ -63,18 +63,6 @@ __all__ = ["EPISODE_SAMPLES", "TurnGymTrainer", "group_keys", "sample_table_row"
 def episode_return(prompts: list, completions: list, episode: list[Episode], **_: Any) -> list[float]:
     """TRL reward function: the episode's return, computed by the world during the rollout."""
     return [e.episode_reward for e in episode]
-
-
-def lora_config(args: TurnGymConfig) -> Any:
-    """The ``peft.LoraConfig`` of ``args``'s LoRA fields (TRL's ModelConfig names), through TRL's own
-    ``get_peft_config``; None when ``use_peft`` is off."""
-    if not args.use_peft:
-        return None
-    from trl import ModelConfig, get_peft_config
-
-    return get_peft_config(ModelConfig(
-        use_peft=True, lora_r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-        lora_target_modules=args.lora_target_modules, lora_modules_to_save=args.lora_modules_to_save))
 
 
 class TurnGymTrainer(GRPOTrainer):
