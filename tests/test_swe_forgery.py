@@ -11,6 +11,7 @@ The last tests check that grading still gives a correct fix its reward: a test p
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 from dataclasses import replace
@@ -147,6 +148,149 @@ def test_the_fix_still_resolves_with_canaries_and_the_second_harness(make_env):
     assert set(info["tests"].values()) == {"PASSED"}
 
 
+# --------------------------------------------------------------------------- the test file's own code
+# The red team's second round (each earned reward 1.0, unflagged, from the runner before this change):
+# the code under test, imported by the test module, changes what the test module's classes and
+# functions are, without touching unittest: a fake TestCase through the module's globals, the test
+# methods wrapped as their classes are built or as the module returns, the module replaced in
+# sys.modules. The runner now imports the test file from its own compile, checks that every graded
+# test, its class and their bases are that compile's code and that no interpreter hook changed, and
+# writes the canaries into the test file's own classes (a wrapper of the tests wraps them too).
+_WRAP_TEST_METHODS = """
+def _swallowing(method):
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            return None
+    return wrapper"""
+TEST_FILE_ATTACKS = {
+    # F1: the test module's global `unittest` swapped (from the import's frames) for a fake whose
+    # TestCase swallows every exception; unittest's own modules stay untouched
+    "fake_testcase_through_the_test_modules_globals": _append("intervals/__init__.py", """
+import sys as _sys, types as _types, unittest as _ut
+class _TC(_ut.TestCase):
+    def _callTestMethod(self, method):
+        try:
+            method()
+        except Exception:
+            pass
+_fake = _types.ModuleType("unittest"); _fake.__dict__.update(_ut.__dict__); _fake.TestCase = _TC
+_f = _sys._getframe(1)
+while _f is not None:
+    if _f.f_globals.get("unittest") is _ut and _f.f_globals.get("__name__", "").startswith("tests"):
+        _f.f_globals["unittest"] = _fake
+    _f = _f.f_back"""),
+    # F2: builtins.__build_class__ wraps every test method of every Test* class as it is built
+    "build_class_wraps_every_test_method": _append("intervals/__init__.py", _WRAP_TEST_METHODS + """
+import builtins as _b
+_real_bc = _b.__build_class__
+def _bc(func, name, *bases, **kw):
+    cls = _real_bc(func, name, *bases, **kw)
+    if name.startswith("Test"):
+        for _n, _v in list(vars(cls).items()):
+            if _n.startswith("test") and callable(_v):
+                setattr(cls, _n, _swallowing(_v))
+    return cls
+_b.__build_class__ = _bc"""),
+    # F3: the test module replaced in sys.modules while it imports the package: its Test* classes and
+    # their test methods are made on demand, each a no-op
+    "test_module_replaced_in_sys_modules": _append("intervals/__init__.py", """
+import sys as _sys, types as _types, unittest as _ut
+class _Meta(type):
+    def __getattr__(cls, name):
+        if name.startswith("test"):
+            setattr(cls, name, lambda self: None)
+            return getattr(cls, name)
+        raise AttributeError(name)
+class _Any(_ut.TestCase, metaclass=_Meta):
+    pass
+for _name, _mod in list(_sys.modules.items()):
+    if _name.startswith("tests.test_") and not hasattr(_mod, "_faked"):
+        _fake = _types.ModuleType(_name); _fake._faked = True
+        _fake.__getattr__ = lambda n: type(n, (_Any,), {}) if n.startswith("Test") else (_ for _ in ()).throw(
+            AttributeError(n))
+        _sys.modules[_name] = _fake"""),
+    # F4: a trace function on the importing test module's frame wraps its tests when the module returns
+    "trace_wraps_the_tests_as_the_module_returns": _append("intervals/__init__.py", _WRAP_TEST_METHODS + """
+import sys as _sys
+def _on_return(frame, event, arg):
+    if event == "return":
+        for _v in list(frame.f_globals.values()):
+            if isinstance(_v, type) and _v.__name__.startswith("Test"):
+                for _m, _f in list(vars(_v).items()):
+                    if _m.startswith("test") and callable(_f):
+                        setattr(_v, _m, _swallowing(_f))
+        REMOVE
+    return _on_return
+_f = _sys._getframe(1)
+while _f is not None:
+    if _f.f_code.co_name == "<module>" and "test" in _f.f_code.co_filename.rsplit("/", 1)[-1]:
+        _sys.settrace(lambda *a: None)
+        _f.f_trace = _on_return
+        break
+    _f = _f.f_back""".replace("REMOVE", "pass")),
+}
+# variants that leave no hook behind: the class check and the canaries catch them, not the hook check
+TEST_FILE_ATTACKS["build_class_hook_that_restores_itself"] = TEST_FILE_ATTACKS[
+    "build_class_wraps_every_test_method"].replace("    return cls\n", """    if name == "TestMerge":
+        _b.__build_class__ = _real_bc
+    return cls
+""")
+_TRACE = TEST_FILE_ATTACKS["trace_wraps_the_tests_as_the_module_returns"]
+TEST_FILE_ATTACKS["trace_that_removes_itself"] = _TRACE.replace(
+    "        pass\n    return _on_return",
+    "        _sys.settrace(None)\n        frame.f_trace = None\n    return _on_return")
+# no trace and no hook: a thread wraps the tests once the test module exists
+TEST_FILE_ATTACKS["thread_wraps_the_tests_after_import"] = _append("intervals/__init__.py", _WRAP_TEST_METHODS + """
+import sys as _sys, threading as _th, time as _time
+def _patcher():
+    for _ in range(20000):
+        _cls = getattr(_sys.modules.get("tests.test_core"), "TestInterval", None)
+        if _cls is not None:
+            for _m, _f in list(vars(_cls).items()):
+                if _m.startswith("test") and callable(_f):
+                    setattr(_cls, _m, _swallowing(_f))
+            return
+        _time.sleep(0.0005)
+_sys.setswitchinterval(1e-6)
+_th.Thread(target=_patcher, daemon=True).start()""")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", list(TEST_FILE_ATTACKS))
+def test_changing_what_the_test_file_defines_voids_the_grading(make_env, attack):
+    reward, info = _graded(make_env, [TEST_FILE_ATTACKS[attack]])
+    _assert_void(reward, info)
+
+
+def test_canaries_are_written_into_the_test_files_and_the_files_put_back(tmp_path):
+    """The canaries sit in the graded tests' own class, named from the file's words, and the runner
+    leaves the file as it found it."""
+    from turngym.envs.swe.sandbox.bwrap import TOOLS_DIR
+
+    instance = {i.instance_id: i for _, i in shipped_instances()}[TASK]
+    repo = tmp_path / "repo"
+    shutil.copytree(local_repo_dir(instance.repo_path), repo)
+    before = (repo / "tests" / "test_core.py").read_bytes()
+    with open(repo / "intervals" / "__init__.py", "a") as package:  # the code under test shows what it sees
+        package.write("\nprint('SPY<<' + open('tests/test_core.py').read() + '>>SPY')\n")
+    done = subprocess.run(["/usr/bin/python3", str(TOOLS_DIR / "unittest_runner.py"),
+                           "tests/test_core.py::TestMerge::test_empty"],
+                          cwd=repo, input=b"n0nce\n", capture_output=True, timeout=120, check=True)
+    log = done.stdout.decode()
+    assert "n0nce PASSED tests/test_core.py::TestMerge::test_empty" in log, log
+    seen = "\n".join(line.removeprefix("| ") for line in log.split("SPY<<", 1)[1].split(">>SPY", 1)[0].splitlines())
+    merge = next(n for n in ast.parse(seen).body if getattr(n, "name", "") == "TestMerge")
+    added = [n.name for n in merge.body if n.name not in {"test_merges_overlapping", "test_merges_touching",
+                                                          "test_keeps_disjoint", "test_empty"}]
+    assert len(added) == 2 and all(name.startswith("test_") for name in added), added
+    words = {w for n in ast.walk(ast.parse(before)) if getattr(n, "name", "").startswith("test_")
+             for w in n.name.split("_")[1:]}
+    assert all(set(name.split("_")[1:]) <= words for name in added), added
+    assert (repo / "tests" / "test_core.py").read_bytes() == before  # put back
+
+
 # --------------------------------------------------------------------------- a test package named test/
 @needs_bwrap
 def test_a_test_package_named_test_grades_with_the_gold_patch(make_env, tmp_path):
@@ -243,6 +387,30 @@ if _frame is not None:
     _frame.f_locals["config"].pluginmanager.register(_plugin, "calc_plugin")
 """
 
+_PYTEST_WRAP = """
+import sys as _sys, functools as _ft
+def _wrapfn(fn):
+    @_ft.wraps(fn)
+    def w(*a, **k):
+        try:
+            return fn(*a, **k)
+        except Exception:
+            return None
+    return w
+def _on_return(frame, event, arg):
+    if event == "return":
+        for n, v in list(frame.f_globals.items()):
+            if n.startswith("test") and callable(v) and not isinstance(v, type):
+                frame.f_globals[n] = _wrapfn(v)
+    return _on_return
+_f = _sys._getframe(1)
+while _f is not None:
+    if _f.f_code.co_name == "<module>" and "test" in _f.f_code.co_filename.rsplit("/", 1)[-1]:
+        _sys.settrace(lambda *a: None)
+        _f.f_trace = _on_return
+        break
+    _f = _f.f_back"""
+
 PYTEST_ATTACKS = {
     # result lines printed after pytest's own summary: the last report of a test wins in a -rA log
     "print_pass_lines_at_exit": ([_append("calc/__init__.py", (
@@ -261,6 +429,22 @@ PYTEST_ATTACKS = {
     "selective_plugin_spares_the_canaries": ([_append("calc/__init__.py", "PLUGIN = '''"
         + PLUGIN_PASSES_EVERYTHING.replace("WHICH(item)", "item.name in open(str(item.fspath)).read()")
         + "'''" + REGISTER_FROM_THE_FRAMES)], True),
+    # F5: pytest's Function.runtest patched to swallow the exceptions of the tests named in the test
+    # file (canaries made outside the file were spared; they are in the file now)
+    "runtest_patched_for_the_tests_named_in_the_file": ([_append("calc/__init__.py", """
+import sys as _sys
+if "_pytest.python" in _sys.modules:
+    _F = _sys.modules["_pytest.python"].Function
+    _real = _F.runtest
+    def _runtest(self):
+        try:
+            _real(self)
+        except Exception:
+            if self.name not in open(str(self.fspath)).read():
+                raise
+    _F.runtest = _runtest""")], True),
+    # F4 under pytest: a trace on the importing test module's frame wraps its test functions
+    "trace_wraps_the_test_functions": ([_append("calc/__init__.py", _PYTEST_WRAP)], True),
 }
 
 
@@ -470,6 +654,150 @@ def test_pytest_features_grade_as_pytest_means_them(tmp_path):
     statuses, log = _run_the_runner(tmp_path, ids, "--pytest")
     assert statuses == {f"tests/test_p.py::{name}": s for name, s in PYTEST_EXPECTED.items()}, log
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tests"]  # its private configuration is gone
+
+
+# helper base classes in a tests/ helper module, mixins from the standard library, `from unittest import
+# TestCase`, decorators (mock.patch, skipIf, a helper's wrapper), an alias of unittest's assert, tests
+# attached at run time, super(), plain pytest classes with setup_method: the test file's own code, no alarm
+HELPERS = """import unittest
+
+
+class Base(unittest.TestCase):
+    factor = 2
+
+    def setUp(self):
+        super().setUp()
+        self.ready = True
+
+    def check_double(self, value):
+        from pkg import double
+        self.assertEqual(double(value), self.factor * value)
+
+
+def requires_ready(test):
+    def wrapper(self, *args, **kwargs):
+        assert self.ready
+        return test(self, *args, **kwargs)
+    wrapper.__wrapped__ = test
+    return wrapper
+"""
+THINGS = """import abc
+import os
+from unittest import TestCase, mock, skipIf
+
+from pkg import double
+from tests.helpers import Base, requires_ready
+
+EXPECTED = {1: 2, 2: 4}
+
+
+def helper(x):
+    return double(x)
+
+
+class Mixin(abc.ABC):
+    def mixed(self):
+        return 3
+
+
+class LocalBase(TestCase):
+    maxDiff = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.shared = 1
+
+
+class TestThings(Mixin, LocalBase):
+    assertItemsEqual = TestCase.assertCountEqual
+
+    def test_plain(self):
+        self.assertEqual(helper(2), EXPECTED[2])
+
+    def test_alias(self):
+        self.assertItemsEqual([1, 2], [2, 1])
+
+    @mock.patch("os.getcwd", return_value="/x")
+    def test_patched(self, getcwd):
+        self.assertEqual(os.getcwd(), "/x")
+
+    @skipIf(False, "never")
+    def test_skip_if(self):
+        self.assertEqual(self.mixed(), 3)
+
+
+class TestHelpers(Base):
+    @requires_ready
+    def test_with_helper_base(self):
+        self.check_double(3)
+
+
+class TestGenerated(TestCase):
+    pass
+
+
+def _make(n):
+    def test(self):
+        self.assertEqual(double(n), 2 * n)
+    return test
+
+
+for _n in (1, 2):
+    setattr(TestGenerated, "test_gen_%d" % _n, _make(_n))
+"""
+PLAIN = """import pytest
+
+from pkg import double
+from tests.helpers import requires_ready
+
+
+@pytest.fixture
+def value():
+    return 3
+
+
+class Base:
+    def check(self, x):
+        assert double(x) == 2 * x
+
+
+class TestPlain(Base):
+    def setup_method(self, method):
+        self.ready = True
+
+    def test_check(self, value):
+        self.check(value)
+
+    @requires_ready
+    def test_wrapped(self):
+        self.check(1)
+
+
+def test_function(value):
+    assert double(value) == 6
+"""
+HELPER_IDS = [*("tests/test_things.py::TestThings::" + n for n in ("test_plain", "test_alias", "test_patched",
+                                                                   "test_skip_if")),
+              "tests/test_things.py::TestHelpers::test_with_helper_base",
+              "tests/test_things.py::TestGenerated::test_gen_1", "tests/test_things.py::TestThings"]
+
+
+@pytest.mark.parametrize("mode", ["unittest", "pytest"])
+def test_helper_modules_mixins_decorators_and_generated_tests_raise_no_false_alarm(tmp_path, mode):
+    if mode == "pytest" and not _sandbox_has_pytest():
+        pytest.skip("the sandbox's python3 (/usr/bin/python3) has no pytest (python3-pytest)")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def double(x):\n    return 2 * x\n")
+    (tmp_path / "tests").mkdir()
+    for name, text in (("__init__.py", ""), ("helpers.py", HELPERS), ("test_things.py", THINGS),
+                       ("test_pt.py", PLAIN)):
+        (tmp_path / "tests" / name).write_text(text)
+    ids = HELPER_IDS if mode == "unittest" else HELPER_IDS[:-1] + [  # pytest grades no whole-class id
+        f"tests/test_pt.py::{n}" for n in ("TestPlain::test_check", "TestPlain::test_wrapped", "test_function")]
+    statuses, log = _run_the_runner(tmp_path, ids, *(["--pytest"] if mode == "pytest" else []))
+    assert statuses == dict.fromkeys(ids, "PASSED"), log
+    assert (tmp_path / "tests" / "test_things.py").read_text() == THINGS  # the canaries are gone again
 
 
 # --------------------------------------------------------------------------- the report

@@ -6,6 +6,8 @@ the bwrap sandbox, asserted on the outcome:
 * ``info["patch"]`` is exactly the change the tests ran against: replayed on the base in a fresh
   episode it earns the same reward, whatever ``.gitignore`` or empty directory the agent made;
 * a file name cannot put a forged patch into ``info["patch"]``;
+* a symlink out of the repository (into the agent's tree, mounted read-only in the grading sandbox)
+  or into ``.git``, bytecode or the tests is not graded, and a patch over the size limit is not graded;
 * terminal escapes printed during a failed grading set-up never reach a log record raw;
 * io_uring is refused, and file locks and access notifications on the host inodes every sandbox
   sees read-only (``/usr/bin/python3``) carry nothing from one sandbox to another.
@@ -133,6 +135,72 @@ def test_terminal_escapes_in_a_failed_grading_never_reach_the_log_raw(make_env, 
     messages = [record.getMessage() for record in caplog.records]
     assert any("\\x1b]0;pwned\\x07" in message for message in messages), messages  # it was logged, escaped
     assert not any(ch in message for message in messages for ch in "\x1b\x07\x9b"), messages
+
+
+# Symlinks: the agent's tree is mounted read-only in the grading sandbox, at an absolute path. A link
+# to it (or out of the repository, or into .git, bytecode or the tests) made the graded file one the
+# patch never shows (the red team: graded 1.0, a replay of the patch 0). Such links are not graded.
+STASH = ("mkdir -p .git/stash && cp intervals/core.py .git/stash/core.py && "
+         "sed -i 's/return self.start <= other.end and other.start <= self.end/"
+         "return self.start < other.end and other.start < self.end/; "
+         "s/if merged and merged\\[-1\\].overlaps(interval):/if merged and interval.start <= merged[-1].end:/' "
+         ".git/stash/core.py")
+AGENT = "/opt/turngym-agent/testbed"  # where the grading sandbox shows the agent's tree, read-only
+LINKS = {  # the absolute ones earned 1.0 before, with a patch whose replay earns 0; the relative ones dangle
+    "absolute_into_the_agents_tree": f"ln -s {AGENT}/.git/stash/core.py intervals/core.py",
+    "absolute_into_the_agents_tests": f"cp .git/stash/core.py tests/stash_core.py && "
+                                      f"ln -s {AGENT}/tests/stash_core.py intervals/core.py",
+    "absolute_into_the_agents_bytecode": f"mkdir -p intervals/__pycache__ && cp .git/stash/core.py "
+                                         f"intervals/__pycache__/core.py && "
+                                         f"ln -s {AGENT}/intervals/__pycache__/core.py intervals/core.py",
+    "relative_into_git": "ln -s ../.git/stash/core.py intervals/core.py",
+    "relative_out_of_the_repository": "cp .git/stash/core.py /scratch/core.py && ln -s ../../scratch/core.py "
+                                      "intervals/core.py",
+    "relative_into_the_tests": "cp .git/stash/core.py tests/stash_core.py && ln -s ../tests/stash_core.py "
+                               "intervals/core.py",
+    "relative_into_bytecode_directories": "mkdir -p intervals/__pycache__ && cp .git/stash/core.py "
+                                          "intervals/__pycache__/core.py && "
+                                          "ln -s __pycache__/core.py intervals/core.py",
+}
+
+
+@pytest.mark.parametrize("link", list(LINKS))
+def test_a_symlink_out_of_the_graded_tree_is_not_graded(make_env, link):
+    info = play(make_env(), [bash(f"{STASH} && rm intervals/core.py && {LINKS[link]}")])
+    assert info["episode_reward"] == 0.0 and not info["resolved"]
+    assert "deleted file mode 100644" in info["patch"] and "intervals/core.py" in info["patch"], info["patch"]
+    assert replay(make_env(), info["patch"]) == info["episode_reward"]  # what is reported is what was graded
+
+
+def test_links_inside_the_repository_are_graded_as_git_shows_them(make_env):
+    """A relative symlink to a file of the repository, and a hard link, stay what they are: graded, shown
+    and replayed alike."""
+    env = make_env()
+    fix = gold_fix(env)
+    moved = bash("mv intervals/core.py intervals/impl.py && ln -s impl.py intervals/core.py && "
+                 "mkdir -p .git/stash && ln intervals/impl.py .git/stash/hard.py")
+    info = play(env, [fix, moved])
+    assert info["episode_reward"] == 1.0 and "new file mode 120000" in info["patch"], info["patch"]
+    assert replay(make_env(), info["patch"]) == 1.0
+
+
+# A patch over the cap used to be cut silently (a big file whose diff sorts first pushed the real change
+# out of info["patch"], and the env's marker miscounted the cut). It is not graded now.
+def test_a_patch_over_the_limit_is_not_graded_and_says_so(make_env):
+    from turngym.envs.swe.workspace import MAX_PATCH_BYTES
+
+    env = make_env()
+    fix = gold_fix(env)
+    notes = bash("python3 -c \"open('AAA_NOTES.txt','w').write(''.join('note %d %s\\n' % (i, 'x' * 60) "
+                 "for i in range(4000)))\" && wc -c AAA_NOTES.txt")
+    info = play(env, [notes, fix])
+    assert info["episode_reward"] == 0.0 and not info["resolved"]
+    assert info["patch_truncated"] is True and "limit" in info["grading_error"], info["grading_error"]
+    size = int(info["grading_error"].split("the patch is ", 1)[1].split(" bytes", 1)[0])
+    assert size > MAX_PATCH_BYTES and f"the patch is {size} bytes" in info["patch"]
+    assert "it was not graded" in info["patch"]
+    small = play(make_env(), [fix])  # within the limit: graded, and reported whole
+    assert small["episode_reward"] == 1.0 and small["patch_truncated"] is False and FIXED_LINE in small["patch"]
 
 
 # --------------------------------------------------------------------------- channels between sandboxes

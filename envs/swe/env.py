@@ -22,8 +22,11 @@ Rewards (:mod:`turngym.envs.swe.grading` holds the estimators):
   bwrap; on a SWE-Gym repository, its test time, often tens of seconds).
 
 ``info["resolved"]``, ``info["pass_ratio"]``, ``info["tests"]`` (status per test),
-``info["grading_tampered"]`` (the runner caught the code under test forging its verdict: reward 0)
-and ``info["patch"]`` (the agent's diff, SWE-bench's model_patch) come with the last step.
+``info["grading_tampered"]`` (the runner caught the code under test forging its verdict: reward 0),
+``info["patch"]`` (the agent's diff as graded, SWE-bench's model_patch, whole) and
+``info["patch_truncated"]`` come with the last step. A patch over ``MAX_PATCH_BYTES`` (200,000 bytes)
+is not graded: the reward is 0, ``grading_error`` says why, ``patch_truncated`` is True and
+``info["patch"]`` holds its head and a marker with its whole size.
 """
 
 from __future__ import annotations
@@ -49,13 +52,13 @@ from turngym.envs.swe.sandbox import (
 )
 from turngym.envs.swe.sandbox.base import WORKDIR, ExecResult, escape_controls
 from turngym.envs.swe.taskset import swe_tasks
-from turngym.envs.swe.workspace import Workspace
+from turngym.envs.swe.workspace import MAX_PATCH_BYTES, Workspace
 from turngym.envs.tasks import Task, TaskSet
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TURNS = 40  # the reference study: raising SWE-Gym tool calls from 10 to 40 lifted success 3 % -> 22 %
-MAX_PATCH_CHARS = 100_000
+MAX_PATCH_CHARS = MAX_PATCH_BYTES  # a graded patch is reported whole (escaped); a bigger one is not graded
 WALL_CLOCK = "\x00wall_clock"  # internal: the deadline passed before the action (never a real command)
 
 PROMPT = """You are fixing an issue in the repository {repo}, checked out at {workdir}.
@@ -278,14 +281,15 @@ class SWEEnv(TextEnv):
         state.components = {**state.components, **report.components(self.regression_penalty)}
         state.extra = {**state.extra, "resolved": report.resolved,
                        "pass_ratio": report.pass_ratio(self.regression_penalty), "tests": dict(report.statuses),
-                       "grading_error": report.error, "grading_tampered": report.tampered, "patch": self._patch}
+                       "grading_error": report.error, "grading_tampered": report.tampered, "patch": self._patch,
+                       "patch_truncated": report.patch_truncated}
         if truncation is not None:
             state.text += f"\n[turngym] Episode over ({truncation}); graded: {report.summary()}."
         return state
 
     def _grade_final(self) -> GradeReport:
         self._final = self._workspace.grade()
-        self._patch = escape_controls(truncate_text(self._final.patch, MAX_PATCH_CHARS))
+        self._patch = escape_controls(self._final.patch)  # the grader bounds it (MAX_PATCH_BYTES)
         return self._final
 
     def _remember(self, action: str | None, observation: str) -> None:

@@ -102,6 +102,7 @@ class GradeReport:
     duration_s: float = 0.0
     extra: Mapping[str, object] = field(default_factory=dict)
     patch: str = ""  # the agent's change as graded (test directories, .git and bytecode left out)
+    patch_truncated: bool = False  # the patch was over the size limit: only its head is shown, and nothing was graded
 
     @property
     def f2p_passed(self) -> int:

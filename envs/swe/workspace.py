@@ -72,6 +72,8 @@ def protected_test_command(test_cmd: str | None, instance_id: str = "") -> str:
         logger.warning("%s: test_cmd %r does not run through turngym's runner (%s): the tests' own output decides "
                        "the grade, so the code under test can forge it", instance_id, test_cmd, UNITTEST_RUNNER)
     return test_cmd
+# A patch over this many bytes is not graded (reward 0, ``grading_error`` says why); one within it is
+# reported whole. A cap that cut the patch silently let a big first file push the real change out of it.
 MAX_PATCH_BYTES = 200_000
 NEUTRAL_ATTRIBUTES = "* !text !eol !filter !diff !merge !ident !working-tree-encoding !export-subst"
 # restored to their base versions wherever they are: files that configure the test runner itself
@@ -131,16 +133,26 @@ else:
 """
 
 
-def _patch_from(output: str, marker: str) -> str:
-    """The base64 payload on the line that starts with ``marker`` (a nonce: set-up output that
-    quotes the agent's file names, e.g. a copy error, cannot hold it)."""
+def _patch_from(output: str, marker: str) -> tuple[str, int]:
+    """``(patch, its whole size in bytes)`` from the line that starts with ``marker`` (a nonce: set-up
+    output that quotes the agent's file names, e.g. a copy error, cannot hold it): the size, then the
+    base64 of at most :data:`MAX_PATCH_BYTES` of the patch."""
     for line in output.splitlines():
         if line.startswith(marker + " "):
+            size, _, payload = line[len(marker) + 1 :].strip().partition(" ")
             try:
-                return base64.b64decode(line[len(marker) + 1 :].strip(), validate=True).decode("utf-8", "replace")
+                patch = base64.b64decode(payload.strip(), validate=True).decode("utf-8", "replace")
+                return patch, int(size)
             except ValueError:
-                return ""
-    return ""
+                return "", 0
+    return "", 0
+
+
+def patch_over_limit(head: str, size: int) -> str:
+    """What ``info["patch"]`` shows of a patch over :data:`MAX_PATCH_BYTES`: its head and a marker
+    that says the whole size and that it was not graded."""
+    return (f"{head}\n[turngym: the patch is {size} bytes, over the {MAX_PATCH_BYTES}-byte limit; only its "
+            f"first {MAX_PATCH_BYTES} bytes are shown, and it was not graded]\n")
 
 
 class Workspace:
@@ -261,13 +273,18 @@ class Workspace:
             fresh.prepare(timeout=grader.timeouts.create, remember=False)
             marker = f"{PATCH_MARK}_{secrets.token_hex(16)}"
             prepared = fresh._script(fresh._grading_script(command, marker), self.test_timeout)
-            patch = _patch_from(prepared.output, marker)
+            patch, size = _patch_from(prepared.output, marker)
+            if prepared.ok and size > MAX_PATCH_BYTES:  # fail closed: what is not reported whole is not graded
+                error = f"the patch is {size} bytes, over the {MAX_PATCH_BYTES}-byte limit: it was not graded"
+                return self._report({}, prepared.output, error, start, patch_over_limit(patch, size), truncated=True)
             if not prepared.ok:
                 error = ("the test patch did not apply" if "TURNGYM_TEST_PATCH" in prepared.output
                          else "grading set-up failed")
                 logger.warning("%s: %s:\n%s", self.instance.instance_id, error,
                                escape_controls(prepared.output[-2000:]))
-                return self._report({}, prepared.output, error, start, patch)
+                over = size > MAX_PATCH_BYTES
+                return self._report({}, prepared.output, error, start, patch_over_limit(patch, size) if over else patch,
+                                    truncated=over)
             nonce = secrets.token_hex(16)
             run = grader.exec(f"bash {TEST_SCRIPT}", workdir=WORKDIR, timeout=self.test_timeout,
                               stdin=f"{nonce}\n".encode())
@@ -302,7 +319,8 @@ class Workspace:
             f"python3 -I -B {EMPTY_DIRS_TOOL} prune {EMPTY_DIRS_FILE} || exit 90",
             (f"{index} {GIT} add -A -f >/dev/null 2>&1 && "
              f"{index} {GIT} diff --cached --no-color --binary \"$base_tree\" > {PATCH_FILE} || exit 90"),
-            f"printf '\\n%s ' {marker}; head -c {MAX_PATCH_BYTES} {PATCH_FILE} | base64 -w0; printf '\\n'",
+            (f"printf '\\n%s %s ' {marker} \"$(wc -c < {PATCH_FILE})\"; "
+             f"head -c {MAX_PATCH_BYTES} {PATCH_FILE} | base64 -w0; printf '\\n'"),
         ]
         if self.instance.test_patch.strip():
             lines.append(f"printf '%s' {_b64(self.instance.test_patch)} | base64 -d > /tmp/turngym-test.patch")
@@ -315,7 +333,7 @@ class Workspace:
         return "\n".join(lines)
 
     def _report(self, statuses: dict[str, str], log: str, error: str | None, start: float,
-                patch: str = "") -> GradeReport:
+                patch: str = "", truncated: bool = False) -> GradeReport:
         full = parse_test_log("", self.instance.test_ids) | statuses
         return GradeReport(
             statuses=full,
@@ -325,6 +343,7 @@ class Workspace:
             error=error,
             duration_s=time.monotonic() - start,
             patch=patch,
+            patch_truncated=truncated,
         )
 
     def _script(self, script: str, timeout: float) -> ExecResult:

@@ -3,24 +3,34 @@
 Loaded by path (never by a module name the repository could shadow) in a fresh interpreter that
 the runner starts with the current directory off ``sys.path``, ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``,
 no ``PYTEST_ADDOPTS`` and turngym's own options (``-c`` the base commit's configuration, ``--rootdir``,
-``-o addopts=``, ``-p no:cacheprovider``). It reads ``{"ids", "canary", "args"}`` from stdin and
-writes JSON records to the file descriptor it is given, never to stdout: printing ``PASSED <id>``
+``-o addopts=``, ``-p no:cacheprovider``). It reads ``{"ids", "canaries", "trusted", "args"}`` from stdin
+and writes JSON records to the file descriptor it is given, never to stdout: printing ``PASSED <id>``
 from a test counts for nothing.
 
 What it defends (the parent judges, see ``unittest_runner.pytest_forgery``):
 
-* **canaries**: in every module that holds a graded test, a test that must fail comes first and one
-  whose setup must error comes last, under random names: a plugin, conftest or code under test
-  that turns failures into passes turns them into passes too;
+* **canaries**: the parent wrote them into the test files themselves (in the graded tests' classes,
+  or beside their functions), named like the file's tests; they run first (the failing ones) and last
+  (the erroring ones) in each module, collected and run as any test: a plugin, conftest or code under
+  test that turns failures into passes turns theirs into passes too;
 * **two observations**: each test's status as pytest reports it, and the exception each phase
   (setup, call, teardown) raised as seen from a hook wrapper inside pytest's hook call, before any
-  report exists: a report of a pass over a raised exception is a forgery.
+  report exists: a report of a pass over a raised exception is a forgery;
+* **the framework and the test files** (``integrity.py``): pytest's, pluggy's and unittest's modules and
+  classes are snapshotted before pytest starts (its default plugins and the installed ones imported
+  first) and compared by identity before and after every test; each test's module, class and
+  function must be the restored file's code (as pytest's assertion rewriting compiles it), and the
+  interpreter's hooks unchanged (``integrity.Guard``); an audit hook reports writes to the framework's
+  functions and trace or profile functions set by code other than the test files'.
 
 Plugins installed in the image (``pytest11`` entry points) are loaded by name unless their module
 lives in the repository; a repository's own plugin, ``conftest.py`` aside (restored to its base
 version before grading), is not loaded.
 """
 
+import ast
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -29,53 +39,81 @@ import pytest
 from _pytest.outcomes import Skipped, XFailed
 
 
-def _must_fail():
-    raise AssertionError("turngym canary: this test must fail")
-
-
-def _must_error():  # its setup raises (Verdicts.pytest_runtest_setup): an ERROR
-    raise AssertionError("turngym canary: unreachable")
-
-
 def _module_of(item):
     return item.getparent(pytest.Module)
 
 
 class Verdicts:
-    """pytest's reports, one status per node id, and the canaries."""
+    """pytest's reports, one status per node id; the canaries' order; the checks around every test."""
 
-    def __init__(self, canary):
-        self.canary = canary
+    def __init__(self, canaries, guard, same, alarm, config_cell, cwd):
+        self.canaries = canaries  # node id -> "fail" | "error"
+        self.guard, self.same, self.alarm, self.config_cell, self.cwd = guard, same, alarm, config_cell, cwd
         self.statuses = {}
-        self.xfail_marked = {}
-        self.canary_items = {}  # node id -> ("fail" | "error", file)
+        self.adopted = set()
+
+    def pytest_configure(self, config):
+        self.config_cell.append(config)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items):
-        ordered, previous = [], None
-        for item in items:
-            module = _module_of(item)
-            if module is not previous:
-                if previous is not None:
-                    ordered.append(self._canary(previous, "error"))
-                if module is not None:
-                    ordered.append(self._canary(module, "fail"))
-                previous = module
-            ordered.append(item)
-        if previous is not None:
-            ordered.append(self._canary(previous, "error"))
+        """Each module's failing canaries first and its erroring canaries last."""
+        ordered, group, previous = [], [], None
+        for item in items + [None]:
+            module = _module_of(item) if item is not None else None
+            if item is None or module is not previous:
+                ordered += [i for i in group if self.canaries.get(i.nodeid) == "fail"]
+                ordered += [i for i in group if i.nodeid not in self.canaries]
+                ordered += [i for i in group if self.canaries.get(i.nodeid) == "error"]
+                group, previous = [], module
+            if item is not None:
+                group.append(item)
         items[:] = ordered
 
-    def _canary(self, module, kind):
-        function = _must_fail if kind == "fail" else _must_error
-        item = pytest.Function.from_parent(module, name=self.canary[kind], callobj=function)
-        self.canary_items[item.nodeid] = (kind, module.nodeid.partition("::")[0])
-        return item
+    def pytest_collection_finish(self, session):
+        if not self.same():
+            self.alarm(f"pytest's or unittest's machinery was modified before the tests ran ({self.same.what()})")
+            return
+        for item in session.items:
+            self._adopt(item)
+        for item in session.items:
+            if self._check(item, "after collection"):
+                return
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item):
-        if self.canary_items.get(item.nodeid, ("",))[0] == "error":
-            raise RuntimeError("turngym canary: this test must error")
+    def _adopt(self, item):
+        module = item.module
+        path = os.path.join(self.cwd, item.nodeid.partition("::")[0])
+        found, name = self.guard._get(tuple(vars(module).items()), "__name__")
+        if not found or type(name) is not str:
+            self.alarm(f"the module of {item.nodeid} has no name")
+            return
+        if name in self.adopted:
+            return
+        self.adopted.add(name)
+        why = self.guard.adopt_file(name, module, path)
+        if why:
+            self.alarm(why)
+
+    def _check(self, item, when):
+        if not self.same():
+            self.alarm(f"{when} {item.nodeid}: pytest's or unittest's machinery was modified ({self.same.what()})")
+            return True
+        try:
+            cls, test = item.cls, item.obj
+        except Exception as error:  # noqa: BLE001 - an item whose object cannot be found: pytest reports it
+            cls, test = None, None
+            del error
+        why = self.guard.check([(cls, test)])
+        if why:
+            self.alarm(f"{when} {item.nodeid}: {why}")
+            return True
+        return False
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self._check(item, "before")
+        yield
+        self._check(item, "after")
 
     def pytest_runtest_logreport(self, report):
         wasxfail = hasattr(report, "wasxfail")
@@ -98,9 +136,6 @@ class Verdicts:
         else:
             return
         self.statuses[report.nodeid] = status
-
-    def pytest_runtest_protocol(self, item, nextitem):
-        self.xfail_marked[item.nodeid] = item.get_closest_marker("xfail") is not None
 
 
 class Observer:
@@ -134,55 +169,118 @@ class Observer:
 
 
 def installed_plugins(cwd):
-    """Names of the ``pytest11`` entry points whose module is not in the repository at ``cwd``."""
-    import importlib.util
-
+    """``(name, module)`` of the ``pytest11`` entry points whose module is not in the repository at ``cwd``."""
     try:
         from importlib.metadata import entry_points
     except ImportError:  # Python 3.7
         return []
     found = entry_points()
     group = found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", [])
-    names = []
+    plugins = []
     for entry in group:
-        top = entry.value.split(":")[0].split(".")[0].strip()
+        module = entry.value.split(":")[0].strip()
+        top = module.split(".")[0]
         try:
             spec = importlib.util.find_spec(top)
         except (ImportError, ValueError):
             continue
         places = [spec.origin or ""] + list(spec.submodule_search_locations or []) if spec else []
         inside = [p for p in places if os.path.realpath(p).startswith(os.path.realpath(cwd) + os.sep)]
-        if spec is not None and not inside and entry.name not in names:
-            names.append(entry.name)
-    return names
+        if spec is not None and not inside and entry.name not in [name for name, _ in plugins]:
+            plugins.append((entry.name, module))
+    return plugins
 
 
 def records(verdicts, observer):
-    """The JSON records for the parent: canaries by file, tests with both observations."""
+    """The JSON records for the parent: every test and canary with both observations."""
     for nodeid, status in verdicts.statuses.items():
-        if nodeid in verdicts.canary_items:
-            kind, path = verdicts.canary_items[nodeid]
-            yield {"canary": kind, "name": verdicts.canary[kind], "file": path, "status": status}
-        else:
-            yield {"id": nodeid, "status": status, "raw": observer.raw.get(nodeid, {}),
-                   "xfail_marked": verdicts.xfail_marked.get(nodeid, False)}
+        yield {"id": nodeid, "status": status, "raw": observer.raw.get(nodeid, {})}
 
 
-def main(result_fd):
+def _framework(cwd, plugins, mentions):
+    """Load everything pytest will run before the repository can: its default plugins, the installed
+    ones, unittest (and ``unittest.mock``, asyncio's test case where the test files use them)."""
+    import abc
+    import unittest
+
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:
+        try:
+            importlib.import_module("_pytest." + name)
+        except ImportError:
+            pass
+    for _, module in plugins:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001, S110 - pytest itself reports a plugin that does not load
+            pass
+    if "mock" in mentions:
+        import unittest.mock
+    if "IsolatedAsyncioTestCase" in mentions:
+        getattr(unittest, "IsolatedAsyncioTestCase", None)
+    modules = [m for n, m in sorted(sys.modules.items()) if n in ("pytest", "abc") or n.startswith(
+        ("_pytest.", "pluggy.", "unittest.")) or n in ("_pytest", "pluggy", "unittest")]
+    return modules, unittest, abc
+
+
+def main(result_fd, integrity_path, own_module):
     payload = json.loads(sys.stdin.readline())
     sys.stdin = open(os.devnull)  # noqa: SIM115 - the tests get an empty stdin
     write, dumps = os.write, json.dumps
-    verdicts, observer = Verdicts(payload["canary"]), Observer()
+    cwd = os.getcwd()
+    spec = importlib.util.spec_from_file_location("turngym_integrity_" + os.urandom(6).hex(), integrity_path)
+    integrity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(integrity)
+
+    def alarm(reason, _write=write, _dumps=dumps, _fd=result_fd, _str=str):
+        _write(_fd, (_dumps({"tamper": _str(reason)[:300]}) + "\n").encode())
+
+    mentions = ""
+    for path in payload["trusted"]:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+            mentions += " mock" if "mock" in text else ""
+            mentions += " IsolatedAsyncioTestCase" if "IsolatedAsyncioTestCase" in text else ""
+        except OSError:
+            pass
+    plugins = installed_plugins(cwd)
+    framework, unittest, _ = _framework(cwd, plugins, mentions)
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    config_cell = []
+
+    def variants(source, path, _parse=ast.parse, _rewrite=rewrite_asserts, _compile=compile, _cell=config_cell):
+        """The code pytest makes of a test file: its asserts rewritten."""
+        if not _cell:
+            return []
+        tree = _parse(source, filename=path)
+        _rewrite(tree, source, path, _cell[0])
+        return [_compile(tree, path, "exec", dont_inherit=True)]
+
+    core = frozenset(["builtins", "sys", "abc", "types", "functools", "importlib", "importlib.util", "gc",
+                      "threading"] + [vars(m)["__name__"] for m in framework])
+    guard = integrity.Guard(cwd, payload["trusted"], framework, core, test_case=unittest.TestCase,
+                            variants=variants, alarm=alarm)
+    taken = integrity.snapshot(framework, [own_module, integrity, guard])
+    same = integrity.make_checker(taken, lenient=True)
+    integrity.install_alarm(integrity.protected_ids(taken), alarm)
+    guard.install_audit()
+    verdicts, observer = Verdicts(payload["canaries"], guard, same, alarm, config_cell, cwd), Observer()
     args = list(payload["args"])
-    for name in installed_plugins(os.getcwd()):
+    for name, _ in plugins:
         args += ["-p", name]
+    ids = list(dict.fromkeys(list(payload["ids"]) + list(payload["canaries"])))
     try:
-        code = int(pytest.main(args + list(payload["ids"]), plugins=[verdicts, observer]))
+        code = int(pytest.main(args + ids, plugins=[verdicts, observer]))
     except BaseException:  # noqa: BLE001 - pytest itself failed: the parent sees no end record
         import traceback
 
         traceback.print_exc()
         code = 3
+    if not same():
+        alarm(f"pytest's or unittest's machinery was modified ({same.what()})")
     sys.stdout.flush()
     sys.stderr.flush()
     lines = [dumps(record) for record in records(verdicts, observer)]

@@ -19,6 +19,14 @@ test package, and a ``test_x/`` package beside ``test_x.py`` the test module.
 ``copy`` makes DST equal to SRC outside the protected and skipped paths (DST's other files are
 removed first, so the agent's deletions carry over). The walk is iterative: a tree thousands of
 directories deep neither recurses nor raises; entries that cannot be read are reported and skipped.
+
+``copy`` keeps a symlink only when its target, read lexically from the link's directory, stays in
+the repository and outside every skipped or protected path. An absolute target (in a grading
+sandbox ``/opt/turngym-agent/testbed/...`` would reach the agent's tree, ``.git`` and bytecode
+included, which the patch never shows), one that climbs out of the root, or one into ``.git``,
+``__pycache__``, bytecode or a test directory is dropped and reported: the graded tree, and so the
+patch git measures on it, does not have it. Hard links need nothing: the copy writes each file's
+content, which is what git then shows.
 """
 
 import hashlib
@@ -125,6 +133,20 @@ def digest(root, protect, names):
     print(hasher.hexdigest())
 
 
+def unsafe_link(rel, target, protect, names, shadowed):
+    """Why the symlink at ``rel`` pointing at ``target`` must not be copied ('' if it may)."""
+    if not target or os.path.isabs(target):
+        return "its target is absolute"
+    resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+    if resolved == ".." or resolved.startswith(("../", "/")):
+        return "its target is outside the repository"
+    parts = resolved.split("/")
+    for index, part in enumerate(parts):
+        if skipped("/".join(parts[: index + 1]), part, protect, names, index < len(parts) - 1, shadowed):
+            return "its target is a skipped or protected path"
+    return ""
+
+
 def copy(src, dst, protect, names):
     # 1. remove DST's unprotected files (deepest directories last), keeping .git and protected paths
     directories = []
@@ -141,13 +163,19 @@ def copy(src, dst, protect, names):
             pass  # holds protected files
     # 2. copy SRC's unprotected entries
     errors = 0
+    shadowed = shadows(protect)
     for rel, info in walk(src, protect, names):
         source, target = os.path.join(src, rel), os.path.join(dst, rel)
         try:
             if stat.S_ISDIR(info.st_mode):
                 os.makedirs(target, mode=0o755, exist_ok=True)
             elif stat.S_ISLNK(info.st_mode):
-                os.symlink(os.readlink(source), target)
+                link = os.readlink(source)
+                why = unsafe_link(rel, link, protect, names, shadowed)
+                if why:
+                    sys.stderr.write(f"tree: dropped the symlink {rel!r} -> {link!r}: {why}\n")
+                    continue
+                os.symlink(link, target)
             else:
                 mode = 0o755 if info.st_mode & 0o100 else 0o644
                 out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)

@@ -1,7 +1,7 @@
 """Run the tests that grade an SWE task and print one result line per test, tagged with a nonce.
 
 Runs inside the sandbox with the sandbox's own Python (the host's /usr/bin/python3 under bwrap,
-the image's python3 under docker), so it uses the standard library only (Python 3.7 and newer).
+the image's python3 under docker), so it uses the standard library only (Python 3.8 and newer).
 
     python3 /opt/turngym/unittest_runner.py tests/test_a.py::TestA::test_x [more ids...]
     python3 /opt/turngym/unittest_runner.py --pytest [-p PLUGIN]... tests/test_a.py::test_x [more ids...]
@@ -13,38 +13,48 @@ the children's output reaches the log only indented with ``| ``. Printing a resu
 counts for nothing. What the children report travels on a private pipe, never on stdout.
 
 Code under test runs in the same process as the test's assertions, so a child's report is evidence,
-not proof. Four defences make a forged verdict fail (docs/worlds/swe.md, "Grading and the reward's
+not proof. These defences make a forged verdict fail (docs/worlds/swe.md, "Grading and the reward's
 threat model", says what remains):
 
-* **canaries**: the parent makes random test names for each child, which runs a test that must
-  fail before, and a test that must error after, every graded test, through the same machinery. A
-  test's pass counts only if every canary of its file came back FAILED / ERROR: neutering the
-  machinery (unittest's ``_Outcome``, ``TestResult``, pytest's reports) turns the canaries into passes
-  too, and forging records without them leaves them missing. Either voids the grading;
+* **canaries in the test files** (``integrity.plan_canaries``): before any child starts, the parent
+  writes into each graded file, inside the graded tests' own classes, a test that must fail and one
+  that must error, named from the words of the file's test names (``async`` where its tests are).
+  Every graded test runs between its class's two canaries, through the same code path; a pass counts
+  only if they came back FAILED / ERROR. A wrapper that swallows the tests' failures (by class, by name,
+  by "is it in the file") swallows theirs too; forged records leave them missing or in the wrong place;
+* **the test file's own code** (``integrity.Guard``): the child compiles the restored file itself
+  (its hash checked against the parent's), imports it under its name itself, and before and after every
+  test checks that ``sys.modules`` holds that module, that the graded classes and methods are that
+  compile's code (their MRO and metaclass too, up to unittest's ``TestCase``), and that no hook of the
+  interpreter changed (``builtins``, trace and profile functions, import hooks, ``gc.callbacks``);
 * **integrity checks** (unittest) after every test: each module of unittest, each of its classes and
   this runner's globals are compared *by identity*, over tuples snapshotted before any repository
-  import, by a function whose every helper was bound then, with the garbage collector off (no
-  ``__eq__``, ``__hash__`` or ``__del__`` of the code under test runs during the comparison). An
-  audit hook, which no Python code can remove, reports any write to the code of unittest's or the
-  runner's functions (and, on Pythons that audit it, to their classes) the moment it happens;
+  import, by a function whose every helper was bound then, with the garbage collector off. Audit
+  hooks, which no Python code can remove, report at once any write to the code of unittest's or the
+  runner's functions, and any trace or profile function set by code other than the test file's;
 * **a second, independent harness** (unittest): another process runs the same tests without
   unittest's result machinery (it calls setUp, the test method and tearDown itself, with its own
   ``try``/``except``). Every test the first harness passes must pass there too;
 * **two observations** (pytest): turngym's plugin (``pytest_plugin.py``, loaded by path, not by a
   name the repository could shadow) records the exception each test phase raised, seen from inside
   pytest's hook calls, next to pytest's own report; a report of a pass over a raised exception is a
-  forgery.
+  forgery; pytest's and pluggy's modules and classes are checked by identity after every test;
+* **expected failures from the source**: an XFAIL counts only for a test whose source marks it
+  (``expectedFailure``, ``xfail``), read by the parent.
 
-Any of these failing makes every test ``TAMPERED``: the grader pays 0 and says so.
+Any of these failing makes every test ``TAMPERED``: the grader pays 0 and says so. The test files are
+put back as they were when the runner ends.
 
-Ids: ``path.py::Class::method``, ``path.py::Class``, ``path.py`` or a dotted unittest name. Files
-run in the order of their first id, each file's verdicts printed as soon as both harnesses agree.
-A test file inside a repository directory named like ``test*`` (``test/``, ``testing/``) is imported
-from the repository even where the standard library has a module of that name (Debian's ``test``).
+Ids: ``path.py::Class::method``, ``path.py::Class``, ``path.py`` or a dotted unittest name whose
+module is a file under the current directory. Files run in the order of their first id, each file's
+verdicts printed as soon as both harnesses agree. A test file inside a repository directory named
+like ``test*`` (``test/``, ``testing/``) is imported from the repository even where the standard
+library has a module of that name (Debian's ``test``).
 """
 
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -55,11 +65,13 @@ PYTEST = "--pytest"
 STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 PASSING = ("PASSED", "XFAIL")
 TAMPERED = "TAMPERED"
-# what each canary must come back as
-CANARY_EXPECTED = {"fail": "FAILED", "error": "ERROR"}
-# under pytest a module marked xfail makes its failing canary XFAIL (a forged XFAIL is caught apart)
-PYTEST_CANARY = {"fail": ("FAILED", "XFAIL"), "error": ("ERROR",)}
-PLUGIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest_plugin.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLUGIN = os.path.join(HERE, "pytest_plugin.py")
+INTEGRITY = os.path.join(HERE, "integrity.py")
+# what each canary may come back as (a name-dependent setUp may make the failing one an error)
+CANARY_EXPECTED = {"fail": ("FAILED", "ERROR"), "error": ("ERROR",)}
+# under pytest both fail in their call (an AssertionError, another exception)
+PYTEST_CANARY = {"fail": ("FAILED",), "error": ("FAILED", "ERROR")}
 
 
 def unittest_name(test_id):
@@ -70,10 +82,17 @@ def unittest_name(test_id):
     return ".".join([path] + [part for part in rest.split("::") if part])
 
 
-def file_of(test_id):
+def resolve(test_id, cwd):
+    """``(file, module name, names after the module)`` of an id, or None when no file under ``cwd`` holds it."""
     if "::" in test_id or test_id.endswith(".py"):
-        return test_id.partition("::")[0]
-    return test_id.rsplit(".", 2)[0] if test_id.count(".") >= 2 else test_id
+        path, _, rest = test_id.partition("::")
+        return path, unittest_name(path), tuple(part for part in rest.split("::") if part)
+    parts = test_id.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = "/".join(parts[:cut]) + ".py"
+        if os.path.isfile(os.path.join(cwd, path)):
+            return path, ".".join(parts[:cut]), tuple(parts[cut:])
+    return None
 
 
 def status_of(result):
@@ -106,9 +125,89 @@ def random_name(prefix):
     return prefix + os.urandom(6).hex()
 
 
-def canary_names():
-    """A fresh class name and two method names, looking like any test's."""
-    return {"class": random_name("Test"), "fail": random_name("test_"), "error": random_name("test_")}
+def load_integrity():
+    """``integrity.py`` from this directory, under a name no repository module can take."""
+    return _load_by_path(INTEGRITY, random_name("turngym_integrity_"))
+
+
+def _load_by_path(path, name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------- the test files (parent)
+def _read_source(path):
+    """``(text, encoding, raw bytes)`` of a Python file, decoded as Python would."""
+    import io
+    import tokenize
+
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    return raw.decode(encoding), encoding, raw
+
+
+def _write(path, data):
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+class TestFiles:
+    """The graded files with their canaries written in, put back as they were by :meth:`restore`."""
+
+    def __init__(self, integrity, unittest_style):
+        self.integrity = integrity
+        self.unittest_style = unittest_style
+        self.rng = random.SystemRandom()
+        self.originals = {}
+        self.sources = {}  # path -> the original text (for the expected-failure marks)
+        self.plans = {}  # path -> {container: (fail rest, error rest)}
+
+    def add(self, path, containers):
+        """Write canaries for ``containers`` into ``path``; False if the file cannot take them."""
+        try:
+            text, encoding, raw = _read_source(path)
+            new_text, plan = self.integrity.plan_canaries(text, containers, self.unittest_style, self.rng)
+            _write(path, new_text.encode(encoding))
+        except (OSError, SyntaxError, ValueError, UnicodeError):
+            return False
+        self.originals[path], self.sources[path], self.plans[path] = raw, text, plan
+        return True
+
+    def restore(self):
+        for path, raw in self.originals.items():
+            try:
+                _write(path, raw)
+            except OSError:
+                pass
+
+
+def _first_class(source):
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if type(node) is ast.ClassDef and any(
+                type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name.startswith("test") for n in node.body):
+            return (node.name,)
+    return None
+
+
+def _container(rest, first_class):
+    """The class whose canaries guard a unittest id: its own, or for a module id the file's first."""
+    if len(rest) >= 2:
+        return tuple(rest[:-1])
+    if len(rest) == 1:
+        return tuple(rest)
+    return first_class
 
 
 # --------------------------------------------------------------------------- both unittest children
@@ -123,15 +222,14 @@ def _prepare_path():
     return cwd
 
 
-def _prefer_repository_test_package(test_ids, cwd):
+def _prefer_repository_test_package(paths, cwd):
     """Import a test directory named ``test*`` from the repository, before anything imports the
     standard library's module of that name (Debian ships ``test``). The test directories are restored
     to their base versions before grading: they are the task's, not the agent's."""
     import importlib.machinery
     import importlib.util
 
-    for test_id in test_ids:
-        path = test_id.partition("::")[0]
+    for path in paths:
         top = path.split("/")[0]
         directory = os.path.join(cwd, top)
         if "/" not in path or not top.startswith("test") or top in sys.modules or not os.path.isdir(directory):
@@ -151,85 +249,6 @@ def _prefer_repository_test_package(test_ids, cwd):
             del sys.modules[top]
 
 
-def _snapshot(unittest_modules, extra_modules):
-    """``(owner, type(owner), items)`` for each module of unittest, each class they define, and the
-    runner's own globals: the state the verdict depends on, taken before any repository import."""
-    taken = []
-    for module in tuple(unittest_modules) + tuple(extra_modules):
-        items = tuple(vars(module).items())
-        taken.append((module, type(module), items))
-        for _, value in items:
-            if isinstance(value, type) and getattr(value, "__module__", "").startswith("unittest"):
-                taken.append((value, type(value), tuple(vars(value).items())))
-    return tuple(taken)
-
-
-def _make_checker(snapshot):
-    """A comparison of the current state with ``snapshot`` that runs no code of the repository.
-
-    Every helper is bound now (the repository may replace builtins later); owners are checked to
-    still be of their type (a module's ``__class__`` can be swapped for one with a ``__dict__``
-    property) before ``vars``; items are compared by ``is`` (no ``__eq__``); the garbage collector is
-    off during the comparison (no ``__del__``). A module may gain new entries that are modules (an
-    ``import unittest.mock`` sets ``unittest.mock``) and a ``__warningregistry__`` (any warning
-    attributed to it); nothing else may change."""
-    import gc
-    from types import ModuleType
-
-    def same(_snapshot=snapshot, _len=len, _range=range, _tuple=tuple, _vars=vars, _type=type, _str=str,
-             _dict=dict, _module=ModuleType, _gc_disable=gc.disable, _gc_enable=gc.enable, _gc_on=gc.isenabled):
-        was_on = _gc_on()
-        _gc_disable()
-        try:
-            for owner, kind, items in _snapshot:
-                if _type(owner) is not kind:
-                    return False
-                now = _tuple(_vars(owner).items())
-                size = _len(items)
-                if _len(now) < size or (kind is not _module and _len(now) != size):
-                    return False
-                for index in _range(size):
-                    old_key, old_value = items[index]
-                    new_key, new_value = now[index]
-                    if old_key is not new_key or old_value is not new_value:
-                        return False
-                for index in _range(size, _len(now)):
-                    key, value = now[index]
-                    if _type(value) is not _module and not (
-                            _type(key) is _str and key == "__warningregistry__" and _type(value) is _dict):
-                        return False
-            return True
-        finally:
-            if was_on:
-                _gc_enable()
-
-    return same
-
-
-def _protected_ids(snapshot):
-    """ids of the classes and functions the verdict depends on (for the audit hook)."""
-    ids = set()
-    for owner, _, items in snapshot:
-        ids.add(id(owner))
-        for _, value in items:
-            if callable(value) or isinstance(value, (classmethod, staticmethod)):
-                ids.add(id(value))
-                ids.add(id(getattr(value, "__func__", value)))
-    return frozenset(ids)
-
-
-def _install_alarm(protected, alarm):
-    """An audit hook (it cannot be removed) that raises ``alarm`` on any write to a protected object."""
-    events = frozenset(("object.__setattr__", "object.__delattr__"))
-
-    def hook(event, args, _events=events, _protected=protected, _id=id, _len=len, _alarm=alarm):
-        if event in _events and _len(args) >= 2 and _id(args[0]) in _protected:
-            _alarm(f"{event} {args[1]}")
-
-    if hasattr(sys, "addaudithook"):  # Python 3.8 and newer
-        sys.addaudithook(hook)
-
-
 class _Channel:
     """The child's report: records kept in memory, written at the end; alarms written at once."""
 
@@ -238,8 +257,10 @@ class _Channel:
         self.records = []
         self.write = os.write
         self.dumps = json.dumps
+        self.alarmed = []
 
     def alarm(self, reason):
+        self.alarmed.append(reason)
         self.write(self.fd, (self.dumps({"tamper": str(reason)}) + "\n").encode())
 
     def finish(self):
@@ -247,136 +268,213 @@ class _Channel:
         self.write(self.fd, ("\n".join(lines) + "\n").encode())
 
 
+class _Graded:
+    """What a child knows of its test file, all of it made before the repository is importable."""
+
+    def __init__(self, payload, cwd, channel, integrity):
+        import importlib
+        import importlib.util
+        import types
+        import unittest
+
+        self.path = os.path.abspath(payload["path"])
+        self.name = payload["module"]
+        self.exclude = frozenset(payload["exclude"])
+        with open(self.path, "rb") as handle:
+            source = handle.read()
+        if integrity._sha256(source) != payload["trusted"].get(self.path):
+            raise RuntimeError(f"{payload['path']} is not the file the runner restored")
+        if b"mock" in source:
+            import unittest.mock  # in the snapshot, before the repository can touch it
+        if b"IsolatedAsyncioTestCase" in source:
+            # its first use (unittest's module __getattr__) adds it to the package: use it before the snapshot
+            getattr(unittest, "IsolatedAsyncioTestCase", None)
+        import abc
+
+        framework = [m for n, m in sorted(sys.modules.items()) if n == "unittest" or n.startswith("unittest.")]
+        self.framework = framework + [abc]
+        core = frozenset(["builtins", "sys", "abc", "types", "functools", "importlib", "importlib.util", "gc",
+                          "importlib.machinery", "threading"] + [m.__name__ for m in framework])
+        self.guard = integrity.Guard(cwd, payload["trusted"], self.framework, core, test_case=unittest.TestCase,
+                                     require_test_case=True, alarm=channel.alarm)
+        self.code, self.info = self.guard.compile_graded(self.path, source)
+        self.unittest = unittest
+        self.import_module = importlib.import_module
+        self.spec_from_file_location = importlib.util.spec_from_file_location
+        self.module_from_spec = importlib.util.module_from_spec
+        self.module_type = types.ModuleType
+        self.exec = exec
+        self.state = {"module": None, "import error": None}  # filled in place: the instance is in the snapshot
+        self.safe = (type, tuple, str, type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__, callable,
+                     sorted, unittest.TestCase)
+
+    def load(self):
+        """Import the graded module from the runner's own compile; None (and ``import_error``) if it raises."""
+        parent, _, leaf = self.name.rpartition(".")
+        try:
+            parent_module = self.import_module(parent) if parent else None
+            spec = self.spec_from_file_location(self.name, self.path)
+            module = self.module_from_spec(spec)
+            if type(module) is not self.module_type:
+                raise ImportError("the module of the test file was not made as a module")
+            sys.modules[self.name] = module
+            try:
+                self.exec(self.code, vars(module))
+            except BaseException:
+                sys.modules.pop(self.name, None)
+                raise
+            if parent_module is not None:
+                setattr(parent_module, leaf, module)
+        except BaseException as error:  # noqa: BLE001 - the test file's import error: its tests error
+            self.state["import error"] = error
+            return None
+        self.guard.adopt(self.name, module, self.info, self.path)
+        self.state["module"] = module
+        return module
+
+    def _get(self, items, name):
+        _type, _, _str = self.safe[:3]
+        for key, value in items:
+            if _type(key) is _str and key == name:
+                return True, value
+        return False, None
+
+    def _lookup(self, cls, name):
+        """``cls``'s attribute ``name`` from its MRO's dicts, found without running any of its code."""
+        mro, cdict = self.safe[3], self.safe[4]
+        for klass in mro(cls):
+            found, value = self._get(cdict(klass).items(), name)
+            if found:
+                return value
+        raise LookupError(name)
+
+    def _test_names(self, cls):
+        names = set()
+        mro, cdict, _callable = self.safe[3], self.safe[4], self.safe[5]
+        for klass in mro(cls):
+            for key, value in cdict(klass).items():
+                if type(key) is str and key.startswith("test") and _callable(value) and key not in self.exclude:
+                    names.add(key)
+        return self.safe[6](names)
+
+    def _is_test_case(self, value):
+        return type(value) is not self.module_type and isinstance(value, type) and any(
+            c is self.safe[7] for c in self.safe[3](value))
+
+    def targets(self, rest):
+        """``[(class, [method names])]`` an id's remaining names select (canaries left out of whole
+        classes and modules); LookupError when they select nothing."""
+        namespace = tuple(vars(self.state["module"]).items())
+        if not rest:
+            return [(value, self._test_names(value)) for key, value in sorted(namespace, key=lambda kv: str(kv[0]))
+                    if self._is_test_case(value) and key not in self.exclude]
+        found, obj = self._get(namespace, rest[0])
+        if not found or not self._is_test_case(obj):
+            raise LookupError(rest[0])
+        for part in rest[1:-1]:
+            obj = self._lookup(obj, part)
+            if not self._is_test_case(obj):
+                raise LookupError(part)
+        if len(rest) == 1:
+            return [(obj, self._test_names(obj))]
+        self._lookup(obj, rest[-1])
+        return [(obj, [rest[-1]])]
+
+    def check(self, rest):
+        """Why the tests at ``rest`` are not the test file's own, run by the real framework, or ''."""
+        try:
+            targets = self.targets(rest) if self.state["module"] is not None else []
+        except LookupError:
+            targets = []
+        pairs = [(cls, None) for cls, _ in targets]
+        for cls, names in targets:
+            for name in names:
+                pairs.append((cls, self._lookup(cls, name)))
+        return self.guard.check(pairs)
+
+
 def _child_setup(result_fd):
-    """Read the ids, fix the path, bind everything the verdict needs, then let the repository in."""
+    """Read the plan, fix the path, bind everything the verdict needs, then let the repository in."""
     payload = json.loads(sys.stdin.readline())
     sys.stdin = open(os.devnull)  # noqa: SIM115 - the tests get an empty stdin
     cwd = _prepare_path()
-    import unittest
-
-    if _mentions(payload["ids"], b"IsolatedAsyncioTestCase"):
-        # its first use (unittest's module __getattr__) adds it to the package: use it before the snapshot
-        getattr(unittest, "IsolatedAsyncioTestCase", None)
-
+    integrity = load_integrity()
     channel = _Channel(result_fd)
-    modules = [m for name, m in sorted(sys.modules.items()) if name == "unittest" or name.startswith("unittest.")]
-    snapshot = _snapshot(modules, [sys.modules[__name__]])
-    same = _make_checker(snapshot)
-    _install_alarm(_protected_ids(snapshot), channel.alarm)
-    _prefer_repository_test_package(payload["ids"], cwd)
-    return payload, channel, same, unittest
+    try:
+        graded = _Graded(payload, cwd, channel, integrity)
+    except (OSError, RuntimeError) as error:
+        channel.alarm(str(error))
+        channel.finish()
+        os._exit(0)
+    taken = integrity.snapshot(graded.framework, [sys.modules[__name__], integrity, graded, graded.guard])
+    same = integrity.make_checker(taken)
+    integrity.install_alarm(integrity.protected_ids(taken), channel.alarm)
+    graded.guard.install_audit()
+    _prefer_repository_test_package([payload["path"]], cwd)
+    if graded.load() is not None:
+        why = graded.check(())
+        if why:
+            channel.alarm("after the test file's import: " + why)
+    return payload, channel, same, graded
 
 
-def _mentions(test_ids, word):
-    """Whether a test file (or, for dotted ids, maybe one) holds ``word``."""
-    for test_id in test_ids:
-        path = test_id.partition("::")[0]
-        if not path.endswith(".py"):
-            return True
-        try:
-            with open(path, "rb") as handle:
-                if word in handle.read():
-                    return True
-        except OSError:
-            pass
-    return False
+def _run_all(payload, channel, same, graded, run):
+    """Each planned test (canary, test, canary...) with the checks before and after it."""
+    for test_id, rest, show in payload["sequence"]:
+        if channel.alarmed:
+            return
+        why = graded.check(rest)
+        if why:
+            channel.alarm(f"before {test_id}: {why}")
+            return
+        channel.records.append({"id": test_id, "status": run(rest, show)})
+        why = f"unittest or the runner was modified ({same.what()})" if not same() else graded.check(rest)
+        if why:
+            channel.alarm(f"during {test_id}: {why}")
+            return
 
 
-def _canary_class(unittest, names):
-    def must_fail(self):
-        raise AssertionError("turngym canary: this test must fail")
-
-    def must_error(self):
-        raise RuntimeError("turngym canary: this test must error")
-
-    namespace = {names["fail"]: must_fail, names["error"]: must_error, "__module__": random_name("turngym_")}
-    return type(names["class"], (unittest.TestCase,), namespace)
-
-
-def _run_all(payload, channel, same, run_test, run_canary):
-    """Canary (must fail), test, canary (must error), with the integrity check after each."""
-    for test_id in payload["ids"]:
-        for kind, run in (("fail", run_canary), ("test", run_test), ("error", run_canary)):
-            status = run(test_id) if kind == "test" else run(kind)
-            if kind == "test":
-                channel.records.append({"id": test_id, "status": status})
-            else:
-                channel.records.append({"canary": kind, "name": payload["canary"][kind], "status": status})
-            if not same():
-                channel.alarm("unittest or the runner was modified during " + test_id)
-                return
-
-
-# --------------------------------------------------------------------------- harness 1: unittest's machinery
-def child_main(result_fd):
-    import traceback
-
-    payload, channel, same, unittest = _child_setup(result_fd)
-    # everything the verdict needs is bound to locals before the code under test is imported
-    classify, name_of, result_class, suite_class = status_of, unittest_name, unittest.TestResult, unittest.TestSuite
-    loader = unittest.TestLoader()
-    canary = _canary_class(unittest, payload["canary"])
-    write_err = sys.stderr.write
-
-    def run(tests, show=True):
-        result = result_class()
-        try:
-            tests().run(result)
-            status = classify(result)
-        except BaseException:  # noqa: BLE001 - an import error or a SystemExit in a test is a failed test
-            traceback.print_exc()
-            status = "ERROR"
-        for _, text in (result.errors + result.failures) if show else ():
-            write_err(text)
-        return status
-
-    def run_test(test_id):
-        return run(lambda: loader.loadTestsFromName(name_of(test_id)))
-
-    def run_canary(kind):
-        return run(lambda: suite_class([canary(payload["canary"][kind])]), show=False)
-
-    _run_all(payload, channel, same, run_test, run_canary)
+def _finish(channel):
     sys.stdout.flush()
     sys.stderr.flush()
     channel.finish()
     os._exit(0)
 
 
-# --------------------------------------------------------------------------- harness 2: direct calls
-def _import(name, import_module):
-    """The longest importable prefix of a dotted name, and the attribute names after it."""
-    parts = name.split(".")
-    for cut in range(len(parts), 0, -1):
-        module_name = ".".join(parts[:cut])
+# --------------------------------------------------------------------------- harness 1: unittest's machinery
+def child_main(result_fd):
+    import traceback
+
+    payload, channel, same, graded = _child_setup(result_fd)
+    # everything the verdict needs is bound to locals before the code under test is imported
+    classify, result_class, suite_class = status_of, graded.unittest.TestResult, graded.unittest.TestSuite
+    write_err, print_exc = sys.stderr.write, traceback.print_exc
+
+    def run(rest, show):
+        if graded.state["module"] is None:
+            if show:
+                write_err(f"turngym: the test file did not import: {graded.state['import error']!r}\n")
+            return "ERROR"
+        result = result_class()
         try:
-            return import_module(module_name), parts[cut:]
-        except ModuleNotFoundError as error:  # only a missing module named by this prefix: try a shorter one
-            missing = error.name or ""
-            if module_name != missing and not module_name.startswith(missing + "."):
-                raise
-    raise ModuleNotFoundError("no module in " + name)
+            tests = [cls(name) for cls, names in graded.targets(rest) for name in names]
+            suite_class(tests).run(result)
+            status = classify(result)
+        except LookupError:
+            return "ERROR"  # nothing of that name
+        except BaseException:  # noqa: BLE001 - a SystemExit in a test is a failed test
+            if show:
+                print_exc()
+            status = "ERROR"
+        for _, text in (result.errors + result.failures) if show else ():
+            write_err(text)
+        return status
+
+    _run_all(payload, channel, same, graded, run)
+    _finish(channel)
 
 
-def _test_cases(test_id, unittest, import_module):
-    """``(module, [(class, method name or None)])`` for an id, found as unittest's loader finds them."""
-    if "::" in test_id or test_id.endswith(".py"):
-        path, _, rest = test_id.partition("::")
-        module, rest = import_module(unittest_name(path)), [part for part in rest.split("::") if part]
-    else:
-        module, rest = _import(test_id, import_module)
-    if not rest:
-        classes = [value for _, value in sorted(vars(module).items())
-                   if isinstance(value, type) and issubclass(value, unittest.TestCase)]
-        return module, [(cls, None) for cls in classes]
-    owner = getattr(module, rest[0])
-    return module, [(owner, rest[1] if len(rest) > 1 else None)]
-
-
-def _method_names(cls):
-    return sorted(name for name in dir(cls) if name.startswith("test") and callable(getattr(cls, name, None)))
-
-
+# --------------------------------------------------------------------------- harness 2: direct calls
 def _call_phases(test, method_name, skip_error):
     """setUp, the test method, tearDown and cleanups, as ``TestCase.run`` orders them, each in its own
     ``try``: a list of ``(phase, outcome)`` with outcome ``"fail"``, ``"error"`` or ``"skip"``."""
@@ -441,8 +539,7 @@ def _direct_status(cls, method_name, skip_error):
     return "FAILED" if expecting else "PASSED"  # an unexpected success fails
 
 
-def _run_class(cls, method_name, skip_error):
-    names = [method_name] if method_name else _method_names(cls)
+def _run_class(cls, names, skip_error):
     if getattr(cls, "__unittest_skip__", False):
         return ["SKIPPED"] * len(names)
     try:
@@ -465,19 +562,19 @@ def _run_class(cls, method_name, skip_error):
 
 def check_main(result_fd):
     """Harness 2: the same tests, called directly; unittest's result and outcome classes play no part."""
-    import importlib
+    payload, channel, same, graded = _child_setup(result_fd)
+    skip_error, run_class, combine = graded.unittest.SkipTest, _run_class, worst
 
-    payload, channel, same, unittest = _child_setup(result_fd)
-    skip_error, cases, run_class, combine = unittest.SkipTest, _test_cases, _run_class, worst
-    import_module = importlib.import_module
-    canary = _canary_class(unittest, payload["canary"])
-
-    def run_test(test_id):
-        try:
-            module, found = cases(test_id, unittest, import_module)
-        except BaseException:  # noqa: BLE001 - the test could not be found or imported
+    def run(rest, show):
+        module = graded.state["module"]
+        if module is None:
             return "ERROR"
-        set_up, tear_down = getattr(module, "setUpModule", None), getattr(module, "tearDownModule", None)
+        try:
+            targets = graded.targets(rest)
+        except LookupError:
+            return "ERROR"
+        namespace = tuple(vars(module).items())
+        set_up, tear_down = graded._get(namespace, "setUpModule")[1], graded._get(namespace, "tearDownModule")[1]
         try:
             if set_up is not None:
                 set_up()
@@ -486,8 +583,8 @@ def check_main(result_fd):
         except BaseException:  # noqa: BLE001
             return "ERROR"
         statuses = []
-        for cls, method_name in found:
-            statuses += run_class(cls, method_name, skip_error)
+        for cls, names in targets:
+            statuses += run_class(cls, names, skip_error)
         try:
             if tear_down is not None:
                 tear_down()
@@ -495,14 +592,8 @@ def check_main(result_fd):
             statuses.append("ERROR")
         return combine(statuses)
 
-    def run_canary(kind):
-        return combine(run_class(canary, payload["canary"][kind], skip_error))
-
-    _run_all(payload, channel, same, run_test, run_canary)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    channel.finish()
-    os._exit(0)
+    _run_all(payload, channel, same, graded, run)
+    _finish(channel)
 
 
 # --------------------------------------------------------------------------- the parent
@@ -517,10 +608,11 @@ def _no_dump():
 
 
 class Report:
-    """What one child process reported: test statuses, canary statuses, alarms, and whether it ended well."""
+    """What one child process reported: its records in order, alarms, and whether it ended well."""
 
-    def __init__(self, code, frames, test_ids):
-        self.statuses, self.canaries, self.alarms, self.extra = {}, [], [], []
+    def __init__(self, code, frames, known_ids):
+        self.records, self.alarms, self.extra = [], [], {}
+        self.statuses = {}
         ended = None
         for raw in frames.decode("utf-8", "replace").splitlines():
             try:
@@ -533,29 +625,12 @@ class Report:
                 ended = frame["end"]
             elif "tamper" in frame:
                 self.alarms.append(str(frame["tamper"])[:300])
-            elif frame.get("canary") in CANARY_EXPECTED:
-                self.canaries.append(frame)
-            elif frame.get("id") in test_ids and frame.get("status") in STATUSES:
+            elif frame.get("id") in known_ids and frame.get("status") in STATUSES:
+                self.records.append((frame["id"], frame["status"]))
                 self.statuses[frame["id"]] = frame["status"]
-                self.extra.append(frame)
+                self.extra[frame["id"]] = frame
         self.code = code
         self.ended = ended is not None
-        self.complete = self.ended and all(t in self.statuses for t in test_ids)
-
-    def canary_problems(self, names, expected_each):
-        """Why the canaries do not vouch for this run ('' when they do): each canary, under the name
-        the parent gave it, must be reported as many times as it had to run, with its status."""
-        counts = {kind: 0 for kind in CANARY_EXPECTED}
-        for frame in self.canaries:
-            if frame.get("name") != names[frame["canary"]]:
-                return "a canary test was reported under a name it was not given"
-            if frame.get("status") != CANARY_EXPECTED[frame["canary"]]:
-                return "a canary test that must come back {} came back {}".format(
-                    CANARY_EXPECTED[frame["canary"]], frame.get("status"))
-            counts[frame["canary"]] += 1
-        if any(count < expected_each for count in counts.values()):
-            return "canary tests are missing from the report"
-        return ""
 
 
 def spawn(command, payload, emit, env=None):
@@ -589,52 +664,128 @@ def _child_command(mode):
     return [sys.executable, "-B", "-s", "--check-hash-based-pycs", "always", os.path.abspath(__file__), mode]
 
 
-def run_file(test_ids, emit):
+class FilePlan:
+    """One graded file: its tests, each between its class's canaries, and what the source allows."""
+
+    def __init__(self, path, module, tests, files, integrity):
+        self.path, self.module, self.tests = path, module, tests  # tests: [(test id, rest)]
+        plan = files.plans.get(path)
+        source = files.sources.get(path, "")
+        first = _first_class(source)
+        self.sequence, self.guards, self.exclude = [], {}, set()
+        self.marked = {}
+        for test_id, rest in tests:
+            container = _container(rest, first)
+            canaries = (plan or {}).get(container)
+            if canaries is None:
+                self.sequence.append([test_id, list(rest), True])
+                continue
+            fail_id, error_id = (path + "::" + "::".join(c) for c in canaries)
+            self.sequence += [[fail_id, list(canaries[0]), False], [test_id, list(rest), True],
+                              [error_id, list(canaries[1]), False]]
+            self.guards[test_id] = (fail_id, error_id, container)
+            self.exclude |= {canaries[0][-1], canaries[1][-1], canaries[0][0]}
+            self.marked[test_id] = integrity.marked(source, rest, "expectedFailure")
+            self.marked[container] = integrity.marked(source, container + ("\0",), "expectedFailure")
+
+    def payload(self, trusted):
+        return {"path": self.path, "module": self.module, "sequence": self.sequence, "trusted": trusted,
+                "exclude": sorted(self.exclude)}
+
+    def judge(self, report, harness):
+        """``(statuses, why the grading is void or '', complete)`` for one harness's report."""
+        if report.alarms:
+            return {}, f"harness {harness}: " + report.alarms[0], True
+        expected = [entry[0] for entry in self.sequence]
+        if not report.ended or report.code != 0:
+            return {}, "", False
+        if [test_id for test_id, _ in report.records] != expected:
+            return {}, f"harness {harness}: the tests that ran are not the ones planned", True
+        statuses, position = {}, 0
+        for test_id, _ in self.tests:
+            guard = self.guards.get(test_id)
+            if guard is None:
+                statuses[test_id] = report.records[position][1]
+                position += 1
+                continue
+            fail, status, error = (s for _, s in report.records[position:position + 3])
+            position += 3
+            statuses[test_id] = status
+            if status not in PASSING:
+                continue
+            expecting = self.marked.get(guard[2], False)
+            if status == "XFAIL" and not (self.marked.get(test_id) or expecting):
+                return {}, f"harness {harness}: {test_id} came back XFAIL but its source expects no failure", True
+            if fail not in CANARY_EXPECTED["fail"] + (("XFAIL",) if expecting else ()) or \
+                    error not in CANARY_EXPECTED["error"] + (("XFAIL",) if expecting else ()):
+                return {}, (f"harness {harness}: the canary tests beside {test_id} came back {fail} and {error}, "
+                            "not failed and errored"), True
+        if any(test_id not in self.guards and statuses[test_id] in PASSING for test_id, _ in self.tests):
+            return {}, f"harness {harness}: a test passed without canaries beside it", True
+        return statuses, "", True
+
+
+def run_file(plan, trusted, emit):
     """Both harnesses on one file's tests: ``(statuses, why the grading is void or '')``."""
-    path = test_ids[0].partition("::")[0]
-    if path.endswith(".py") and not os.path.isfile(path):  # nothing to import: no process needed
-        emit(f"| turngym: {path} does not exist")
+    test_ids = [test_id for test_id, _ in plan.tests]
+    if not os.path.isfile(plan.path):  # nothing to import: no process needed
+        emit(f"| turngym: {plan.path} does not exist")
         return dict.fromkeys(test_ids, "ERROR"), ""
-    names = canary_names()
-    first = Report(*spawn(_child_command(CHILD), {"ids": test_ids, "canary": names}, emit), test_ids)
-    if first.alarms:
-        return {}, "harness 1: " + first.alarms[0]
-    if not (first.complete and first.code == 0):
+    known = {entry[0] for entry in plan.sequence}
+    first = Report(*spawn(_child_command(CHILD), plan.payload(trusted), emit), known)
+    statuses, void, complete = plan.judge(first, 1)
+    if void:
+        return {}, void
+    if not complete:
         emit(f"| turngym: the test process ended abnormally (exit {first.code}); its tests count as errors")
         return dict.fromkeys(test_ids, "ERROR"), ""
-    statuses = {t: first.statuses[t] for t in test_ids}
     passed = [t for t in test_ids if statuses[t] in PASSING]
     if not passed:
         return statuses, ""
-    problem = first.canary_problems(names, len(test_ids))
-    if problem:
-        return {}, "harness 1: " + problem
-    names = canary_names()
-    second = Report(*spawn(_child_command(CHECK), {"ids": test_ids, "canary": names}, emit), test_ids)
-    if second.alarms:
-        return {}, "harness 2: " + second.alarms[0]
-    if not (second.complete and second.code == 0):
+    second = Report(*spawn(_child_command(CHECK), plan.payload(trusted), emit), known)
+    second_statuses, void, complete = plan.judge(second, 2)
+    if void:
+        return {}, void
+    if not complete:
         return {}, f"the independent harness ended abnormally (exit {second.code})"
-    problem = second.canary_problems(names, len(test_ids))
-    if problem:
-        return {}, "harness 2: " + problem
     for test_id in passed:
-        if second.statuses[test_id] not in PASSING:
-            return {}, (f"{test_id} {statuses[test_id]} under unittest but {second.statuses[test_id]} "
+        if second_statuses[test_id] not in PASSING:
+            return {}, (f"{test_id} {statuses[test_id]} under unittest but {second_statuses[test_id]} "
                         "when called directly")
     return statuses, ""
 
 
 def run_unittest(test_ids, emit, verdict):
-    groups = {}
+    cwd = os.getcwd()
+    integrity = load_integrity()
+    groups, unresolved = {}, []
     for test_id in test_ids:
-        groups.setdefault(file_of(test_id), []).append(test_id)
-    for ids in groups.values():
-        statuses, void = run_file(ids, emit)
-        if void:
-            return void
-        for test_id, status in statuses.items():
-            verdict(status, test_id)
+        found = resolve(test_id, cwd)
+        if found is None:
+            unresolved.append(test_id)
+            continue
+        path, module, rest = found
+        groups.setdefault(path, (module, []))[1].append((test_id, rest))
+    for test_id in unresolved:
+        emit(f"| turngym: no file under {cwd} holds the test {test_id}")
+        verdict("ERROR", test_id)
+    files = TestFiles(integrity, unittest_style=True)
+    try:
+        for path, (_, tests) in groups.items():
+            if os.path.isfile(path):
+                source = _read_source(path)[0] if os.path.isfile(path) else ""
+                first = _first_class(source)
+                files.add(path, {c for c in (_container(rest, first) for _, rest in tests) if c})
+        trusted = integrity.trusted_hashes(cwd, list(groups))
+        for path, (module, tests) in groups.items():
+            plan = FilePlan(path, module, tests, files, integrity)
+            statuses, void = run_file(plan, trusted, emit)
+            if void:
+                return void
+            for test_id, status in statuses.items():
+                verdict(status, test_id)
+    finally:
+        files.restore()
     return ""
 
 
@@ -647,7 +798,7 @@ PYTEST_CONFIGS = (("pytest.ini", "", ".ini"), (".pytest.ini", "", ".ini"),
 # loaded from its path (no module name the repository could shadow).
 PYTEST_BOOT = ("import sys; del sys.path[0]; import importlib.util as u; "
                "s = u.spec_from_file_location('turngym_pytest_plugin', sys.argv[1]); m = u.module_from_spec(s); "
-               "s.loader.exec_module(m); m.main(int(sys.argv[2]))")
+               "s.loader.exec_module(m); m.main(int(sys.argv[3]), sys.argv[2], m)")
 
 
 def _pytest_python():
@@ -710,9 +861,25 @@ def pytest_arguments(cwd, config_path, plugins):
     return args
 
 
+def _conftest_mentions(cwd, path, word):
+    """Whether a conftest.py between the repository root and ``path`` mentions ``word`` (it may mark tests)."""
+    directory = os.path.dirname(path)
+    parts = [p for p in directory.split("/") if p]
+    for depth in range(len(parts) + 1):
+        candidate = os.path.join(cwd, *parts[:depth], "conftest.py")
+        try:
+            with open(candidate, "rb") as handle:
+                if word.encode() in handle.read():
+                    return True
+        except OSError:
+            pass
+    return False
+
+
 def run_pytest(test_ids, plugins, emit, verdict):
     """All ids in one pytest process with turngym's plugin; the grading is void ('' if not) when a
-    canary of a passing test's file is wrong or missing, or pytest reported a pass over an exception."""
+    passing test's canaries came back wrong, pytest reported a pass over an exception, an XFAIL its
+    source does not mark, or the plugin saw the framework or the test files changed."""
     python = _pytest_python()
     if python is None:
         emit("| turngym: pytest is not installed for this python3 nor on PATH")
@@ -720,25 +887,50 @@ def run_pytest(test_ids, plugins, emit, verdict):
             verdict("ERROR", test_id)
         return ""
     cwd = os.getcwd()
-    config = base_pytest_config()
-    config_path = _write_private(cwd, config[1], config[0]) if config else None
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    names = canary_names()
-    payload = {"ids": test_ids, "canary": names, "args": pytest_arguments(cwd, config_path, plugins)}
-    command = [python, "-B", "-s", "--check-hash-based-pycs", "always", "-c", PYTEST_BOOT, PLUGIN]
+    integrity = load_integrity()
+    rests = {t: tuple(p for p in t.partition("::")[2].split("::") if p) for t in test_ids}
+    files = TestFiles(integrity, unittest_style=False)
+    config_path = None
     try:
-        report = Report(*spawn(command, payload, emit, env=env), test_ids)
+        by_file = {}
+        for test_id in test_ids:
+            by_file.setdefault(test_id.partition("::")[0], set()).add(rests[test_id][:-1])
+        for path, containers in by_file.items():
+            if os.path.isfile(path) and path.endswith(".py"):
+                files.add(path, containers)
+        guards, kinds = {}, {}
+        for test_id in test_ids:
+            path = test_id.partition("::")[0]
+            canaries = files.plans.get(path, {}).get(rests[test_id][:-1])
+            if canaries is not None:
+                fail_id, error_id = (path + "::" + "::".join(c) for c in canaries)
+                guards[test_id] = (fail_id, error_id)
+                kinds[fail_id], kinds[error_id] = "fail", "error"
+        trusted = integrity.trusted_hashes(cwd, list(by_file))
+        config = base_pytest_config()
+        config_path = _write_private(cwd, config[1], config[0]) if config else None
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        payload = {"ids": test_ids, "canaries": kinds, "trusted": trusted,
+                   "args": pytest_arguments(cwd, config_path, plugins)}
+        command = [python, "-B", "-s", "--check-hash-based-pycs", "always", "-c", PYTEST_BOOT, PLUGIN, INTEGRITY]
+        report = Report(*spawn(command, payload, emit, env=env), set(test_ids) | set(kinds))
     finally:
         if config_path:
             os.unlink(config_path)
+        files.restore()
     if report.alarms:
         return report.alarms[0]
     ended = report.ended and report.code in (0, 1, 2, 5)  # tests ran, failed, were interrupted or none ran
     statuses = {t: (report.statuses.get(t, "ERROR") if ended else "ERROR") for t in test_ids}
     if not ended:
         emit(f"| turngym: pytest ended abnormally (exit {report.code}); its tests count as errors")
-    void = pytest_forgery(statuses, report, names)
+
+    def allowed_xfail(test_id, rest):
+        path = test_id.partition("::")[0]
+        return integrity.marked(files.sources.get(path, ""), rest, "xfail", _conftest_mentions(cwd, path, "xfail"))
+
+    void = pytest_forgery(statuses, report, guards, rests, allowed_xfail)
     if void:
         return void
     for test_id in test_ids:
@@ -746,28 +938,26 @@ def run_pytest(test_ids, plugins, emit, verdict):
     return ""
 
 
-def pytest_forgery(statuses, report, names):
-    """Why pytest's passes cannot be believed ('' when they can): per file, the canaries; per test,
-    pytest's report of a pass against the exceptions its phases raised."""
-    canaries = {}
-    for frame in report.canaries:
-        canaries.setdefault(frame.get("file"), []).append(frame)
-    raw = {frame["id"]: frame for frame in report.extra}
+def pytest_forgery(statuses, report, guards, rests, allowed_xfail):
+    """Why pytest's passes cannot be believed ('' when they can): per test, the canaries beside it,
+    pytest's report of a pass against the exceptions its phases raised, and an XFAIL its source allows."""
     for test_id, status in statuses.items():
         if status not in PASSING:
             continue
-        seen = canaries.get(test_id.partition("::")[0], [])
-        kinds = {frame["canary"] for frame in seen}
-        wrong = [f for f in seen if f.get("status") not in PYTEST_CANARY[f["canary"]]
-                 or f.get("name") != names[f["canary"]]]
-        if wrong or kinds != set(CANARY_EXPECTED):
-            return "the canary tests of {} came back wrong or not at all".format(test_id.partition("::")[0])
-        phases = raw.get(test_id, {}).get("raw") or {}
+        if test_id not in guards:
+            return f"{test_id} passed without canaries beside it"
+        fail_id, error_id = guards[test_id]
+        expecting = allowed_xfail(fail_id, rests[test_id][:-1] + ("\0",))
+        fail, error = report.statuses.get(fail_id), report.statuses.get(error_id)
+        if fail not in PYTEST_CANARY["fail"] + (("XFAIL",) if expecting else ()) or \
+                error not in PYTEST_CANARY["error"] + (("XFAIL",) if expecting else ()):
+            return f"the canary tests beside {test_id} came back {fail} and {error}, not failed"
+        phases = report.extra.get(test_id, {}).get("raw") or {}
         raised = [kind for kind in phases.values() if kind]
         if status == "PASSED" and raised:
             return "pytest reported {} PASSED although it raised ({})".format(test_id, ", ".join(raised))
-        if status == "XFAIL" and not (raw.get(test_id, {}).get("xfail_marked") or "xfail" in raised):
-            return f"pytest reported {test_id} XFAIL although it is not marked xfail"
+        if status == "XFAIL" and not allowed_xfail(test_id, rests[test_id]):
+            return f"pytest reported {test_id} XFAIL although its source does not mark it xfail"
     return ""
 
 

@@ -1,0 +1,962 @@
+"""Every test that runs is the restored test file's own code, run by the real framework.
+
+Shared by ``unittest_runner.py`` (the parent and both unittest harnesses) and ``pytest_plugin.py``,
+which load it by its path before the repository is importable. Standard library only (Python 3.8+).
+
+**In the parent** (which never imports the code under test):
+
+* :func:`plan_canaries` writes canary tests *into the restored test files themselves*: methods in the
+  file's own test classes (module-level functions for pytest), named in the file's own style from the
+  words of its test names, ``async`` where its tests are. A wrapper that swallows the real tests'
+  failures (by class, by name prefix, by "is it in the file") swallows theirs too;
+* :func:`trusted_hashes` fingerprints every ``.py`` file under the test directories (restored to base +
+  test patch) before any test process starts: a test process compiles only sources with these hashes;
+* :func:`marked` says from the source alone whether a test may come back XFAIL (``expectedFailure``,
+  ``xfail``): an expected failure the source does not declare is a forgery.
+
+**In a test process**, :class:`Guard` is built before any repository import, every helper it calls
+bound then. It checks, with the garbage collector off and no code of the repository callable
+(objects' types are checked before their attributes are read; keys are compared as exact ``str``):
+
+* *hooks*: ``builtins`` (no entry replaced or removed: ``__build_class__``, ``__import__``, ...),
+  ``sys.gettrace()``, ``sys.getprofile()``, threading's trace and profile hooks, the entries of
+  ``sys.meta_path`` and ``sys.path_hooks`` present before the repository loaded (kept, in order),
+  ``gc.callbacks`` and the ``sys.modules`` entries of the framework are unchanged; an audit hook (which
+  no Python code can remove) reports ``sys.settrace`` / ``sys.setprofile`` / ``sys.monitoring`` from any
+  code but the test files' own;
+* *the module*: ``sys.modules[name]`` is the module object made from the restored file; its names
+  bound in the source by an undecorated ``def`` hold that function, by ``import`` of a framework
+  module that module; the framework's protocol names (``load_tests``, ``setUpModule``,
+  ``pytestmark``...) are absent or the source's;
+* *each graded test*: its class's metaclass, every class of its MRO up to the framework's (with every
+  function of theirs) and the test callable come from the restored test file (the very code objects
+  of the runner's compile, or equal to a fresh compile of a hash-checked file), from the framework
+  (identity with the snapshot) or from a file the sandbox user cannot write (the standard library,
+  installed packages: equal to a fresh compile); a class attribute named like a test or like one of
+  ``TestCase``'s methods, or a dunder, is such a function.
+
+What it cannot see is said in docs/worlds/swe.md ("Residual risk").
+"""
+
+import ast
+import hashlib
+import math
+import os
+import sys
+
+TEST_DIR_NAMES = ("test", "tests", "testing")
+CO_NEWLOCALS = 0x0002
+HEAPTYPE = 1 << 9
+# class attributes that are data, set by Python, unittest, abc or pytest: never a test's behaviour
+INERT_DUNDERS = frozenset((
+    "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__orig_bases__",
+    "__parameters__", "__abstractmethods__", "__firstlineno__", "__static_attributes__", "__slots__", "__hash__",
+    "__match_args__", "__dataclass_fields__", "__dataclass_params__", "__unittest_skip__",
+    "__unittest_skip_why__", "__unittest_expecting_failure__", "__annotate__", "__type_params__"))
+# module attributes the frameworks read as instructions: only the source may define them
+PROTOCOL_NAMES = frozenset((
+    "load_tests", "setUpModule", "tearDownModule", "pytestmark", "pytest_generate_tests", "setup_module",
+    "teardown_module", "setup_function", "teardown_function", "setup", "teardown", "__getattr__"))
+CANARY_WORDS = ("value", "values", "empty", "single", "order", "range", "default", "result", "keeps", "returns",
+                "invalid", "large", "small", "first", "last", "missing", "twice", "nested", "rejects", "handles")
+AUDITED = frozenset(("sys.settrace", "sys.setprofile", "sys.monitoring.register_callback",
+                     "sys.monitoring.set_events", "sys.monitoring.set_local_events"))
+
+
+# --------------------------------------------------------------------------- sources (parent and child)
+def test_dirs(paths):
+    """What grading restores wholesale (``turngym.envs.swe.workspace.test_dirs``): for each test file, its
+    top-most directory named like a test directory, or the file itself when none is."""
+    found = []
+    for path in paths:
+        parts = path.strip("/").split("/")
+        cut = next((i + 1 for i, part in enumerate(parts[:-1])
+                    if part in TEST_DIR_NAMES or part.startswith("test")), len(parts))
+        directory = "/".join(parts[:cut])
+        if directory and directory not in found:
+            found.append(directory)
+    return found
+
+
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def trusted_hashes(cwd, test_files):
+    """``{absolute path: sha256}`` of every ``.py`` file under the test directories of ``test_files``
+    (the files themselves included), read now, before any test process runs."""
+    hashes = {}
+    for top in test_dirs(test_files):
+        root = os.path.join(cwd, top)
+        if os.path.isfile(root):
+            candidates = [root]
+        else:
+            candidates = []
+            for directory, subdirs, files in os.walk(root):
+                subdirs[:] = sorted(d for d in subdirs if d not in ("__pycache__", ".git"))
+                candidates += [os.path.join(directory, f) for f in sorted(files) if f.endswith(".py")]
+        for path in candidates:
+            try:
+                with open(path, "rb") as handle:
+                    hashes[os.path.abspath(path)] = _sha256(handle.read())
+            except OSError:
+                pass
+    return hashes
+
+
+def _container_node(tree, path):
+    """The ClassDef at ``path`` (class names, outermost first), or None."""
+    body, node = tree.body, None
+    for name in path:
+        node = next((n for n in body if type(n) is ast.ClassDef and n.name == name), None)
+        if node is None:
+            return None
+        body = node.body
+    return node
+
+
+def _test_defs(node):
+    return [n for n in getattr(node, "body", []) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)
+            and n.name.startswith("test")]
+
+
+def _style(tree):
+    """(words of the file's test names, snake_case or camelCase, a fallback word list)."""
+    words, camel, snake = [], 0, 0
+    for node in ast.walk(tree):
+        if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef) and node.name.startswith("test"):
+            rest = node.name[len("test"):]
+            if rest.startswith("_"):
+                snake += 1
+                words += [w.lower() for w in rest.split("_") if w.isalpha()]
+            else:
+                camel += 1
+                part = ""
+                for ch in rest:
+                    if ch.isupper() and part:
+                        words.append(part.lower())
+                        part = ""
+                    part += ch
+                if part.isalpha():
+                    words.append(part.lower())
+    unique = sorted({w for w in words if 2 <= len(w) <= 14})
+    return unique if len(unique) >= 4 else sorted(set(unique) | set(CANARY_WORDS)), camel > snake
+
+
+def _names_in(tree):
+    names = set()
+    for node in ast.walk(tree):
+        for attr in ("name", "id", "attr", "arg"):
+            value = getattr(node, attr, None)
+            if isinstance(value, str):
+                names.add(value)
+    return names
+
+
+def _canary_name(rng, words, camel, taken, prefix="test"):
+    for _ in range(1000):
+        picked = [words[rng.randrange(len(words))] for _ in range(rng.choice((2, 3, 3, 4)))]
+        if len(set(picked)) < len(picked):
+            continue
+        name = prefix + ("".join(w.capitalize() for w in picked) if camel else "_" + "_".join(picked))
+        if name not in taken:
+            taken.add(name)
+            return name
+    name = f"{prefix}_{'_'.join(words[:2])}_{rng.randrange(10 ** 6)}"
+    taken.add(name)
+    return name
+
+
+def _canary_bodies(rng, words, unittest_style):
+    a = rng.randrange(2, 90)
+    b = a + rng.randrange(1, 9)
+    word = words[rng.randrange(len(words))]
+    if unittest_style:
+        fail = rng.choice((f"self.assertEqual({a}, {b})", f"self.assertTrue({a} > {b})",
+                           f"self.assertIn({a}, [{b}, {b + 1}])"))
+    else:
+        fail = rng.choice((f"assert {a} == {b}", f"assert {a} > {b}", f"assert {a} in [{b}, {b + 1}]"))
+    error = rng.choice((f"int({word!r})", f"{{}}[{word!r}]", f"[][{a}]"))
+    return fail, error
+
+
+def plan_canaries(source, containers, unittest_style, rng):
+    """Canary tests written into a test file's own source.
+
+    ``containers`` are tuples of class names (outermost first; ``()`` is the module, for pytest). Each
+    gets a test that must fail and one that must error, inside the class's body when it has one of
+    several lines (else in a subclass appended to the file), named and shaped like the file's tests.
+    Returns ``(new source, {container: (fail rest, error rest)})`` where a rest is the tuple of names
+    after the file in the canary's id."""
+    tree = ast.parse(source)
+    lines = source.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    words, camel = _style(tree)
+    taken = _names_in(tree)
+    inserts, appended, plan = [], [], {}
+    for container in sorted(containers):
+        node = _container_node(tree, container) if container else None
+        fail, error = _canary_bodies(rng, words, unittest_style)
+        names = (_canary_name(rng, words, camel, taken), _canary_name(rng, words, camel, taken))
+        defs = _test_defs(node) if node is not None else _test_defs(tree)
+        asynchronous = bool(defs) and sum(type(d) is ast.AsyncFunctionDef for d in defs) * 2 > len(defs)
+        head = "async def " if asynchronous else "def "
+        if not container:  # module-level functions (pytest)
+            appended.append(f"\n\n{head}{names[0]}():\n    {fail}\n\n\n{head}{names[1]}():\n    {error}\n")
+            plan[container] = ((names[0],), (names[1],))
+        elif node is not None and node.body and node.body[0].lineno > node.lineno:
+            first = lines[node.body[0].lineno - 1]
+            indent = first[: len(first) - len(first.lstrip())]
+            inner = indent + ("\t" if indent.startswith("\t") else "    ")
+            text = "".join(f"\n{indent}{head}{name}(self):\n{inner}{body}\n"
+                           for name, body in zip(names, (fail, error)))
+            inserts.append((node.end_lineno, text))
+            plan[container] = (container + (names[0],), container + (names[1],))
+        else:  # a one-line class, or none found: a subclass of it at the end of the file
+            sub = _canary_name(rng, [w.capitalize() for w in words], True, taken, prefix="Test")
+            appended.append(f"\n\nclass {sub}({'.'.join(container)}):\n    {head}{names[0]}(self):\n        {fail}\n"
+                            f"\n    {head}{names[1]}(self):\n        {error}\n")
+            plan[container] = ((sub, names[0]), (sub, names[1]))
+    for line, text in sorted(inserts, reverse=True):
+        lines.insert(line, text)
+    return "".join(lines) + "".join(appended), plan
+
+
+def _decorator_mentions(node, word):
+    return any(word in ast.dump(d) for d in getattr(node, "decorator_list", []))
+
+
+def marked(source, rest, word, extra=False):
+    """Whether the source lets the test at ``rest`` (class names then the function, parameters cut)
+    come back as an expected failure: ``word`` (``expectedFailure`` or ``xfail``) on its def, in its
+    body (pytest's imperative ``xfail``), on one of its classes, or in a ``pytestmark``; ``extra``
+    (a conftest that mentions it) allows it too."""
+    if extra:
+        return True
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    function = rest[-1].split("[", 1)[0] if rest else ""
+    for node in ast.walk(tree):
+        if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef) and node.name == function and (
+                _decorator_mentions(node, word) or (word == "xfail" and word in ast.dump(node))):
+            return True
+        if type(node) is ast.ClassDef and node.name in rest[:-1] and _decorator_mentions(node, word):
+            return True
+        if type(node) in (ast.Assign, ast.AnnAssign) and "pytestmark" in ast.dump(node) and word in ast.dump(node):
+            return True
+    return "__unittest_expecting_failure__" in source and word == "expectedFailure"
+
+
+# --------------------------------------------------------------------------- what a source binds
+XUNIT_NAMES = frozenset(("setup_method", "teardown_method", "setup_class", "teardown_class", "setup", "teardown"))
+
+
+def _class_keys(tree):
+    """``{class qualified name: names its body binds other than by an undecorated def}`` (assignments,
+    decorated defs, imports, nested classes), for every class of a source."""
+    found = {}
+    stack = [(tree.body, "")]
+    while stack:
+        body, prefix = stack.pop()
+        for node in body:
+            kind = type(node)
+            if kind is ast.ClassDef:
+                name = prefix + node.name
+                keys = found.setdefault(name, set())
+                keys |= _body_bindings(node.body)
+                stack.append((node.body, name + "."))
+            elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+                stack.append((node.body, prefix + node.name + ".<locals>."))
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    inner = getattr(node, field, None)
+                    if isinstance(inner, list):
+                        stack.append(([n for n in inner if isinstance(n, ast.stmt)]
+                                      + [s for h in inner if type(h) is ast.ExceptHandler for s in h.body], prefix))
+    return {name: frozenset(keys) for name, keys in found.items()}
+
+
+def _body_bindings(body):
+    keys = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+            if node.decorator_list:
+                keys.add(node.name)
+            continue
+        if kind is ast.ClassDef:
+            keys.add(node.name)
+            continue
+        if kind in (ast.Import, ast.ImportFrom):
+            keys |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            continue
+        for sub in ast.walk(node):
+            if type(sub) is ast.Name and type(sub.ctx) is ast.Store:
+                keys.add(sub.id)
+            elif type(sub) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and sub is not node:
+                keys.add(sub.name)
+    return keys
+
+
+def _top_level(tree):
+    """What the source's top level binds: ``({name: first line} of undecorated defs, {name: module}
+    of imports, protocol names it binds)``; only names bound once are checked."""
+    counts, defs, imports, protocol = {}, {}, {}, set()
+    for node in tree.body:
+        bound = []
+        kind = type(node)
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            bound.append(node.name)
+            if kind is not ast.ClassDef and not node.decorator_list:
+                defs[node.name] = node.lineno
+        elif kind is ast.Import:
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                bound.append(name)
+                imports[name] = alias.name if alias.asname else name
+        elif kind is ast.ImportFrom:
+            for alias in node.names:
+                bound.append(alias.asname or alias.name)
+                if node.module and not node.level:
+                    imports[alias.asname or alias.name] = node.module + "." + alias.name
+        else:
+            for sub in ast.walk(node):
+                if type(sub) is ast.Name and type(sub.ctx) is ast.Store:
+                    bound.append(sub.id)
+                elif type(sub) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                    bound.append(sub.name)
+        for name in bound:
+            counts[name] = counts.get(name, 0) + 1
+            if name in PROTOCOL_NAMES:
+                protocol.add(name)
+    once = {name for name, count in counts.items() if count == 1}
+    return ({k: v for k, v in defs.items() if k in once}, {k: v for k, v in imports.items() if k in once},
+            frozenset(protocol))
+
+
+# --------------------------------------------------------------------------- the guard (test processes)
+def _index(code, code_type):
+    """``{(name, first line): [code, ...]}`` of every function code under a module's code."""
+    found, stack = {}, [code]
+    while stack:
+        parent = stack.pop()
+        for const in parent.co_consts:
+            if type(const) is code_type:
+                found.setdefault((const.co_name, const.co_firstlineno), []).append(const)
+                stack.append(const)
+    return found
+
+
+def _make_same_code(code_type):
+    """A comparison of two code objects, field by field, that runs no ``__eq__`` but builtins' own."""
+    plain = frozenset((str, bytes, int, float, complex, bool, type(None), type(Ellipsis)))
+    fields = ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_flags",
+              "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_name", "co_firstlineno",
+              "co_exceptiontable", "co_nlocals")
+
+    def same_code(a, b, _type=type, _len=len, _range=range, _getattr=getattr, _plain=plain, _fields=fields,
+                  _code=code_type, _tuple=tuple, _frozenset=frozenset, _sorted=sorted, _repr=repr, _float=float,
+                  _isnan=math.isnan):
+        stack = [(a, b)]
+        while stack:
+            x, y = stack.pop()
+            kind = _type(x)
+            if kind is not _type(y):
+                return False
+            if kind is _code:
+                for name in _fields:
+                    stack.append((_getattr(x, name, None), _getattr(y, name, None)))
+            elif kind is _tuple:
+                if _len(x) != _len(y):
+                    return False
+                for index in _range(_len(x)):
+                    stack.append((x[index], y[index]))
+            elif kind is _frozenset:
+                for item in x:
+                    if _type(item) not in _plain:
+                        return False
+                for item in y:
+                    if _type(item) not in _plain:
+                        return False
+                if _sorted(_repr(i) for i in x) != _sorted(_repr(i) for i in y):
+                    return False
+            elif kind in _plain:
+                if not (x == y or (kind is _float and _isnan(x) and _isnan(y))):
+                    return False
+            else:
+                return False
+        return True
+
+    return same_code
+
+
+class Tampered(Exception):
+    """A check found the grading's inputs changed."""
+
+
+class Guard:
+    """The checks a test process runs before and after every test (see the module's docstring).
+
+    Built before any repository import. ``trusted``: restored test files and their parent-given hashes;
+    ``framework``: modules whose classes are the framework's own (identity); ``core``: names of the
+    ``sys.modules`` entries that must not change; ``test_case``: ``unittest.TestCase`` (its method names
+    are behaviour a test class may bind to its own functions only); ``require_test_case``: every graded
+    class derives from it (unittest); ``variants(source, path)``: the other code objects a framework
+    makes of a trusted source (pytest's assertion rewriting); ``alarm(reason)``: reports at once.
+    """
+
+    def __init__(self, cwd, trusted, framework, core, test_case=None, require_test_case=False, variants=None,
+                 alarm=None):
+        import builtins
+        import gc
+        import threading
+        from types import CodeType, FunctionType, MethodType, ModuleType
+
+        self.cwd = os.path.realpath(cwd) + os.sep
+        self.prefixes = tuple(sorted({os.path.realpath(p).rstrip(os.sep) + os.sep for p in (
+            sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p}))
+        self.euid = os.geteuid() if hasattr(os, "geteuid") else -1
+        self.trusted = dict(trusted)
+        self.variants = variants
+        self.alarm = alarm
+        self.b = {  # every helper a check calls, bound now
+            "type": type, "vars": vars, "len": len, "id": id, "tuple": tuple, "str": str, "range": range,
+            "getattr": getattr, "CodeType": CodeType, "FunctionType": FunctionType, "MethodType": MethodType,
+            "ModuleType": ModuleType, "staticmethod": staticmethod, "classmethod": classmethod,
+            "property": property, "list": list, "gettrace": sys.gettrace, "getprofile": sys.getprofile,
+            "gc_disable": gc.disable, "gc_enable": gc.enable, "gc_on": gc.isenabled, "realpath": os.path.realpath,
+            "abspath": os.path.abspath, "access": os.access, "dirname": os.path.dirname, "isfile": os.path.isfile,
+            "open": open, "sha256": _sha256, "compile": compile, "same_code": _make_same_code(CodeType),
+            "index": _index, "parse": ast.parse, "class_keys": _class_keys, "any": any,
+            "mro": type.__dict__["__mro__"].__get__, "qualname": type.__dict__["__qualname__"].__get__,
+            "flags": type.__dict__["__flags__"].__get__, "type_dict": type.__dict__["__dict__"].__get__,
+        }
+        self.builtins_items = tuple(vars(builtins).items())
+        self.builtins = builtins
+        self.sys = sys
+        self.gc = gc
+        self.trace, self.profile = sys.gettrace(), sys.getprofile()
+        self.threading = threading
+        self.threading_hooks = tuple((k, v) for k, v in vars(threading).items()
+                                     if k in ("_trace_hook", "_profile_hook", "_trace_hook_all", "_profile_hook_all"))
+        self.meta_path, self.path_hooks = tuple(sys.meta_path), tuple(sys.path_hooks)
+        self.gc_callbacks = tuple(gc.callbacks)
+        self.sys_modules = sys.modules
+        self.core = tuple((name, module) for name, module in sys.modules.items() if name in core)
+        self.core_names = frozenset(name for name, _ in self.core)
+        classes = [object, type]
+        for module in framework:
+            classes += [value for value in vars(module).values() if isinstance(value, type)]
+        self.framework_refs = tuple(classes)
+        self.framework_ids = frozenset(id(c) for c in classes)
+        self.snapshot_modules = tuple(sys.modules.items())
+        behaviour = set(XUNIT_NAMES)
+        if test_case is not None:
+            for owner in test_case.__mro__[:-1]:
+                for key, value in vars(owner).items():
+                    if (callable(value) or isinstance(value, (staticmethod, classmethod, property))) \
+                            and not isinstance(value, type):
+                        behaviour.add(key)
+        self.behaviour = frozenset(behaviour)
+        self.test_case = test_case
+        self.require_test_case = require_test_case
+        self.compiled = {}  # path -> (codes kept alive, index, class keys)
+        self.graded = {}  # module name -> (module, its dict, top-level info, path)
+        self.graded_ids = frozenset()
+        self.graded_keep = ()
+
+    # ----------------------------------------------------------------- the graded modules
+    def compile_graded(self, path, source):
+        """The runner's own compile of a graded test file: its code objects are the ones a test of that
+        file may run (checked by identity). Returns ``(code, top-level info)``."""
+        b = self.b
+        path = b["abspath"](path)
+        code = b["compile"](source, path, "exec", dont_inherit=True)
+        codes, stack = [code], [code]
+        while stack:
+            for const in stack.pop().co_consts:
+                if b["type"](const) is b["CodeType"]:
+                    codes.append(const)
+                    stack.append(const)
+        tree = b["parse"](source)
+        self.graded_keep = self.graded_keep + tuple(codes)
+        self.graded_ids = self.graded_ids | frozenset(b["id"](c) for c in codes)
+        self.compiled[path] = (tuple(codes), b["index"](code, b["CodeType"]), b["class_keys"](tree))
+        return code, _top_level(tree)
+
+    def top_level(self, source):
+        return _top_level(self.b["parse"](source))
+
+    def adopt(self, name, module, info, path):
+        """Remember ``module`` as the graded module ``name``, made from (or, under pytest, imported from)
+        the restored file at ``path``; ``info`` is what its source's top level binds."""
+        self.graded[name] = (module, vars(module), info, self.b["abspath"](path))
+
+    def adopt_file(self, name, module, path):
+        """Under pytest, which imports the test modules itself: remember ``module`` as the one made of
+        the restored file at ``path`` (its hash checked); why it cannot be, or ''."""
+        b = self.b
+        path = b["abspath"](path)
+        if path not in self.trusted:
+            return f"{path} is not a restored test file"
+        try:
+            with b["open"](path, "rb") as handle:
+                source = handle.read()
+        except OSError:
+            return f"{path} cannot be read"
+        if b["sha256"](source) != self.trusted[path]:
+            return f"{path} changed on disk during the grading"
+        self.adopt(name, module, self.top_level(source), path)
+        return ""
+
+    # ----------------------------------------------------------------- helpers
+    def _items(self, owner):
+        return self.b["tuple"](self.b["vars"](owner).items())
+
+    def _get(self, items, name):
+        _type, _str = self.b["type"], self.b["str"]
+        for key, value in items:
+            if _type(key) is _str and key == name:
+                return True, value
+        return False, None
+
+    def _file(self, path):
+        """``(codes, index, class keys)`` of a file whose code may run as a test's, or None: a restored
+        test file with its parent-given hash, or a file the sandbox user cannot write."""
+        b = self.b
+        if b["type"](path) is not b["str"]:
+            return None
+        path = b["abspath"](path)
+        cached = self.compiled.get(path)
+        if cached is not None:
+            return cached
+        expected = self.trusted.get(path)
+        if expected is None:  # else only the interpreter's own files (stdlib, installed packages)
+            real = b["realpath"](path)
+            if real.startswith(self.cwd) or not real.startswith(self.prefixes) or not b["isfile"](real) or (
+                    self.euid != 0 and (b["access"](real, os.W_OK) or b["access"](b["dirname"](real), os.W_OK))):
+                return None
+        try:
+            with b["open"](path, "rb") as handle:
+                source = handle.read()
+        except OSError:
+            return None
+        if expected is not None and b["sha256"](source) != expected:
+            raise Tampered(f"{path} changed on disk during the grading")
+        try:
+            codes = [b["compile"](source, path, "exec", dont_inherit=True)]
+            if expected is not None and self.variants is not None:
+                codes += list(self.variants(source, path))
+            keys = b["class_keys"](b["parse"](source))
+        except (SyntaxError, ValueError):
+            return None
+        index = {}
+        for code in codes:
+            for key, found in b["index"](code, b["CodeType"]).items():
+                index.setdefault(key, []).extend(found)
+        self.compiled[path] = (tuple(codes), index, keys)
+        return self.compiled[path]
+
+    def code_ok(self, code):
+        """Whether ``code`` is one of the runner's compile of a graded file, or equal to a fresh compile
+        of a restored test file or an unwritable file."""
+        b = self.b
+        if b["id"](code) in self.graded_ids:
+            return True
+        if b["type"](code) is not b["CodeType"]:
+            return False
+        info = self._file(code.co_filename)
+        if info is None:
+            return False
+        return b["any"](b["same_code"](code, c) for c in info[1].get((code.co_name, code.co_firstlineno), ()))
+
+    def function_ok(self, function, owner=None):
+        b = self.b
+        if b["type"](function) is not b["FunctionType"]:
+            return False
+        code = function.__code__
+        if not self.code_ok(code):
+            return False
+        path = b["abspath"](code.co_filename)
+        for _, namespace, _, graded_path in self.graded.values():
+            if graded_path == path and function.__globals__ is not namespace:
+                return False
+        if owner is not None and "__class__" in code.co_freevars:
+            cell = function.__closure__[code.co_freevars.index("__class__")].cell_contents
+            if cell is not owner:
+                return False
+        return True
+
+    def _is_test_file(self, code):
+        b = self.b
+        return b["id"](code) in self.graded_ids or (
+            b["type"](code.co_filename) is b["str"] and b["abspath"](code.co_filename) in self.trusted)
+
+    def callable_ok(self, value, owner=None):
+        """A test callable: a checked function of the test files, or a framework wrapper of one
+        (``mock.patch``, ``unittest.skip``: followed through ``__wrapped__``)."""
+        b = self.b
+        for _ in b["range"](20):
+            if b["type"](value) is b["MethodType"]:
+                value = value.__func__
+            if not self.function_ok(value, owner):
+                return False
+            if self._is_test_file(value.__code__):
+                return True
+            found, value = self._get(self._items(value), "__wrapped__")
+            if not found:
+                return False
+        return False
+
+    def class_ok(self, cls, depth=0):
+        """Why ``cls`` is neither the restored sources' class nor the framework's, or ''."""
+        b = self.b
+        if depth > 50:
+            return "a class hierarchy too deep"
+        if b["id"](cls) in self.framework_ids:
+            return ""
+        meta = b["type"](cls)
+        if meta is not type and b["id"](meta) not in self.framework_ids:
+            if type not in b["mro"](meta):
+                return "a metaclass that is not a type"
+            why = self.class_ok(meta, depth + 1)
+            if why:
+                return "its metaclass: " + why
+        if not b["flags"](cls) & HEAPTYPE:
+            return ""  # a static type (object, Exception...): nothing can change it
+        for base in b["mro"](cls)[1:]:
+            why = self.class_ok(base, depth + 1)
+            if why:
+                return why
+        qualname = b["qualname"](cls)
+        name = qualname if b["type"](qualname) is b["str"] else "?"
+        items = b["tuple"](b["type_dict"](cls).items())
+        entries, files = [], set()
+        for key, value in items:
+            if b["type"](key) is not b["str"]:
+                return f"class {name} has an attribute that is not a string"
+            kind = b["type"](value)
+            if kind is b["FunctionType"]:
+                functions = (value,)
+            elif kind is b["staticmethod"] or kind is b["classmethod"]:
+                functions = (value.__func__,)
+            elif kind is b["property"]:
+                functions = b["tuple"](f for f in (value.fget, value.fset, value.fdel) if f is not None)
+            else:
+                functions = None
+            for function in functions or ():
+                if b["type"](function) is not b["FunctionType"] or not self.code_ok(function.__code__):
+                    return f"{name}.{key} is not code of the test files (nor of the framework)"
+                files.add(b["abspath"](function.__code__.co_filename))
+            entries.append((key, functions))
+        bound, found_class = set(), False
+        for path in files:
+            keys = self._file(path)[2].get(name)
+            if keys is not None:
+                found_class = True
+                bound |= keys
+        for key, functions in entries:
+            if functions is None:
+                if (key.startswith("test") or key in self.behaviour or (
+                        key.startswith("__") and key.endswith("__") and key not in INERT_DUNDERS)) and key not in bound:
+                    return f"{name}.{key} is not a function of the test file"
+                continue
+            if not found_class:
+                return f"class {name} is not in the source its functions come from"
+            for function in functions:
+                code = function.__code__
+                direct = code.co_name == key and b["getattr"](code, "co_qualname", name + "." + key) == name + "." + key
+                injected = "__pytest_" in key and not self._is_test_file(code)  # pytest's xunit fixtures
+                # the test file's own functions made at run time (a closure, a module function) may be
+                # attached under any name; a method of another class may not (a passing test swapped in)
+                qualified = b["getattr"](code, "co_qualname", "<locals>")
+                generated = self._is_test_file(code) and ("<locals>" in qualified or "." not in qualified)
+                if not direct and not injected and not generated and key not in bound:
+                    return f"{name}.{key} is not what the test file binds there"
+                if not self.function_ok(function, cls):
+                    return f"{name}.{key} is not the test file's function"
+                if key.startswith("test") and not self.callable_ok(function, cls):
+                    return f"{name}.{key} wraps code that is not the test file's"
+        return ""
+
+    def module_ok(self, name):
+        """Why the graded module ``name`` is not the one made from the restored file, or ''."""
+        b = self.b
+        module, namespace, info, path = self.graded[name]
+        found, current = self._get(b["tuple"](self.sys_modules.items()), name)
+        if not found or current is not module:
+            return f"sys.modules[{name!r}] is not the module made from the restored test file"
+        if b["type"](module) is not b["ModuleType"] or b["vars"](module) is not namespace:
+            return f"the module {name} was replaced"
+        defs, imports, protocol = info
+        for key, value in b["tuple"](namespace.items()):
+            if b["type"](key) is not b["str"]:
+                return f"{name} has a global that is not a string"
+            if key in defs:
+                if b["type"](value) is not b["FunctionType"]:
+                    return f"{name}.{key} is not the function the test file defines"
+                code = value.__code__
+                if code.co_name != key or code.co_firstlineno != defs[key] or not self.function_ok(value) \
+                        or b["abspath"](code.co_filename) != path:
+                    return f"{name}.{key} is not the function the test file defines"
+            elif key in imports:
+                ok, real = self._get(self.snapshot_modules, imports[key])
+                if ok and value is not real:
+                    return f"{name}.{key} is not the module {imports[key]}"
+            elif key in PROTOCOL_NAMES and key not in protocol:
+                return f"{name}.{key} is not in the test file"
+        return ""
+
+    def hooks_ok(self):
+        """Why the interpreter's hooks are not as they were before the repository loaded, or ''."""
+        b = self.b
+        now = b["tuple"](b["vars"](self.builtins).items())
+        if b["len"](now) < b["len"](self.builtins_items):
+            return "a builtin was removed"
+        for index in b["range"](b["len"](self.builtins_items)):
+            old_key, old_value = self.builtins_items[index]
+            new_key, new_value = now[index]
+            if old_key is not new_key or old_value is not new_value:
+                return f"builtins.{old_key} was replaced"
+        if b["gettrace"]() is not self.trace or b["getprofile"]() is not self.profile:
+            return "a trace or profile function is installed"
+        threading_now = self._items(self.threading)
+        for key, value in self.threading_hooks:
+            if self._get(threading_now, key)[1] is not value:
+                return "threading's trace or profile hook was set"
+        sys_now = self._items(self.sys)
+        for attribute, before in (("meta_path", self.meta_path), ("path_hooks", self.path_hooks)):
+            found, current = self._get(sys_now, attribute)
+            if not found or b["type"](current) is not b["list"]:
+                return f"sys.{attribute} was replaced"
+            current, position = b["tuple"](current), 0
+            for entry in before:
+                while position < b["len"](current) and current[position] is not entry:
+                    position += 1
+                if position == b["len"](current):
+                    return f"an entry of sys.{attribute} present before the repository loaded was removed"
+        found, callbacks = self._get(self._items(self.gc), "callbacks")
+        if not found or b["type"](callbacks) is not b["list"] or b["len"](callbacks) != b["len"](self.gc_callbacks):
+            return "gc.callbacks was changed"
+        for index in b["range"](b["len"](self.gc_callbacks)):
+            if callbacks[index] is not self.gc_callbacks[index]:
+                return "gc.callbacks was changed"
+        current = {}
+        for key, value in b["tuple"](self.sys_modules.items()):
+            if b["type"](key) is b["str"] and key in self.core_names:
+                current[key] = value
+        for module_name, module in self.core:
+            if current.get(module_name) is not module:
+                return f"sys.modules[{module_name!r}] was replaced"
+        return ""
+
+    def check(self, targets=()):
+        """Hooks, graded modules, and ``targets`` (``(class or None, test callable or None)`` pairs): why
+        the grading cannot be believed, or ''. The garbage collector is off meanwhile."""
+        b = self.b
+        was_on = b["gc_on"]()
+        b["gc_disable"]()
+        try:
+            why = self.hooks_ok()
+            for name in self.graded:
+                why = why or self.module_ok(name)
+            for cls, test in targets:
+                if why:
+                    break
+                if cls is not None:
+                    why = self.class_ok(cls)
+                    if not why and self.require_test_case and not b["any"](c is self.test_case for c in b["mro"](cls)):
+                        why = f"{b['qualname'](cls)} is not a unittest.TestCase"
+                owner = None if cls is None or test is None else _owner(cls, test, b)
+                if not why and test is not None and not self.callable_ok(test, owner):
+                    why = "a graded test is not the test file's code"
+            return why
+        except Tampered as error:
+            return str(error)
+        except Exception as error:  # noqa: BLE001 - a check that cannot complete is a failed check
+            return f"the integrity check could not complete ({b['type'](error).__name__})"
+        finally:
+            if was_on:
+                b["gc_enable"]()
+
+    # ----------------------------------------------------------------- the audit hook
+    def install_audit(self):
+        """Report at once a trace or profile function installed by any code but the test files' own."""
+        if not hasattr(sys, "addaudithook"):
+            return
+
+        def hook(event, args, _audited=AUDITED, _getframe=sys._getframe, _guard=self, _id=id):
+            if event in _audited:
+                frame = _getframe(1)
+                if frame is None or not _guard._is_test_file(frame.f_code):
+                    _guard.alarm(f"{event} called by code that is not the test file's")
+
+        sys.addaudithook(hook)
+
+
+def _owner(cls, test, b):
+    """The class of ``cls``'s MRO whose dict holds ``test`` (for its ``__class__`` cell)."""
+    function = test.__func__ if b["type"](test) is b["MethodType"] else test
+    for klass in b["mro"](cls):
+        for value in b["type_dict"](klass).values():
+            if value is function:
+                return klass
+    return None
+
+
+# --------------------------------------------------------------------------- the framework's own state
+# pytest replaces these callables itself at configuration (pytest 7's legacypath plugin; hypothesis's
+# plugin bans ``@given`` fixtures): a replacement of any other framework callable is tampering.
+FRAMEWORK_REPLACEMENTS = frozenset((("Config", "_getini_unknown_type"), ("FixtureFunctionMarker", "__call__")))
+
+
+def snapshot(modules, extra_owners=()):
+    """``(owner, type(owner), items)`` for each module, each class it defines, and each extra owner:
+    the state the verdict depends on, taken before any repository import."""
+    taken = []
+    for module in tuple(modules):
+        items = tuple(vars(module).items())
+        taken.append((module, type(module), items))
+        name = vars(module).get("__name__")
+        for _, value in items:
+            if isinstance(value, type) and vars(value).get("__module__") == name:
+                taken.append((value, type(value), tuple(vars(value).items())))
+    for owner in extra_owners:
+        taken.append((owner, type(owner), tuple(vars(owner).items())))
+    return tuple(taken)
+
+
+def make_checker(taken, lenient=False):
+    """A comparison of the current state with ``taken`` that runs no code of the repository.
+
+    Every helper is bound now (the repository may replace builtins later); owners are checked to
+    still be of their type (a module's ``__class__`` can be swapped for one with a ``__dict__``
+    property) before ``vars``; items are compared by ``is`` (no ``__eq__``); the garbage collector is
+    off during the comparison (no ``__del__``). A module may gain new entries that are modules (an
+    ``import unittest.mock`` sets ``unittest.mock``) and a ``__warningregistry__``; nothing else may
+    change. ``lenient`` (pytest, whose configuration adds to its own classes): a class may also gain
+    names none of its bases has, swap data for data, and have :data:`FRAMEWORK_REPLACEMENTS` replaced."""
+    import gc
+    from types import ModuleType
+
+    where = []
+    original = {id(owner): tuple(key for key, _ in items) for owner, _, items in taken if isinstance(owner, type)}
+
+    def tolerated(owner, key, old, new, _type=type, _str=str, _callable=callable, _mro=type.__dict__["__mro__"].__get__,
+                  _dict=type.__dict__["__dict__"].__get__, _name=type.__dict__["__name__"].__get__,
+                  _allowed=FRAMEWORK_REPLACEMENTS, _lenient=lenient, _has=_has, _original=original, _id=id):
+        if not _lenient or not isinstance(owner, type) or _type(key) is not _str:
+            return False
+        if old is _MISSING:  # a new name: it must not shadow one a base had
+            for base in _mro(owner)[1:]:
+                keys = _original.get(_id(base))
+                for base_key in keys if keys is not None else _dict(base):
+                    if _type(base_key) is _str and base_key == key:
+                        return False
+            return True
+        if not _callable(old) and not _callable(new) and not _has(_type(new), "__get__"):
+            return True
+        return (_name(owner), key) in _allowed
+
+    def same(_taken=taken, _len=len, _range=range, _tuple=tuple, _vars=vars, _type=type, _str=str,
+             _dict=dict, _module=ModuleType, _gc_disable=gc.disable, _gc_enable=gc.enable, _gc_on=gc.isenabled,
+             _tolerated=tolerated, _missing=_MISSING, _where=where):
+        was_on = _gc_on()
+        _gc_disable()
+        try:
+            for owner, kind, items in _taken:
+                if _type(owner) is not kind:
+                    _where[:] = [owner, "__class__"]
+                    return False
+                now = _tuple(_vars(owner).items())
+                size = _len(items)
+                if _len(now) < size:
+                    _where[:] = [owner, "a removed attribute"]
+                    return False
+                for index in _range(size):
+                    old_key, old_value = items[index]
+                    new_key, new_value = now[index]
+                    if old_key is not new_key:
+                        _where[:] = [owner, old_key]
+                        return False
+                    if old_value is not new_value and not _tolerated(owner, old_key, old_value, new_value):
+                        _where[:] = [owner, old_key]
+                        return False
+                for index in _range(size, _len(now)):
+                    key, value = now[index]
+                    if kind is _module:
+                        if _type(value) is not _module and not (
+                                _type(key) is _str and key == "__warningregistry__" and _type(value) is _dict):
+                            _where[:] = [owner, key]
+                            return False
+                    elif not _tolerated(owner, key, _missing, value):
+                        _where[:] = [owner, key]
+                        return False
+            return True
+        finally:
+            if was_on:
+                _gc_enable()
+
+    def what():
+        """The attribute the last failed comparison stopped at, for the log."""
+        if not where:
+            return "?"
+        owner, key = where
+        name = vars(type(owner)).get("__name__") if False else (
+            type.__dict__["__qualname__"].__get__(owner) if isinstance(owner, type) else
+            vars(owner).get("__name__", type(owner).__name__))
+        return f"{name}.{key}" if type(key) is str and type(name) is str else "?"
+
+    same.what = what
+    return same
+
+
+_MISSING = object()
+
+
+def _has(kind, name, _mro=type.__dict__["__mro__"].__get__, _dict=type.__dict__["__dict__"].__get__):
+    """Whether a class or one of its bases defines ``name``, found without running any of their code."""
+    for base in _mro(kind):
+        for key in _dict(base):
+            if type(key) is str and key == name:
+                return True
+    return False
+
+
+def protected_ids(taken):
+    """ids of the classes and functions the verdict depends on (for the audit hook)."""
+    ids = set()
+    for owner, _, items in taken:
+        ids.add(id(owner))
+        for _, value in items:
+            if callable(value) or isinstance(value, (classmethod, staticmethod)):
+                ids.add(id(value))
+                ids.add(id(getattr(value, "__func__", value)))
+    return frozenset(ids)
+
+
+def install_alarm(protected, alarm):
+    """An audit hook (it cannot be removed) that raises ``alarm`` on any write to a protected object."""
+    events = frozenset(("object.__setattr__", "object.__delattr__"))
+
+    def hook(event, args, _events=events, _protected=protected, _id=id, _len=len, _alarm=alarm):
+        if event in _events and _len(args) >= 2 and _id(args[0]) in _protected:
+            _alarm(f"{event} {args[1]}")
+
+    if hasattr(sys, "addaudithook"):  # Python 3.8 and newer
+        sys.addaudithook(hook)
+
+
+def load(path, name):
+    """A module loaded from ``path`` under ``name`` (no name the repository could shadow)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
