@@ -1,28 +1,50 @@
-"""Configs: dataclasses extending TRL's, readable from YAML and overridable on the command line.
+"""Configs: typed groups of fields, composed into dataclasses extending TRL's, readable from YAML and
+overridable on the command line.
 
-``WorldOptions`` says what is played and how the agent talks to the world; the RL config
-(:class:`TurnGymConfig`, a ``GRPOConfig``) and the SFT config share it, so an SFT warm start and
-the RL run that follows see exactly the same chat format.
+A run's fields come in groups, each a dataclass: :class:`WorldOptions` (what is played and the agent's chat
+format, shared with SFT so a warm start and the RL run after it see the same chat format),
+:class:`RolloutOptions` (which tasks, how episodes become samples, evaluation and samples kept),
+:class:`EstimatorOptions` (the advantage estimator and the loss's corrections), :class:`CriticOptions` (the
+critic and PPO's GAE: they fill a :class:`~turngym.trainers.critic.CriticConfig`) and :class:`LoraOptions` (TRL's
+``ModelConfig`` LoRA names). :class:`TurnGymConfig` is all of them plus TRL's ``GRPOConfig``.
+
+Choices are ``Literal`` types: the command line's parser lists them (``invalid choice``) and one check,
+:func:`check_choices`, covers YAML values and Python construction. Construction validates the fields, then
+:meth:`TurnGymConfig.resolve` does what touches the outside world: imports, registry lookups, device fixes.
 
     turngym train --config recipes/configs/signals-grpo.yaml --algorithm turn_rloo --learning_rate 1e-5
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
-from typing import Any
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
-from trl import GRPOConfig
+from trl import GRPOConfig, TrlParser
 
 from turngym.trainers.advantages import Scale
 from turngym.trainers.critic import CriticConfig
 from turngym.trainers.estimators import Algorithm, Estimator, estimator_names, get_estimator, resolve_algorithm
 
 ALGORITHMS = tuple(a.value for a in Algorithm)  # the built-in estimators; trainers/estimators.py registers more
+
+# The choices of the world's string options: envs.core.RewardMode / ActionProtocol and agents.actions.ActionFormat
+# as Literal types, which TRL's parser turns into argparse choices (tests/test_config_groups.py keeps them equal).
+RewardModeName = Literal["sparse", "dense"]
+ActionProtocolName = Literal["free_form", "admissible_in_prompt", "choose_index"]
+ActionFormatName = Literal["prefix", "last_line", "tags", "raw"]
+EnvBackend = Literal["process", "ray", "remote"]
+
+G = TypeVar("G")
+# What a bad value's error adds, for a choice that people ask for.
+CHOICE_NOTES = {"dynamic_sampling": " ('refill' is not available: TRL's step fixes the generation batch before the "
+                                    "advantages are known)"}
 
 
 def _as_dict(value: Any, name: str) -> dict[str, Any]:
@@ -63,19 +85,21 @@ class WorldOptions:
     num_eval_tasks: int = field(default=20, metadata={"help": "first N tasks of the eval split"})
     max_turns: int | None = field(
         default=None, metadata={"help": "turn limit (default: the world's, 2x optimal for TextWorld)"})
-    reward_mode: str = field(default="sparse", metadata={"help": "sparse or dense"})
-    action_protocol: str = field(
-        default="free_form", metadata={"help": "free_form, admissible_in_prompt or choose_index"})
+    reward_mode: RewardModeName = field(
+        default="sparse", metadata={"help": "sparse: the outcome only, at the end; dense: per-turn progress"})
+    action_protocol: ActionProtocolName = field(
+        default="free_form", metadata={"help": "free_form: the agent writes a command; admissible_in_prompt: the "
+                                               "admissible commands are shown; choose_index: it answers a number"})
     system_prompt: str | None = field(
         default=None, metadata={"help": "default: the agent's; '' for none; may contain {format_instruction}"})
-    action_format: str | None = field(
-        default=None, metadata={"help": "prefix, last_line, tags or raw (default: the world's, else prefix)"})
+    action_format: ActionFormatName | None = field(
+        default=None, metadata={"help": "how the action is read from a reply (default: the world's, else prefix)"})
     response_prefix: str | None = field(
         default=None, metadata={"help": "text every reply starts with (default: 'Action:' with the prefix "
                                         "format, else none); '' for none"})
     max_new_tokens_per_turn: int = field(default=48, metadata={"help": "cap on sampled tokens per turn"})
     num_env_workers: int = field(default=0, metadata={"help": "worker processes for the worlds (0: in this process)"})
-    env_backend: str = field(
+    env_backend: EnvBackend = field(
         default="process", metadata={"help": "where the worlds run: 'process' (num_env_workers processes, or this "
                                              "one), 'ray' (Ray actors on the cluster), 'remote' (sessions on "
                                              "env_server, see docs/scaling.md)"})
@@ -122,62 +146,69 @@ class WorldOptions:
             fields["system_prompt"] = self.system_prompt or None
         return LLMAgentConfig(**{**fields, **overrides})
 
-    def _check_world_options(self) -> None:
-        """Shared validation; also makes CPU runs work out of the box (no CUDA: use_cpu, no bf16)."""
-        import torch
-
-        if not torch.cuda.is_available() and not self.use_cpu:
-            self.use_cpu = True
-        if self.use_cpu:
-            # TRL's default (bf16=None) means bf16 on an accelerator; on CPU it stays off unless asked
-            # for. An explicit bf16=True runs the fp32 weights under CPU autocast (mixed precision),
-            # 2.5x faster for SmolLM2 on CPUs with AVX512-BF16 (docs/benchmarks.md).
-            if self.bf16 and not torch.backends.mkldnn.is_available():
-                raise ValueError("bf16=True on CPU needs torch's oneDNN (mkldnn) backend; drop bf16 or run on a GPU")
-            self.bf16 = bool(self.bf16)
-            self.fp16 = False
-        self._check_world_fields()
-
-    def _check_world_fields(self) -> None:
-        """The world, its options, the pool and the protocol (what a world entry of ``worlds`` checks too)."""
+    def _validate_world(self) -> None:
+        """The world's fields on their own (no import, no registry): dicts, lists, choices, the pool."""
         self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")
-        self._check_world()
+        self.imports = [self.imports] if isinstance(self.imports, str) else list(self.imports or [])
+        check_choices(self, WorldOptions)
         self.pool_options()  # a bad env_backend / env_server fails here, before any work
-        if self.reward_mode not in ("sparse", "dense"):
-            raise ValueError(f"reward_mode must be 'sparse' or 'dense', got {self.reward_mode!r}")
-        if self.action_protocol not in ("free_form", "admissible_in_prompt", "choose_index"):
-            raise ValueError("action_protocol must be free_form, admissible_in_prompt or choose_index, "
-                             f"got {self.action_protocol!r}")
 
-    def _check_world(self) -> None:
+    def _resolve_world(self) -> None:
         """Import ``imports``, register an ``env_id`` given as ``module:Class``, then check that the id is
-        registered and that the world's constructor takes every option (before any work starts)."""
+        registered and that the world's constructor takes every option (before any work starts); fill the
+        world's default reply format in."""
         import turngym.envs  # noqa: F401 - registers the built-in worlds
         from turngym.agents.llm import reply_format
         from turngym.envs.registry import check_world_options, import_worlds, require_registered, resolve_env
 
-        self.imports = [self.imports] if isinstance(self.imports, str) else list(self.imports or [])
         import_worlds(self.imports)
         self.env_id = resolve_env(self.env_id)
         require_registered(self.env_id)
         check_world_options(self.env_id, self.world_kwargs())
         self.action_format, self.response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix)
 
+    def _check_world_fields(self) -> None:
+        """Validate and resolve one world (what a world entry of ``worlds`` goes through)."""
+        self._validate_world()
+        self._resolve_world()
+
 
 @dataclass
-class TurnGymConfig(WorldOptions, GRPOConfig):
-    """Multi-turn RL on whole episodes: GRPO's config plus the world, the algorithm and the critic.
+class RolloutOptions:
+    """Which tasks are played and how, how episodes become training samples, evaluation, the samples kept."""
 
-    ``num_generations`` episodes of the same task form a group. ``max_completion_length`` caps the
-    tokens after the prompt of an episode (model and environment tokens together); the episode
-    ends as truncated (``context_length``) before it would pass the cap.
+    skip_train_tasks: int = field(
+        default=0, metadata={"help": "skip the first N tasks of train_split (e.g. the SFT demos' games, which are "
+                                     "the split's first num_demos tasks), so RL trains on other games"})
+    worlds: list[dict[str, Any]] | str | None = field(
+        default=None, metadata={"help": "several worlds in one run: a list of entries {name, env_id, env_kwargs, "
+                                        "num_train_tasks, weight, ...} (any world option; the top-level ones are the "
+                                        "defaults; JSON on the command line). A group is one task of one world; "
+                                        "metrics and held-out evaluation are also reported per world"})
+    curriculum: Literal["off", "success"] = field(
+        default="off", metadata={"help": "'success': draw tasks by priority, highest for those whose recent group "
+                                         "success rate is near curriculum_target (never-played tasks first); 'off': "
+                                         "TRL's uniform draw (or the worlds' weights)"})
+    curriculum_target: float = field(default=0.5, metadata={"help": "curriculum: the success rate prioritised"})
+    curriculum_floor: float = field(
+        default=0.1, metadata={"help": "curriculum: the lowest priority, relative to 1 at the target (keeps solved and "
+                                       "hopeless tasks in the mix)"})
+    history_window: int | None = field(
+        default=None, metadata={"help": "context of long episodes: the model sees the first prompt (system prompt, "
+                                        "first observation) and the last K turns only, and each turn trains as its "
+                                        "own sample on exactly that context; None: the whole episode, one sample"})
+    eval_temperature: float = field(
+        default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
+    episode_samples: int = field(
+        default=4, metadata={"help": "episodes per step kept as text, with turn advantages, in "
+                                     "output_dir/episode_samples.jsonl and trackio; 0: off"})
 
-    The critic's settings (PPO's: ``critic_learning_rate``, ``critic_rows_per_pass``, ``lam``...) are flat fields,
-    as YAML configs and the command line give them; they fill ``critic_config``, a
-    :class:`~turngym.trainers.critic.CriticConfig`, at construction.
-    """
 
-    # A str field (an Algorithm after __post_init__), so a name registered by a module in `imports` passes the
+@dataclass
+class EstimatorOptions:
+    """The advantage estimator and what the loss does with its advantages."""
+
+    # A str field (an Algorithm after resolve()), so a name registered by a module in `imports` passes the
     # command line's parser too.
     algorithm: str = field(
         default=Algorithm.TURN_RLOO.value,
@@ -185,14 +216,41 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     step_advantage_weight: float = field(
         default=1.0, metadata={"help": "gigpo's omega: A = A_episode + omega * A_step"})
     gamma: float = field(default=1.0, metadata={"help": "discount over turns (PPO: over tokens' turn rewards)"})
-    lam: float = field(default=0.95, metadata={"help": "GAE lambda (PPO)"})
-    turn_baseline_alone: str = field(
+    turn_baseline_alone: Literal["return", "zero"] = field(
         default="return", metadata={"help": "turn_rloo, for a turn t that no other episode of the group reached: "
                                             "'return' (baseline 0, so the advantage is the episode's own "
                                             "return-to-go G_t: plain REINFORCE) or 'zero' (advantage 0: no signal "
                                             "without a comparison)"})
-    kl_penalty: str = field(
+    kl_penalty: Literal["loss", "reward"] = field(
         default="loss", metadata={"help": "where beta's KL to the reference goes: 'loss' or 'reward' (PPO)"})
+    tis_cap: float | None = field(
+        default=2.0, metadata={"help": "truncated importance sampling: each model token's advantage is weighted by "
+                                       "min(exp(logp_trainer - logp_sampler), tis_cap), correcting for the sampler/"
+                                       "trainer mismatch (precision, kernels); None: off. Under vLLM, TRL's own "
+                                       "vllm_importance_sampling_correction applies instead when it is on"})
+    shuffle_advantages: bool = field(
+        default=False, metadata={"help": "null control: permute the step's advantages with a seeded generator, "
+                                         "within each cell of shuffle_scope, so updates carry no signal"})
+    shuffle_scope: Literal["group", "step"] = field(
+        default="group", metadata={"help": "the null control's cells: 'group' permutes within each group and turn "
+                                           "index (every group keeps its sum; tied groups stay at 0: the fair null); "
+                                           "'step' deals every advantage of the step across groups (harsher: it "
+                                           "moves advantages onto groups the real arm leaves alone)"})
+    dynamic_sampling: Literal["off", "drop"] = field(
+        default="off", metadata={"help": "DAPO-style dynamic sampling for the critic-free algorithms: 'drop' takes the "
+                                         "groups whose advantages are all 0 (every episode of the task scored the "
+                                         "same) out of the loss and its token normalisation, and logs how many "
+                                         "(dynamic_sampling/dropped_groups); 'off' keeps them (they add no policy "
+                                         "gradient, but dilute the step and still carry the KL term)"})
+
+
+@dataclass
+class CriticOptions:
+    """The critic of the estimators that need values (PPO's), and PPO's GAE, under the flat names YAML configs and
+    the command line use; they fill ``TurnGymConfig.critic_config``, a :class:`~turngym.trainers.critic.CriticConfig`
+    (``critic.FLAT_FIELDS`` maps the names)."""
+
+    lam: float = field(default=0.95, metadata={"help": "GAE lambda (PPO)"})
     bootstrap_truncated: bool = field(
         default=True, metadata={"help": "PPO: a truncated episode (turn or time limit) ends with the critic's value "
                                         "of its last state instead of 0. With gamma=1 the critic can drift when nearly "
@@ -214,51 +272,12 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
         default=4, metadata={"help": "PPO: episodes per critic forward/backward pass. The value loss is a sum over "
                                      "tokens, so the split is exact; only one pass's activations are held (one PPO "
                                      "step of the demo: 12.3 GB peak in one pass, 7.4 GB in passes of 4)"})
-    eval_temperature: float = field(
-        default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
-    episode_samples: int = field(
-        default=4, metadata={"help": "episodes per step kept as text, with turn advantages, in "
-                                     "output_dir/episode_samples.jsonl and trackio; 0: off"})
-    tis_cap: float | None = field(
-        default=2.0, metadata={"help": "truncated importance sampling: each model token's advantage is weighted by "
-                                       "min(exp(logp_trainer - logp_sampler), tis_cap), correcting for the sampler/"
-                                       "trainer mismatch (precision, kernels); None: off. Under vLLM, TRL's own "
-                                       "vllm_importance_sampling_correction applies instead when it is on"})
-    shuffle_advantages: bool = field(
-        default=False, metadata={"help": "null control: permute the step's advantages with a seeded generator, "
-                                         "within each cell of shuffle_scope, so updates carry no signal"})
-    shuffle_scope: str = field(
-        default="group", metadata={"help": "the null control's cells: 'group' permutes within each group and turn "
-                                           "index (every group keeps its sum; tied groups stay at 0: the fair null); "
-                                           "'step' deals every advantage of the step across groups (harsher: it "
-                                           "moves advantages onto groups the real arm leaves alone)"})
-    skip_train_tasks: int = field(
-        default=0, metadata={"help": "skip the first N tasks of train_split (e.g. the SFT demos' games, which are "
-                                     "the split's first num_demos tasks), so RL trains on other games"})
-    dynamic_sampling: str = field(
-        default="off", metadata={"help": "DAPO-style dynamic sampling for the critic-free algorithms: 'drop' takes the "
-                                         "groups whose advantages are all 0 (every episode of the task scored the "
-                                         "same) out of the loss and its token normalisation, and logs how many "
-                                         "(dynamic_sampling/dropped_groups); 'off' keeps them (they add no policy "
-                                         "gradient, but dilute the step and still carry the KL term)"})
-    worlds: list[dict[str, Any]] | str | None = field(
-        default=None, metadata={"help": "several worlds in one run: a list of entries {name, env_id, env_kwargs, "
-                                        "num_train_tasks, weight, ...} (any world option; the top-level ones are the "
-                                        "defaults; JSON on the command line). A group is one task of one world; "
-                                        "metrics and held-out evaluation are also reported per world"})
-    curriculum: str = field(
-        default="off", metadata={"help": "'success': draw tasks by priority, highest for those whose recent group "
-                                         "success rate is near curriculum_target (never-played tasks first); 'off': "
-                                         "TRL's uniform draw (or the worlds' weights)"})
-    curriculum_target: float = field(default=0.5, metadata={"help": "curriculum: the success rate prioritised"})
-    curriculum_floor: float = field(
-        default=0.1, metadata={"help": "curriculum: the lowest priority, relative to 1 at the target (keeps solved and "
-                                       "hopeless tasks in the mix)"})
-    history_window: int | None = field(
-        default=None, metadata={"help": "context of long episodes: the model sees the first prompt (system prompt, "
-                                        "first observation) and the last K turns only, and each turn trains as its "
-                                        "own sample on exactly that context; None: the whole episode, one sample"})
-    # LoRA, with TRL's ModelConfig field names (turngym train parses TurnGymConfig only, so they live here).
+
+
+@dataclass
+class LoraOptions:
+    """LoRA, with TRL's ``ModelConfig`` field names (``lora_config`` hands them to TRL's ``get_peft_config``)."""
+
     use_peft: bool = field(
         default=False, metadata={"help": "train a LoRA adapter instead of every weight (the saved policy is the "
                                          "adapter); PPO's critic stays a full model"})
@@ -271,71 +290,173 @@ class TurnGymConfig(WorldOptions, GRPOConfig):
     lora_modules_to_save: list[str] | None = field(
         default=None, metadata={"help": "modules trained in full next to the adapters, e.g. lm_head (use_peft)"})
 
+
+# The groups of TurnGymConfig, in the order `turngym train --help` shows them: (class, title, description).
+GROUPS: tuple[tuple[type, str, str], ...] = (
+    (WorldOptions, "world", "the world, its tasks, the agent's chat format (as in turngym sft)"),
+    (RolloutOptions, "rollout", "tasks drawn, episodes as samples, evaluation, samples kept"),
+    (EstimatorOptions, "estimator", "the advantage estimator and the loss's corrections"),
+    (CriticOptions, "critic", "the critic and PPO's GAE: they fill args.critic_config"),
+    (LoraOptions, "model", "TRL ModelConfig's LoRA fields"),
+)
+
+
+def group_of(config_class: type, name: str) -> type | None:
+    """The class in ``config_class``'s MRO that declares field ``name`` (the most derived one)."""
+    return next((c for c in config_class.__mro__ if name in vars(c).get("__annotations__", {})), None)
+
+
+@functools.cache
+def _choices(group: type) -> dict[str, tuple[tuple[Any, ...], bool]]:
+    """``group``'s own Literal fields: name -> (choices, None allowed)."""
+    hints = get_type_hints(group)
+    found = {}
+    for name in vars(group).get("__annotations__", {}):
+        hint, optional = hints[name], False
+        if get_origin(hint) is not Literal and type(None) in get_args(hint):  # Optional[Literal[...]]
+            hint, optional = next(a for a in get_args(hint) if a is not type(None)), True
+        if get_origin(hint) is Literal:
+            found[name] = (get_args(hint), optional)
+    return found
+
+
+def check_choices(config: Any, *groups: type) -> None:
+    """Every Literal field of ``groups`` (default: every turngym class of ``config``) holds one of its choices.
+
+    TRL's parser checks the command line (argparse ``choices``); this checks what it does not: values from
+    YAML (argparse never checks defaults) and from Python.
+    """
+    groups = groups or tuple(c for c in type(config).__mro__ if c.__module__.startswith("turngym"))
+    for group in groups:
+        for name, (choices, optional) in _choices(group).items():
+            value = getattr(config, name)
+            if (value is None and optional) or value in choices:
+                continue
+            note = CHOICE_NOTES.get(name, "")
+            raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}"
+                             f"{' or None' if optional else ''}, got {value!r}{note}")
+
+
+def fix_device(config: Any) -> None:
+    """CPU runs work out of the box: without CUDA, ``use_cpu``; on CPU, bf16 only if asked for, never fp16.
+
+    It must run before ``TrainingArguments.__post_init__``, which refuses bf16 without an accelerator.
+    """
+    import torch
+
+    if not torch.cuda.is_available() and not config.use_cpu:
+        config.use_cpu = True
+    if config.use_cpu:
+        # TRL's default (bf16=None) means bf16 on an accelerator; on CPU it stays off unless asked
+        # for. An explicit bf16=True runs the fp32 weights under CPU autocast (mixed precision),
+        # 2.5x faster for SmolLM2 on CPUs with AVX512-BF16 (docs/benchmarks.md).
+        if config.bf16 and not torch.backends.mkldnn.is_available():
+            raise ValueError("bf16=True on CPU needs torch's oneDNN (mkldnn) backend; drop bf16 or run on a GPU")
+        config.bf16 = bool(config.bf16)
+        config.fp16 = False
+
+
+# TurnGymConfig keeps every field flat, as one dataclass, rather than holding the groups as nested objects:
+# TRL's GRPOTrainer reads GRPOConfig's fields from `args` directly, YAML configs and `TurnGymConfig(**fields)` give
+# flat names, and TrlParser/HfArgumentParser parse one flat dataclass into exactly the object the trainer takes.
+# The groups are its bases (so each field is declared once, in its group) and `options(Group)` is a group's view.
+@dataclass
+class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOptions, LoraOptions, GRPOConfig):
+    """Multi-turn RL on whole episodes: GRPO's config plus the groups world, rollout, estimator, critic and model.
+
+    ``num_generations`` episodes of the same task form a group. ``max_completion_length`` caps the
+    tokens after the prompt of an episode (model and environment tokens together); the episode
+    ends as truncated (``context_length``) before it would pass the cap.
+
+    Construction validates the fields on their own (:meth:`validate`), then :meth:`resolve` imports ``imports``,
+    looks the world and the estimator up in their registries, checks the curriculum and fixes the device for
+    CPU runs (before ``GRPOConfig.__post_init__``, which needs it). The critic's flat fields fill
+    ``critic_config``, a :class:`~turngym.trainers.critic.CriticConfig`.
+    """
+
     def __post_init__(self) -> None:
-        if self.kl_penalty not in ("loss", "reward"):
-            raise ValueError(f"kl_penalty must be 'loss' or 'reward', got {self.kl_penalty!r}")
-        if self.turn_baseline_alone not in ("return", "zero"):
-            raise ValueError(f"turn_baseline_alone must be 'return' or 'zero', got {self.turn_baseline_alone!r}")
-        if self.critic_learning_rate is None:
-            self.critic_learning_rate = 10 * self.learning_rate
-        if self.critic_rows_per_pass < 1:
-            raise ValueError(f"critic_rows_per_pass must be >= 1, got {self.critic_rows_per_pass}")
-        if self.critic_warmup_steps < 0:
-            raise ValueError(f"critic_warmup_steps must be >= 0, got {self.critic_warmup_steps}")
-        if self.tis_cap is not None and self.tis_cap <= 0:
-            raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
-        if self.skip_train_tasks < 0:
-            raise ValueError(f"skip_train_tasks must be >= 0, got {self.skip_train_tasks}")
-        if self.episode_samples < 0:
-            raise ValueError(f"episode_samples must be >= 0 (0: off), got {self.episode_samples}")
-        if self.shuffle_scope not in ("group", "step"):
-            raise ValueError(f"shuffle_scope must be 'group' (the fair null) or 'step', got {self.shuffle_scope!r}")
-        if self.dynamic_sampling not in ("off", "drop"):
-            raise ValueError(
-                f"dynamic_sampling must be 'off' or 'drop', got {self.dynamic_sampling!r} ('refill' is not available: "
-                "TRL's step fixes the generation batch before the advantages are known)")
-        if isinstance(self.lora_target_modules, list) and len(self.lora_target_modules) == 1:
-            self.lora_target_modules = self.lora_target_modules[0]  # "all-linear" is a string to PEFT (as ModelConfig)
+        self.validate()
         self._given_reply_format = (self.action_format, self.response_prefix)  # before the world's defaults
-        self._check_world_options()  # imports `imports` first: one of them may register the estimator
-        self._check_algorithm()
-        self._check_worlds_and_context()
+        self.resolve()
         super().__post_init__()
         self.scale_rewards = Scale.of(self.scale_rewards)
         self.critic_config = CriticConfig.from_flat(self)  # the flat critic_* / PPO fields, as one typed group
 
-    def _check_worlds_and_context(self) -> None:
-        """``worlds`` (parsed and checked entry by entry), the curriculum and the history window."""
+    def validate(self) -> None:
+        """Checks of the fields on their own: choices, ranges, the options that exclude each other. Imports
+        nothing, looks nothing up (the parts that do are :meth:`resolve`'s)."""
+        self._validate_world()
+        check_choices(self)
+        if self.critic_learning_rate is None:
+            self.critic_learning_rate = 10 * self.learning_rate
+        for name, floor in (("critic_rows_per_pass", 1), ("critic_warmup_steps", 0), ("skip_train_tasks", 0)):
+            if getattr(self, name) < floor:
+                raise ValueError(f"{name} must be >= {floor}, got {getattr(self, name)}")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
+        if self.episode_samples < 0:
+            raise ValueError(f"episode_samples must be >= 0 (0: off), got {self.episode_samples}")
+        if isinstance(self.lora_target_modules, list) and len(self.lora_target_modules) == 1:
+            self.lora_target_modules = self.lora_target_modules[0]  # "all-linear" is a string to PEFT (as ModelConfig)
         if isinstance(self.worlds, str):
             try:
                 self.worlds = json.loads(self.worlds)
             except json.JSONDecodeError as error:
                 raise ValueError(f"worlds must be a JSON list of entries, got {self.worlds!r} ({error})") from None
+        if self.history_window is not None:
+            if self.history_window < 1:
+                raise ValueError(
+                    f"history_window must be >= 1 turn (None: the whole episode), got {self.history_window}")
+            if self.use_vllm and self.vllm_importance_sampling_correction:
+                raise ValueError("history_window with use_vllm: set vllm_importance_sampling_correction=False "
+                                 "(turngym's tis_cap corrects the per-turn samples instead)")
+
+    def resolve(self) -> TurnGymConfig:
+        """Imports, registry lookups and device fixes, in that order (idempotent; returns ``self``).
+
+        CPU device fix; ``imports`` (one may register the world or the estimator); ``env_id`` registered and
+        its options accepted, the reply format filled in; ``algorithm`` a registered estimator, with the options
+        that need or exclude a critic agreeing with it; each entry of ``worlds``; the curriculum built once
+        (its settings checked).
+        """
+        fix_device(self)
+        self._resolve_world()
+        self._resolve_algorithm()
         parse_worlds(self)
-        if self.curriculum not in ("off", "success"):
-            raise ValueError(f"curriculum must be 'off' or 'success', got {self.curriculum!r}")
         if self.curriculum == "success":
             from turngym.trainers.curriculum import SuccessCurriculum
 
             SuccessCurriculum(0, target=self.curriculum_target, floor=self.curriculum_floor)  # checks both
-        if self.history_window is None:
-            return
-        if self.history_window < 1:
-            raise ValueError(f"history_window must be >= 1 turn (None: the whole episode), got {self.history_window}")
-        if self.estimator.needs_tokens:
+        if self.history_window is not None and self.estimator.needs_tokens:
             raise ValueError(f"history_window trains each turn as its own sample; {self.algorithm} reads the whole "
                              "episode's tokens (its critic needs the episode as one sequence): use an algorithm "
                              "without a critic or no window")
-        if self.use_vllm and self.vllm_importance_sampling_correction:
-            raise ValueError("history_window with use_vllm: set vllm_importance_sampling_correction=False "
-                             "(turngym's tis_cap corrects the per-turn samples instead)")
+        self._resolved = True
+        return self
+
+    def options(self, group: type[G]) -> G:
+        """The view of one group (``WorldOptions``, ``RolloutOptions``, ``EstimatorOptions``, ``CriticOptions``,
+        ``LoraOptions``): a new instance with this config's values."""
+        return group(**{f.name: getattr(self, f.name) for f in dataclass_fields(group)})
+
+    @property
+    def world_options(self) -> WorldOptions:
+        return self.options(WorldOptions)
+
+    @property
+    def rollout_options(self) -> RolloutOptions:
+        return self.options(RolloutOptions)
+
+    @property
+    def estimator_options(self) -> EstimatorOptions:
+        return self.options(EstimatorOptions)
 
     @property
     def estimator(self) -> Estimator:
         """The registered estimator ``algorithm`` names (:mod:`turngym.trainers.estimators`)."""
         return get_estimator(self.algorithm)
 
-    def _check_algorithm(self) -> None:
+    def _resolve_algorithm(self) -> None:
         """``algorithm`` is registered (an error lists the choices), and the options that need or exclude a
         critic agree with it."""
         self.algorithm = resolve_algorithm(self.algorithm)
@@ -444,3 +565,74 @@ def parse_worlds(args: Any) -> list[World]:
         raise ValueError(f"worlds have the same name {twice}: give each entry a name (two entries of one env_id "
                          "with different env_kwargs need one)")
     return worlds
+
+
+# ---------------------------------------------------------------------- the command line's parser
+# The TRL and transformers fields `--help` names (`--help-all` shows every one).
+COMMON_TRL_FIELDS = ("output_dir", "learning_rate", "max_steps", "per_device_train_batch_size", "num_generations",
+                     "max_completion_length", "max_length", "beta", "use_vllm", "bf16", "seed")
+
+
+class ConfigParser(TrlParser):
+    """TRL's parser (``--config FILE.yaml`` plus ``--field value``) for one config class, its fields in argument
+    groups by the class that declares them: the config's own, world, rollout, estimator, critic, then TRL's
+    config (GRPOConfig or SFTConfig), model (ModelConfig's LoRA names) and transformers' TrainingArguments.
+
+    It parses one flat dataclass (the object TRL's trainer takes); only the help is grouped. With
+    ``full_help=False`` the help shows turngym's fields and names the common TRL ones (:data:`COMMON_TRL_FIELDS`).
+    """
+
+    def __init__(self, config_class: type, *, full_help: bool = True, **kwargs: Any) -> None:
+        self._full_help = full_help
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("usage", f"{kwargs.get('prog') or '%(prog)s'} [--config FILE.yaml] [--field value ...]")
+        super().__init__([config_class], **kwargs)
+
+    def _add_dataclass_arguments(self, dtype: Any) -> None:  # HfArgumentParser's, with one group per class
+        trl_base = next(c for c in dtype.__mro__ if c.__module__.startswith("trl"))
+        groups = {cls: (title, text) for cls, title, text in GROUPS}
+        own = dtype not in groups and bool(vars(dtype).get("__annotations__"))
+        order = ([dtype] if own else []) + [g for g, *_ in GROUPS if g is not LoraOptions]
+        order += [trl_base, LoraOptions, next(c for c in dtype.__mro__ if c.__module__.startswith("transformers"))]
+        common = None if self._full_help else (
+            f"every field of TRL's {trl_base.__name__} and transformers' TrainingArguments, e.g. "
+            + ", ".join(f"--{name}" for name in COMMON_TRL_FIELDS if name in dtype.__dataclass_fields__)
+            + "; `--help-all` lists them all")
+        titles = {dtype: (dtype.__name__, None), **{c: (f"{t}: {text}", None) for c, (t, text) in groups.items()},
+                  trl_base: (f"TRL {trl_base.__name__}", common), order[-1]: ("transformers TrainingArguments", None)}
+        sections = {cls: self.add_argument_group(*titles[cls]) for cls in order if issubclass(dtype, cls)}
+        hints = get_type_hints(dtype)
+        for spec in dataclass_fields(dtype):
+            if not spec.init:
+                continue
+            owner = group_of(dtype, spec.name)
+            section = sections.get(owner) or (sections[trl_base] if owner.__module__.startswith("trl")
+                                              else sections[order[-1]])
+            spec.type = hints[spec.name]
+            before = len(self._actions)
+            self._parse_dataclass_field(section, spec)
+            hidden = not owner.__module__.startswith("turngym")  # TRL's: named in --help, in full in --help-all
+            for action in self._actions[before:]:
+                if action.choices is None and action.nargs != 0:  # short metavars keep the help on one column
+                    action.metavar = {int: "N", float: "X"}.get(action.type, "BOOL" if action.const is True else "V")
+                if (hidden and not self._full_help) or action.option_strings[0].startswith("--no_"):
+                    action.help = argparse.SUPPRESS  # --no_<flag> is --<flag> false: its help is the flag's
+                    action.help = argparse.SUPPRESS
+                elif action.help:
+                    action.help = action.help.replace("%", "%%")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Adds the default to a field's help unless the help already says it; shows ``--field`` only (the parser also
+    takes ``--field-name`` for ``--field_name``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        return f"{action.option_strings[0]} {self._format_args(action, self._get_default_metavar_for_optional(action))}"

@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from trl import SFTConfig
 
@@ -52,13 +52,14 @@ from turngym.agents.base import Agent, EndEpisode
 from turngym.agents.llm import LLMAgent, LLMAgentConfig
 from turngym.agents.records import TokenRecord
 from turngym.agents.rollout import Trajectory
-from turngym.trainers.config import WorldOptions
+from turngym.trainers.config import ConfigParser, WorldOptions, check_choices, fix_device
 from turngym.trainers.episodes import Episode
 from turngym.trainers.rollout import evaluate_policy, policy_pool
 
 logger = logging.getLogger(__name__)
 
-DEMO_SOURCES = ("oracle",)
+DemoSource = Literal["oracle"]
+DEMO_SOURCES = get_args(DemoSource)
 DEMO_STATS_FILE = "sft_demos.json"
 EVAL_REPORT_FILE = "sft_eval.json"
 
@@ -78,18 +79,28 @@ class TurnGymSFTConfig(WorldOptions, SFTConfig):
     """
 
     num_demos: int = field(default=60, metadata={"help": "expert episodes: the first N tasks of train_split"})
-    demo_source: str = field(
+    demo_source: DemoSource = field(
         default="oracle", metadata={"help": "oracle: each world's walkthrough (TextWorld: the game's; ALFWorld: the "
                                             "planner's plan; SWE: gold patch + submit; Signals: the rule)"})
     demo_seed: int = field(default=0, metadata={"help": "reset seed of the demo episodes"})
 
     def __post_init__(self) -> None:
-        if self.demo_source not in DEMO_SOURCES:
-            raise ValueError(f"demo_source must be one of {', '.join(DEMO_SOURCES)}; got {self.demo_source!r}")
+        self.validate()
+        self.resolve()
+        super().__post_init__()
+
+    def validate(self) -> None:
+        """Checks of the fields on their own (choices, ranges); imports nothing."""
+        self._validate_world()
+        check_choices(self)
         if self.num_demos < 1:
             raise ValueError(f"num_demos must be at least 1, got {self.num_demos}")
-        self._check_world_options()
-        super().__post_init__()
+
+    def resolve(self) -> TurnGymSFTConfig:
+        """The CPU device fix, ``imports`` and the world's registry lookups (idempotent; returns ``self``)."""
+        fix_device(self)
+        self._resolve_world()
+        return self
 
 
 # ---------------------------------------------------------------------- replies
@@ -307,10 +318,14 @@ def run_sft(config: TurnGymSFTConfig) -> Path:
 
 
 def parse_config(argv: Sequence[str] | None = None, *, prog: str = "turngym sft") -> TurnGymSFTConfig:
-    """``--config file.yaml`` plus ``--field value`` overrides, through ``trl.TrlParser``."""
-    from trl import TrlParser
+    """``--config file.yaml`` plus ``--field value`` overrides, through ``trl.TrlParser``; a bad value (one not
+    among a field's choices) is a ValueError."""
 
-    parser = TrlParser([TurnGymSFTConfig], prog=prog,
-                       description="SFT warm start on expert episodes, in the chat format the RL rollout uses.")
+    class Parser(ConfigParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            raise ValueError(f"{prog}: {message}")
+
+    parser = Parser(TurnGymSFTConfig, prog=prog,
+                    description="SFT warm start on expert episodes, in the chat format the RL rollout uses.")
     (config,) = parser.parse_args_and_config(list(argv) if argv is not None else None)
     return config

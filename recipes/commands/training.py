@@ -2,7 +2,8 @@
 
 argparse hands their whole command line over untouched; here ``--import``, ``--threads`` and the help
 options are taken out and the rest goes to TRL's ``TrlParser`` (``--config FILE.yaml`` plus
-``--field value`` overrides), with turngym's one-line errors.
+``--field value`` overrides), with turngym's one-line errors. The parser (``trainers.config.ConfigParser``) shows
+the fields by group: world, rollout, estimator, critic, then TRL's config and ModelConfig's LoRA fields.
 """
 
 from __future__ import annotations
@@ -102,62 +103,39 @@ def _did_you_mean(name: str, known: set[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _parse_trl_config(config_class: type, argv: list[str], prog: str):
-    """``config_class`` from ``--config FILE.yaml`` and ``--field value`` overrides, with one-line errors."""
-    from trl import TrlParser
+def _parser(config_class: type, prog: str, *, summary: str | None = None, full_help: bool = True):
+    """TRL's parser for ``config_class``, its fields grouped (``ConfigParser``), with one-line errors; for help
+    (``summary``), also the options this command takes out before parsing."""
+    from turngym.trainers.config import ConfigParser
 
-    class Parser(TrlParser):
+    class Parser(ConfigParser):
         def error(self, message: str) -> None:  # type: ignore[override]
             raise UsageError(f"{prog}: error: {message}")
 
+    parser = Parser(config_class, prog=prog, full_help=full_help, description=summary, add_help=False,
+                    usage=f"{prog} [--config FILE.yaml] [--import MODULE] [--threads N] [--field value ...]")
+    if summary is not None:
+        own = parser.add_argument_group("turngym options")
+        own.add_argument("-h", "--help", action="help", help="this help; --help-all: every field, TRL's too")
+        own.add_argument("--config", metavar="FILE.yaml", help="fields from YAML (examples in recipes/configs/); "
+                                                               "options after it override the file")
+        own.add_argument("--import", metavar="MODULE", help="import a module that registers worlds (repeatable)")
+        own.add_argument("--threads", metavar="N", help="torch CPU threads")
+        parser._action_groups.insert(0, parser._action_groups.pop())  # first
+    return parser
+
+
+def _parse_trl_config(config_class: type, argv: list[str], prog: str):
+    """``config_class`` from ``--config FILE.yaml`` and ``--field value`` overrides, with one-line errors."""
     if _option_value(argv, "config"):
         _check_yaml(_option_value(argv, "config"), config_class)
-    config, unknown = Parser([config_class], prog=prog).parse_args_and_config(argv, return_remaining_strings=True)
+    config, unknown = _parser(config_class, prog).parse_args_and_config(argv, return_remaining_strings=True)
     if unknown:
         known = {f.name for f in dataclasses.fields(config_class)}
         flags = [u for u in unknown if u.startswith("--")]
         hint = _did_you_mean(flags[0][2:].split("=")[0], known) if flags else ""
         raise UsageError(f"{prog}: error: unknown option(s) {' '.join(unknown)}{hint}; `{prog} --help` lists them")
     return config
-
-
-def _own_help(config_class: type, prog: str, summary: str) -> str:
-    """Help listing turngym's own fields of ``config_class``, then a line on TRL's."""
-    trl_base = next(c for c in config_class.__mro__ if c.__module__.split(".")[0] in ("trl", "transformers"))
-    parser = argparse.ArgumentParser(
-        prog=prog, add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage=f"{prog} [--config FILE.yaml] [--import MODULE] [--threads N] [--field value ...]",
-        description=summary,
-        epilog=(f"Every field of TRL's {trl_base.__name__} (and transformers' TrainingArguments) is accepted too, "
-                "e.g.\n"
-                "--output_dir, --learning_rate, --max_steps, --per_device_train_batch_size, --seed, --bf16;\n"
-                f"`{prog} --help-all` lists all of them. Options given after --config override the file."))
-    turngym = parser.add_argument_group("turngym options")
-    turngym.add_argument("--config", metavar="FILE.yaml", help=f"fields from YAML (examples in {CONFIG_DIR})")
-    turngym.add_argument("--import", metavar="MODULE", help="import a module that registers worlds (repeatable)")
-    turngym.add_argument("--threads", metavar="N", help="torch CPU threads")
-    for cls, declared in _own_fields(config_class):
-        group = parser.add_argument_group(f"{cls.__name__} fields")
-        for spec in declared:
-            group.add_argument(f"--{spec.name}", metavar=spec.name.upper(), help=_field_help(spec))
-    return parser.format_help()
-
-
-def _own_fields(config_class: type) -> list[tuple[type, list[dataclasses.Field]]]:
-    """The fields each turngym class in ``config_class``'s MRO declares itself (subclass first)."""
-    found = []
-    for cls in config_class.__mro__:
-        if dataclasses.is_dataclass(cls) and cls.__module__.startswith("turngym"):
-            names = vars(cls).get("__annotations__", {})
-            found.append((cls, [f for f in dataclasses.fields(cls) if f.name in names]))
-    return [(cls, declared) for cls, declared in found if declared]
-
-
-def _field_help(spec: dataclasses.Field) -> str:
-    text = spec.metadata.get("help", "")
-    default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
-    text = text if "default" in text.lower() else f"{text} (default: {default!r})"
-    return text.replace("%", "%%")
 
 
 def _with_defaults(argv: list[str], defaults: dict[str, str]) -> list[str]:
@@ -195,13 +173,9 @@ def _trl_command(args: argparse.Namespace, config_class: type, example: str, sum
     options set unless the command line or the YAML config sets them)."""
     prog = f"turngym {args.command}"
     options = _split_trl_args(args.config_args, prog)
-    if options.help == "short":
-        print(_own_help(config_class, prog, summary))
+    if options.help:  # the fields by group: world, rollout, estimator, critic, TRL's config, model (LoRA)
+        print(_parser(config_class, prog, summary=summary, full_help=options.help == "all").format_help())
         raise SystemExit(0)
-    if options.help == "all":
-        from trl import TrlParser
-
-        TrlParser([config_class], prog=prog).parse_args_and_config(["--help"])
     from turngym.envs.registry import import_worlds
 
     import_worlds(options.imports)
