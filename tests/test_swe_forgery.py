@@ -733,6 +733,12 @@ class TestHelpers(Base):
         self.check_double(3)
 
 
+@mock.patch("os.getcwd", return_value="/y")
+class TestClassPatched(TestCase):
+    def test_cwd(self, getcwd):
+        self.assertEqual(os.getcwd(), "/y")
+
+
 class TestGenerated(TestCase):
     pass
 
@@ -776,11 +782,18 @@ class TestPlain(Base):
 
 def test_function(value):
     assert double(value) == 6
+
+
+@pytest.mark.parametrize("n", [1, 2])
+class TestParametrized:
+    def test_double(self, n):
+        assert double(n) == 2 * n
 """
 HELPER_IDS = [*("tests/test_things.py::TestThings::" + n for n in ("test_plain", "test_alias", "test_patched",
                                                                    "test_skip_if")),
               "tests/test_things.py::TestHelpers::test_with_helper_base",
-              "tests/test_things.py::TestGenerated::test_gen_1", "tests/test_things.py::TestThings"]
+              "tests/test_things.py::TestClassPatched::test_cwd", "tests/test_things.py::TestGenerated::test_gen_1",
+              "tests/test_things.py::TestThings"]
 
 
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
@@ -794,7 +807,8 @@ def test_helper_modules_mixins_decorators_and_generated_tests_raise_no_false_ala
                        ("test_pt.py", PLAIN)):
         (tmp_path / "tests" / name).write_text(text)
     ids = HELPER_IDS if mode == "unittest" else HELPER_IDS[:-1] + [  # pytest grades no whole-class id
-        f"tests/test_pt.py::{n}" for n in ("TestPlain::test_check", "TestPlain::test_wrapped", "test_function")]
+        f"tests/test_pt.py::{n}" for n in ("TestPlain::test_check", "TestPlain::test_wrapped", "test_function",
+                                           "TestParametrized::test_double[2]")]
     statuses, log = _run_the_runner(tmp_path, ids, *(["--pytest"] if mode == "pytest" else []))
     assert statuses == dict.fromkeys(ids, "PASSED"), log
     assert (tmp_path / "tests" / "test_things.py").read_text() == THINGS  # the canaries are gone again

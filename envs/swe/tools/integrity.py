@@ -39,7 +39,6 @@ What it cannot see is said in docs/worlds/swe.md ("Residual risk").
 """
 
 import ast
-import hashlib
 import math
 import os
 import sys
@@ -79,6 +78,8 @@ def test_dirs(paths):
 
 
 def _sha256(data):
+    import hashlib  # here: a test process imports it only if it must check a helper file
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -180,6 +181,29 @@ def _canary_bodies(rng, words, unittest_style):
     return fail, error
 
 
+def _parametrized_names(nodes):
+    """Argument names that ``parametrize`` marks among ``nodes`` (decorators, ``pytestmark`` values) impose."""
+    names = []
+    for node in nodes:
+        for call in ast.walk(node):
+            if type(call) is not ast.Call or not call.args:
+                continue
+            func = call.func
+            if getattr(func, "attr", getattr(func, "id", "")) != "parametrize":
+                continue
+            first = call.args[0]
+            values = [first] if type(first) is ast.Constant else list(getattr(first, "elts", []))
+            for value in values:
+                if type(value) is ast.Constant and isinstance(value.value, str):
+                    names += [n.strip() for n in value.value.split(",") if n.strip()]
+    return list(dict.fromkeys(names))
+
+
+def _pytestmarks(body):
+    return [n.value for n in body if type(n) in (ast.Assign, ast.AnnAssign) and n.value is not None
+            and "pytestmark" in ast.dump(n)]
+
+
 def plan_canaries(source, containers, unittest_style, rng):
     """Canary tests written into a test file's own source.
 
@@ -202,25 +226,44 @@ def plan_canaries(source, containers, unittest_style, rng):
         defs = _test_defs(node) if node is not None else _test_defs(tree)
         asynchronous = bool(defs) and sum(type(d) is ast.AsyncFunctionDef for d in defs) * 2 > len(defs)
         head = "async def " if asynchronous else "def "
+        # a parametrized class or module parametrizes the canaries too: they take its arguments
+        marks = _pytestmarks(tree.body) + ([] if node is None else list(node.decorator_list) + _pytestmarks(node.body))
+        params = [] if unittest_style else _parametrized_names(marks)
         if not container:  # module-level functions (pytest)
-            appended.append(f"\n\n{head}{names[0]}():\n    {fail}\n\n\n{head}{names[1]}():\n    {error}\n")
+            args = ", ".join(params)
+            appended.append(f"\n\n{head}{names[0]}({args}):\n    {fail}\n\n\n{head}{names[1]}({args}):\n    {error}\n")
             plan[container] = ((names[0],), (names[1],))
-        elif node is not None and node.body and node.body[0].lineno > node.lineno:
+        elif node is not None and node.body and node.body[0].lineno > node.lineno and getattr(node, "end_lineno", None):
             first = lines[node.body[0].lineno - 1]
             indent = first[: len(first) - len(first.lstrip())]
             inner = indent + ("\t" if indent.startswith("\t") else "    ")
-            text = "".join(f"\n{indent}{head}{name}(self):\n{inner}{body}\n"
+            args = ", ".join(["self", *params])
+            text = "".join(f"\n{indent}{head}{name}({args}):\n{inner}{body}\n"
                            for name, body in zip(names, (fail, error)))
             inserts.append((node.end_lineno, text))
             plan[container] = (container + (names[0],), container + (names[1],))
         else:  # a one-line class, or none found: a subclass of it at the end of the file
             sub = _canary_name(rng, [w.capitalize() for w in words], True, taken, prefix="Test")
-            appended.append(f"\n\nclass {sub}({'.'.join(container)}):\n    {head}{names[0]}(self):\n        {fail}\n"
-                            f"\n    {head}{names[1]}(self):\n        {error}\n")
+            args = ", ".join(["self", *params])
+            appended.append(f"\n\nclass {sub}({'.'.join(container)}):\n    {head}{names[0]}({args}):\n        {fail}\n"
+                            f"\n    {head}{names[1]}({args}):\n        {error}\n")
             plan[container] = ((sub, names[0]), (sub, names[1]))
     for line, text in sorted(inserts, reverse=True):
         lines.insert(line, text)
     return "".join(lines) + "".join(appended), plan
+
+
+_PARSED = {}
+
+
+def _parsed(source):
+    """The syntax tree of ``source`` (parsed once per source), or None."""
+    if source not in _PARSED:
+        try:
+            _PARSED[source] = ast.parse(source)
+        except SyntaxError:
+            _PARSED[source] = None
+    return _PARSED[source]
 
 
 def _decorator_mentions(node, word):
@@ -234,9 +277,8 @@ def marked(source, rest, word, extra=False):
     (a conftest that mentions it) allows it too."""
     if extra:
         return True
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    tree = _parsed(source)
+    if tree is None:
         return False
     function = rest[-1].split("[", 1)[0] if rest else ""
     for node in ast.walk(tree):
@@ -267,6 +309,8 @@ def _class_keys(tree):
                 name = prefix + node.name
                 keys = found.setdefault(name, set())
                 keys |= _body_bindings(node.body)
+                if node.decorator_list:  # a class decorator (mock.patch) may rewrap every method
+                    keys |= {n.name for n in node.body if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
                 stack.append((node.body, name + "."))
             elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
                 stack.append((node.body, prefix + node.name + ".<locals>."))
@@ -580,12 +624,16 @@ class Guard:
         if b["type"](function) is not b["FunctionType"]:
             return False
         code = function.__code__
-        if not self.code_ok(code):
-            return False
-        path = b["abspath"](code.co_filename)
-        for _, namespace, _, graded_path in self.graded.values():
-            if graded_path == path and function.__globals__ is not namespace:
+        if b["id"](code) in self.graded_ids:  # the runner's own compile: its module's globals
+            if not b["any"](function.__globals__ is entry[1] for entry in self.graded.values()):
                 return False
+        elif not self.code_ok(code):
+            return False
+        else:
+            path = b["abspath"](code.co_filename)
+            for _, namespace, _, graded_path in self.graded.values():
+                if graded_path == path and function.__globals__ is not namespace:
+                    return False
         if owner is not None and "__class__" in code.co_freevars:
             cell = function.__closure__[code.co_freevars.index("__class__")].cell_contents
             if cell is not owner:
@@ -652,7 +700,11 @@ class Guard:
             for function in functions or ():
                 if b["type"](function) is not b["FunctionType"] or not self.code_ok(function.__code__):
                     return f"{name}.{key} is not code of the test files (nor of the framework)"
-                files.add(b["abspath"](function.__code__.co_filename))
+                for _ in b["range"](20):  # its file, and those of the functions a framework wrapper wraps
+                    files.add(b["abspath"](function.__code__.co_filename))
+                    found, function = self._get(self._items(function), "__wrapped__")
+                    if not found or b["type"](function) is not b["FunctionType"] or not self.code_ok(function.__code__):
+                        break
             entries.append((key, functions))
         bound, found_class = set(), False
         for path in files:
@@ -765,10 +817,12 @@ class Guard:
             why = self.hooks_ok()
             for name in self.graded:
                 why = why or self.module_ok(name)
+            seen = set()
             for cls, test in targets:
                 if why:
                     break
-                if cls is not None:
+                if cls is not None and b["id"](cls) not in seen:
+                    seen.add(b["id"](cls))
                     why = self.class_ok(cls)
                     if not why and self.require_test_case and not b["any"](c is self.test_case for c in b["mro"](cls)):
                         why = f"{b['qualname'](cls)} is not a unittest.TestCase"

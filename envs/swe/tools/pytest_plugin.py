@@ -47,7 +47,7 @@ class Verdicts:
     """pytest's reports, one status per node id; the canaries' order; the checks around every test."""
 
     def __init__(self, canaries, guard, same, alarm, config_cell, cwd):
-        self.canaries = canaries  # node id -> "fail" | "error"
+        self.canaries = canaries  # node id (parameters cut) -> "fail" | "error"
         self.guard, self.same, self.alarm, self.config_cell, self.cwd = guard, same, alarm, config_cell, cwd
         self.statuses = {}
         self.adopted = set()
@@ -62,13 +62,17 @@ class Verdicts:
         for item in items + [None]:
             module = _module_of(item) if item is not None else None
             if item is None or module is not previous:
-                ordered += [i for i in group if self.canaries.get(i.nodeid) == "fail"]
-                ordered += [i for i in group if i.nodeid not in self.canaries]
-                ordered += [i for i in group if self.canaries.get(i.nodeid) == "error"]
+                ordered += [i for i in group if self._canary(i.nodeid) == "fail"]
+                ordered += [i for i in group if self._canary(i.nodeid) is None]
+                ordered += [i for i in group if self._canary(i.nodeid) == "error"]
                 group, previous = [], module
             if item is not None:
                 group.append(item)
         items[:] = ordered
+
+    def _canary(self, nodeid):
+        """The kind of canary ``nodeid`` is (a parametrized class or module parametrizes them too), or None."""
+        return self.canaries.get(nodeid.split("[", 1)[0])
 
     def pytest_collection_finish(self, session):
         if not self.same():
@@ -135,7 +139,12 @@ class Verdicts:
             status = "ERROR"
         else:
             return
-        self.statuses[report.nodeid] = status
+        nodeid = report.nodeid
+        if self._canary(nodeid) is not None and nodeid not in self.canaries:
+            nodeid = nodeid.split("[", 1)[0]  # a parametrized canary: any of its runs that passes counts
+            if self.statuses.get(nodeid) in ("PASSED", "XFAIL", "XPASS", "SKIPPED"):
+                return
+        self.statuses[nodeid] = status
 
 
 class Observer:

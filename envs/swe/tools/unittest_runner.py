@@ -125,18 +125,28 @@ def random_name(prefix):
     return prefix + os.urandom(6).hex()
 
 
-def load_integrity():
-    """``integrity.py`` from this directory, under a name no repository module can take."""
-    return _load_by_path(INTEGRITY, random_name("turngym_integrity_"))
+def load_integrity(code=None):
+    """``integrity.py`` from this directory (or its code object, compiled by the parent: a child does not
+    compile it again), under a name no repository module can take."""
+    import types
 
-
-def _load_by_path(path, name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = types.ModuleType(random_name("turngym_integrity_"))
+    module.__file__ = INTEGRITY
+    if code is None:
+        with open(INTEGRITY, "rb") as handle:
+            code = compile(handle.read(), INTEGRITY, "exec", dont_inherit=True)
+    exec(code, vars(module))  # noqa: S102 - turngym's own integrity.py, compiled by this runner
     return module
+
+
+def _integrity_code():
+    """``integrity.py`` compiled once: the code, and base64 of it marshalled for the children's payloads."""
+    import base64
+    import marshal
+
+    with open(INTEGRITY, "rb") as handle:
+        code = compile(handle.read(), INTEGRITY, "exec", dont_inherit=True)
+    return code, base64.b64encode(marshal.dumps(code)).decode()
 
 
 # --------------------------------------------------------------------------- the test files (parent)
@@ -174,7 +184,7 @@ class TestFiles:
             text, encoding, raw = _read_source(path)
             new_text, plan = self.integrity.plan_canaries(text, containers, self.unittest_style, self.rng)
             _write(path, new_text.encode(encoding))
-        except (OSError, SyntaxError, ValueError, UnicodeError):
+        except Exception:  # noqa: BLE001 - a file that cannot take canaries: its passes cannot be believed
             return False
         self.originals[path], self.sources[path], self.plans[path] = raw, text, plan
         return True
@@ -282,7 +292,7 @@ class _Graded:
         self.exclude = frozenset(payload["exclude"])
         with open(self.path, "rb") as handle:
             source = handle.read()
-        if integrity._sha256(source) != payload["trusted"].get(self.path):
+        if source != payload["source"].encode("latin-1"):  # the bytes the parent hashed before any test ran
             raise RuntimeError(f"{payload['path']} is not the file the runner restored")
         if b"mock" in source:
             import unittest.mock  # in the snapshot, before the repository can touch it
@@ -380,16 +390,17 @@ class _Graded:
         self._lookup(obj, rest[-1])
         return [(obj, [rest[-1]])]
 
-    def check(self, rest):
-        """Why the tests at ``rest`` are not the test file's own, run by the real framework, or ''."""
-        try:
-            targets = self.targets(rest) if self.state["module"] is not None else []
-        except LookupError:
-            targets = []
-        pairs = [(cls, None) for cls, _ in targets]
-        for cls, names in targets:
-            for name in names:
-                pairs.append((cls, self._lookup(cls, name)))
+    def check(self, rests):
+        """Why the tests at ``rests`` are not the test file's own, run by the real framework, or ''."""
+        pairs = []
+        for rest in rests:
+            try:
+                targets = self.targets(rest) if self.state["module"] is not None else []
+            except LookupError:
+                targets = []
+            for cls, names in targets:
+                pairs.append((cls, None))
+                pairs += [(cls, self._lookup(cls, name)) for name in names]
         return self.guard.check(pairs)
 
 
@@ -398,7 +409,10 @@ def _child_setup(result_fd):
     payload = json.loads(sys.stdin.readline())
     sys.stdin = open(os.devnull)  # noqa: SIM115 - the tests get an empty stdin
     cwd = _prepare_path()
-    integrity = load_integrity()
+    import base64
+    import marshal
+
+    integrity = load_integrity(marshal.loads(base64.b64decode(payload["integrity"])))
     channel = _Channel(result_fd)
     try:
         graded = _Graded(payload, cwd, channel, integrity)
@@ -412,23 +426,27 @@ def _child_setup(result_fd):
     graded.guard.install_audit()
     _prefer_repository_test_package([payload["path"]], cwd)
     if graded.load() is not None:
-        why = graded.check(())
+        why = graded.check([()])
         if why:
             channel.alarm("after the test file's import: " + why)
     return payload, channel, same, graded
 
 
 def _run_all(payload, channel, same, graded, run):
-    """Each planned test (canary, test, canary...) with the checks before and after it."""
-    for test_id, rest, show in payload["sequence"]:
+    """Each planned test (canary, test, canary...) with the checks before and after it; the check after
+    one test covers the next one's targets too, so it is also the check before it (nothing runs between)."""
+    sequence = payload["sequence"]
+    for index, (test_id, rest, show) in enumerate(sequence):
         if channel.alarmed:
             return
-        why = graded.check(rest)
-        if why:
-            channel.alarm(f"before {test_id}: {why}")
-            return
+        if index == 0:
+            why = graded.check([rest])
+            if why:
+                channel.alarm(f"before {test_id}: {why}")
+                return
         channel.records.append({"id": test_id, "status": run(rest, show)})
-        why = f"unittest or the runner was modified ({same.what()})" if not same() else graded.check(rest)
+        following = [rest] + ([sequence[index + 1][1]] if index + 1 < len(sequence) else [])
+        why = f"unittest or the runner was modified ({same.what()})" if not same() else graded.check(following)
         if why:
             channel.alarm(f"during {test_id}: {why}")
             return
@@ -685,12 +703,25 @@ class FilePlan:
                               [error_id, list(canaries[1]), False]]
             self.guards[test_id] = (fail_id, error_id, container)
             self.exclude |= {canaries[0][-1], canaries[1][-1], canaries[0][0]}
-            self.marked[test_id] = integrity.marked(source, rest, "expectedFailure")
-            self.marked[container] = integrity.marked(source, container + ("\0",), "expectedFailure")
+        self.source, self.integrity = source, integrity
 
-    def payload(self, trusted):
+    def expects_failure(self, rest):
+        """Whether the source marks the test (or, with a trailing "\0", the class) at ``rest`` expectedFailure."""
+        key = tuple(rest)
+        if key not in self.marked:
+            self.marked[key] = self.integrity.marked(self.source, key, "expectedFailure")
+        return self.marked[key]
+
+    def payload(self, trusted, integrity_code):
+        try:
+            with open(self.path, "rb") as handle:
+                source = handle.read()
+        except OSError:
+            source = b""
+        if self.integrity._sha256(source) != trusted.get(os.path.abspath(self.path)):
+            source = b""  # changed since the parent read it: the child refuses it
         return {"path": self.path, "module": self.module, "sequence": self.sequence, "trusted": trusted,
-                "exclude": sorted(self.exclude)}
+                "exclude": sorted(self.exclude), "source": source.decode("latin-1"), "integrity": integrity_code}
 
     def judge(self, report, harness):
         """``(statuses, why the grading is void or '', complete)`` for one harness's report."""
@@ -701,7 +732,7 @@ class FilePlan:
             return {}, "", False
         if [test_id for test_id, _ in report.records] != expected:
             return {}, f"harness {harness}: the tests that ran are not the ones planned", True
-        statuses, position = {}, 0
+        statuses, position, rests = {}, 0, dict(self.tests)
         for test_id, _ in self.tests:
             guard = self.guards.get(test_id)
             if guard is None:
@@ -713,8 +744,9 @@ class FilePlan:
             statuses[test_id] = status
             if status not in PASSING:
                 continue
-            expecting = self.marked.get(guard[2], False)
-            if status == "XFAIL" and not (self.marked.get(test_id) or expecting):
+            expecting = fail == "XFAIL" or error == "XFAIL" or status == "XFAIL"
+            expecting = expecting and self.expects_failure(guard[2] + ("\0",))
+            if status == "XFAIL" and not (expecting or self.expects_failure(rests[test_id])):
                 return {}, f"harness {harness}: {test_id} came back XFAIL but its source expects no failure", True
             if fail not in CANARY_EXPECTED["fail"] + (("XFAIL",) if expecting else ()) or \
                     error not in CANARY_EXPECTED["error"] + (("XFAIL",) if expecting else ()):
@@ -725,14 +757,14 @@ class FilePlan:
         return statuses, "", True
 
 
-def run_file(plan, trusted, emit):
+def run_file(plan, trusted, emit, integrity_code):
     """Both harnesses on one file's tests: ``(statuses, why the grading is void or '')``."""
     test_ids = [test_id for test_id, _ in plan.tests]
     if not os.path.isfile(plan.path):  # nothing to import: no process needed
         emit(f"| turngym: {plan.path} does not exist")
         return dict.fromkeys(test_ids, "ERROR"), ""
     known = {entry[0] for entry in plan.sequence}
-    first = Report(*spawn(_child_command(CHILD), plan.payload(trusted), emit), known)
+    first = Report(*spawn(_child_command(CHILD), plan.payload(trusted, integrity_code), emit), known)
     statuses, void, complete = plan.judge(first, 1)
     if void:
         return {}, void
@@ -742,7 +774,7 @@ def run_file(plan, trusted, emit):
     passed = [t for t in test_ids if statuses[t] in PASSING]
     if not passed:
         return statuses, ""
-    second = Report(*spawn(_child_command(CHECK), plan.payload(trusted), emit), known)
+    second = Report(*spawn(_child_command(CHECK), plan.payload(trusted, integrity_code), emit), known)
     second_statuses, void, complete = plan.judge(second, 2)
     if void:
         return {}, void
@@ -757,7 +789,8 @@ def run_file(plan, trusted, emit):
 
 def run_unittest(test_ids, emit, verdict):
     cwd = os.getcwd()
-    integrity = load_integrity()
+    code, integrity_code = _integrity_code()
+    integrity = load_integrity(code)
     groups, unresolved = {}, []
     for test_id in test_ids:
         found = resolve(test_id, cwd)
@@ -779,7 +812,7 @@ def run_unittest(test_ids, emit, verdict):
         trusted = integrity.trusted_hashes(cwd, list(groups))
         for path, (module, tests) in groups.items():
             plan = FilePlan(path, module, tests, files, integrity)
-            statuses, void = run_file(plan, trusted, emit)
+            statuses, void = run_file(plan, trusted, emit, integrity_code)
             if void:
                 return void
             for test_id, status in statuses.items():
