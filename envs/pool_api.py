@@ -12,7 +12,8 @@
   ``turngym/OpenEnv-v0``;
 * :class:`EnvFactory`: a picklable ``gymnasium.make`` call for workers in other processes or machines.
 
-The pools themselves live in :mod:`turngym.envs.vector` (local processes, in this process),
+The deadline pool they all are (in-flight calls, deadlines, respawns, failed steps over a transport) lives in
+:mod:`turngym.envs.pools`; the pools themselves in :mod:`turngym.envs.vector` (local processes, in this process),
 :mod:`turngym.envs.openenv.pool` (remote OpenEnv sessions) and :mod:`turngym.envs.ray_pool` (Ray actors).
 """
 

@@ -22,14 +22,14 @@ Needs the ``ray`` extra: ``pip install "turngym[ray]"``. See docs/scaling.md.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 
 from turngym._extras import require
-from turngym.envs.pool_api import BatchCalls, EnvFactory, Reply, call_env, declared_step_timeout, failed_step
+from turngym.envs.pool_api import DEFAULT_STEP_TIMEOUT, EnvFactory, call_env, declared_step_timeout
+from turngym.envs.pools import RETRY, Call, DeadlinePool, Failure, TransportBase
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class WorldActor:
             env.close()
 
 
-class RayPool(BatchCalls):
+class RayPool(DeadlinePool):
     """``len(env_fns)`` worlds in Ray actors (see the module docstring).
 
     Args:
@@ -93,24 +93,16 @@ class RayPool(BatchCalls):
             raise ValueError(f"num_cpus_per_actor must be >= 0, got {num_cpus_per_actor}")
         if not ray.is_initialized():
             ray.init(**{"include_dashboard": False, "log_to_driver": False, **dict(ray_init or {})})
-        self.env_fns = list(env_fns)
-        self.num_envs = len(self.env_fns)
+        actors = ActorTransport(env_fns, worlds_per_actor, {"num_cpus": float(num_cpus_per_actor),
+                                                            "scheduling_strategy": scheduling_strategy})
+        super().__init__(actors, step_timeout=DEFAULT_STEP_TIMEOUT, reset_timeout=reset_timeout)
+        self.env_fns = actors.env_fns
+        self.num_envs = actors.size
         self.worlds_per_actor = worlds_per_actor
-        self.num_actors = -(-self.num_envs // worlds_per_actor)
+        self.num_actors = actors.num_actors
         self.num_cpus_per_actor = float(num_cpus_per_actor)
         self.scheduling_strategy = scheduling_strategy
-        self.reset_timeout = float(reset_timeout)
-        self.respawns = 0
-        self._actor_class = ray.remote(WorldActor)
-        self._actors: list[Any] = [None] * self.num_actors
-        self._generation = [0] * self.num_actors  # bumped at each respawn: stale answers are recognised
-        # world -> (call kind, deadline, object ref, its actor's generation, payload)
-        self._in_flight: dict[int, tuple[str, float, Any, int, Any]] = {}
-        self._lost: dict[int, str] = {}  # world -> why its episode is gone (its actor was replaced)
-        self._ready: list[Reply] = []
-        for actor in range(self.num_actors):
-            self._actors[actor] = self._start(actor)
-        declared = self._wait_ready(ready_timeout)
+        declared = actors.start_all(ready_timeout)
         self.step_timeout = float(step_timeout) if step_timeout is not None else declared_step_timeout(declared)
 
     @classmethod
@@ -123,60 +115,118 @@ class RayPool(BatchCalls):
         return cls([EnvFactory(env_id, kwargs) for _ in range(num_envs)], **pool_kwargs)
 
     def actor_of(self, index: int) -> int:
-        return index // self.worlds_per_actor
-
-    # ----------------------------------------------------------------- partial calls
-    def send(self, index: int, kind: str, payload: Any) -> None:
-        """Start a ``"reset"`` (payload: reset kwargs) or ``"step"`` (payload: action) on one world."""
-        if not 0 <= index < self.num_envs:
-            raise IndexError(f"world {index} does not exist (the pool has {self.num_envs})")
-        if index in self._in_flight or any(r.index == index for r in self._ready):
-            raise RuntimeError(f"world {index} is still busy")
-        if kind == "reset":
-            self._lost.pop(index, None)
-        elif index in self._lost:  # the world went down with its actor: this episode is over
-            self._ready.append(Reply(index, kind, failed_step(("worker_crash", self._lost.pop(index)))))
-            return
-        actor = self.actor_of(index)
-        timeout = self.reset_timeout if kind == "reset" else self.step_timeout
-        ref = self._actors[actor].call.remote(index - actor * self.worlds_per_actor, kind, payload)
-        self._in_flight[index] = (kind, time.monotonic() + timeout, ref, self._generation[actor], payload)
-
-    def receive(self, *, wait_all: bool = True) -> list[Reply]:
-        """Answers of in-flight calls: all of them, or (``wait_all=False``) at least one.
-
-        A world that raises is rebuilt; an actor that dies or misses a deadline is replaced. A
-        failed step comes back as a truncated StepResult, a failed reset raises.
-        """
-        import ray
-
-        replies, self._ready = self._ready, []
-        while self._in_flight and (wait_all or not replies):
-            deadline = min(entry[1] for entry in self._in_flight.values())
-            refs = {entry[2]: index for index, entry in self._in_flight.items()}
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(deadline - time.monotonic(), 0))
-            if ready:  # collect whatever else is done too, without waiting
-                ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-            now = time.monotonic()
-            overdue = [i for i, entry in self._in_flight.items() if entry[1] <= now and entry[2] not in ready]
-            for index in [refs[r] for r in ready] + overdue:
-                kind, _, ref, generation, payload = self._in_flight.pop(index)
-                stale = generation != self._generation[self.actor_of(index)]  # its actor was replaced meanwhile
-                ok, value = self._answer(index, ref, stale=stale, overdue=index in overdue)
-                if kind == "reset" and stale:
-                    self.send(index, kind, payload)  # a reset lost with a sibling's actor: start it again
-                    continue
-                if kind == "reset" and not ok:
-                    raise RuntimeError(f"reset failed on world {index}: {value[0]}: {value[1]}")
-                if kind == "step" and not ok:
-                    value = failed_step(value)
-                elif kind == "step" and stale and not (value.terminated or value.truncated):
-                    self._lost[index] = "its actor was replaced after another of its worlds failed"
-                replies.append(Reply(index, kind, value))
-        return replies
+        return self.transport.actor_of(index)
 
     def close(self, *, graceful: bool = True) -> None:
         """Close the worlds (``graceful``: give them 10 s) and end the actors."""
+        self._abandon_all()
+        self.transport.close(graceful=graceful)
+
+
+class _Ticket:
+    """One call on one world of an actor: its object ref (None: answered already, ``failure``), and the
+    actor's generation when it started (an answer from a replaced actor is stale)."""
+
+    __slots__ = ("call", "failure", "generation", "index", "ref")
+
+    def __init__(self, index: int, call: Call, ref: Any, generation: int, failure: Failure | None = None) -> None:
+        self.index, self.call, self.ref, self.generation, self.failure = index, call, ref, generation, failure
+
+
+class ActorTransport(TransportBase):
+    """:class:`RayPool`'s worlds, ``worlds_per_actor`` to a Ray actor. A world that raises is rebuilt inside
+    its actor (no respawn); an actor that dies or misses a deadline is killed and replaced, and the episodes
+    of its other worlds are lost with it: a busy one's answer is stale (a step: its episode ends at the next
+    step; a reset: it starts again), an idle one's next step comes back truncated (``worker_crash``)."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], worlds_per_actor: int,
+                 actor_options: dict[str, Any]) -> None:
+        import ray
+
+        self.env_fns = list(env_fns)
+        self.size = len(self.env_fns)
+        self.worlds_per_actor = worlds_per_actor
+        self.num_actors = -(-self.size // worlds_per_actor)
+        self.actor_options = actor_options
+        self.respawns = 0
+        self._actor_class = ray.remote(WorldActor)
+        self._actors: list[Any] = [None] * self.num_actors
+        self._generation = [0] * self.num_actors  # bumped at each respawn: stale answers are recognised
+        self._busy: set[int] = set()  # worlds whose call is on their actor
+        self._lost: dict[int, str] = {}  # world -> why its episode is gone (its actor was replaced)
+
+    def actor_of(self, index: int) -> int:
+        return index // self.worlds_per_actor
+
+    def name(self, index: int) -> str:
+        return f"world {index}"
+
+    # ----------------------------------------------------------------- the transport
+    def submit(self, index: int, call: Call, timeout: float) -> _Ticket:
+        actor = self.actor_of(index)
+        if call.kind == "reset":
+            self._lost.pop(index, None)
+        elif index in self._lost:  # the world went down with its actor: this episode is over
+            return _Ticket(index, call, None, self._generation[actor],
+                           Failure("worker_crash", self._lost.pop(index), respawn=False))
+        ref = self._actors[actor].call.remote(index - actor * self.worlds_per_actor, call.kind, call.payload)
+        self._busy.add(index)
+        return _Ticket(index, call, ref, self._generation[actor])
+
+    def wait(self, handles: list[Any], timeout: float) -> list[Any]:
+        import ray
+
+        answered = [t for t in handles if t.ref is None]
+        by_ref = {t.ref: t for t in handles if t.ref is not None}
+        if not by_ref:
+            return answered
+        ready, _ = ray.wait(list(by_ref), num_returns=1, timeout=0 if answered else timeout)
+        if ready:  # collect whatever else is done too, without waiting
+            ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
+        return answered + [by_ref[ref] for ref in ready]
+
+    def result(self, index: int, handle: _Ticket) -> Any:
+        import ray
+
+        if handle.failure is not None:
+            return handle.failure
+        self._busy.discard(index)
+        stale = self._stale(handle)
+        if stale and handle.call.kind == "reset":
+            return RETRY  # a reset lost with a sibling's actor: start it again
+        try:
+            ok, value = ray.get(handle.ref, timeout=10.0)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as error:
+            detail = f"{type(error).__name__}: {error}".split("\n")[0]
+            return self._lost_with_actor(index) if stale else Failure("worker_crash", detail)
+        if not ok:
+            return Failure("worker_error", value, respawn=False)  # the world was rebuilt inside its actor
+        if stale and handle.call.kind == "step" and not (value.terminated or value.truncated):
+            self._lost[index] = "its actor was replaced after another of its worlds failed"
+        return value
+
+    def overdue(self, index: int, handle: _Ticket) -> Any:
+        self._busy.discard(index)
+        if not self._stale(handle):
+            return super().overdue(index, handle)
+        return RETRY if handle.call.kind == "reset" else self._lost_with_actor(index)
+
+    def respawn(self, index: int, failure: Failure) -> None:
+        import ray
+
+        actor = self.actor_of(index)
+        logger.warning("RayPool actor %d failed on world %d (%s: %s); replacing it", actor, index, failure.reason,
+                       failure.detail)
+        ray.kill(self._actors[actor])
+        self._generation[actor] += 1
+        self._actors[actor] = self._start(actor)
+        first = actor * self.worlds_per_actor
+        for sibling in range(first, min(first + self.worlds_per_actor, self.size)):
+            if sibling != index and sibling not in self._busy:
+                self._lost[sibling] = f"its actor was replaced after world {index} failed ({failure.reason})"
+        self.respawns += 1
+
+    def close(self, *, graceful: bool = True) -> None:
         import ray
 
         closing = [actor.close.remote() for actor in self._actors if actor is not None and graceful]
@@ -188,50 +238,26 @@ class RayPool(BatchCalls):
                 if actor is not None:
                     ray.kill(actor)
             self._actors = [None] * self.num_actors
-            self._in_flight.clear()
+            self._busy.clear()
 
     # ----------------------------------------------------------------- plumbing
-    def _answer(self, index: int, ref: Any, *, stale: bool, overdue: bool) -> tuple[bool, Any]:
-        """(True, the answer) or (False, (reason, detail)), replacing the actor when it failed."""
-        import ray
+    def _stale(self, handle: _Ticket) -> bool:
+        return handle.generation != self._generation[self.actor_of(handle.index)]
 
-        actor = self.actor_of(index)
-        lost = ("worker_crash", f"its actor was replaced while world {index} was busy")
-        if overdue:
-            return (False, lost) if stale else (False, self._respawn(actor, index, "worker_timeout",
-                                                                     "no answer before the deadline"))
-        try:
-            ok, value = ray.get(ref, timeout=10.0)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as error:
-            detail = f"{type(error).__name__}: {error}".split("\n")[0]
-            return (False, lost) if stale else (False, self._respawn(actor, index, "worker_crash", detail))
-        return (True, value) if ok else (False, ("worker_error", value))
-
-    def _respawn(self, actor: int, index: int, reason: str, detail: str) -> tuple[str, str]:
-        import ray
-
-        logger.warning("RayPool actor %d failed on world %d (%s: %s); replacing it", actor, index, reason, detail)
-        ray.kill(self._actors[actor])
-        self._generation[actor] += 1
-        self._actors[actor] = self._start(actor)
-        first = actor * self.worlds_per_actor
-        for sibling in range(first, min(first + self.worlds_per_actor, self.num_envs)):
-            if sibling != index and sibling not in self._in_flight:
-                self._lost[sibling] = f"its actor was replaced after world {index} failed ({reason})"
-        self.respawns += 1
-        return reason, detail
+    def _lost_with_actor(self, index: int) -> Failure:
+        return Failure("worker_crash", f"its actor was replaced while world {index} was busy", respawn=False)
 
     def _start(self, actor: int) -> Any:
         first = actor * self.worlds_per_actor
         fns = self.env_fns[first:first + self.worlds_per_actor]
-        options = {"num_cpus": self.num_cpus_per_actor, "max_concurrency": len(fns),
-                   "scheduling_strategy": self.scheduling_strategy}
-        return self._actor_class.options(**options).remote(fns)
+        return self._actor_class.options(**self.actor_options, max_concurrency=len(fns)).remote(fns)
 
-    def _wait_ready(self, timeout: float) -> list[float | None]:
-        """Every world's ``max_step_seconds``, once every actor has built its worlds."""
+    def start_all(self, timeout: float) -> list[float | None]:
+        """Start every actor; every world's ``max_step_seconds``, once every actor has built its worlds."""
         import ray
 
+        for actor in range(self.num_actors):
+            self._actors[actor] = self._start(actor)
         refs = [actor.max_step_seconds.remote() for actor in self._actors]
         ready, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         if pending:
@@ -239,8 +265,8 @@ class RayPool(BatchCalls):
             self.close(graceful=False)
             raise RuntimeError(
                 f"Ray started {len(ready)} of {self.num_actors} env actors in {timeout:.0f} s; each asks for "
-                f"{self.num_cpus_per_actor:g} CPUs and the cluster has {resources.get('CPU', 0):g} free. Add nodes, "
-                "lower num_cpus_per_actor or put more worlds in each actor (worlds_per_actor)")
+                f"{self.actor_options['num_cpus']:g} CPUs and the cluster has {resources.get('CPU', 0):g} free. Add "
+                "nodes, lower num_cpus_per_actor or put more worlds in each actor (worlds_per_actor)")
         try:
             return [seconds for declared in ray.get(refs) for seconds in declared]
         except ray.exceptions.RayActorError as error:

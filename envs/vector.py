@@ -17,8 +17,9 @@ never forked; as with any multiprocessing code, scripts that create a pool need 
 ``if __name__ == "__main__":`` guard.
 
 :func:`make_pool` also builds the pools whose worlds run elsewhere, with the same interface and the
-same failure semantics: sessions on ``turngym serve`` servers (``backend="remote"``) and Ray actors
-(``backend="ray"``); see docs/scaling.md.
+same failure semantics (each is a :class:`~turngym.envs.pools.DeadlinePool` over its own transport): sessions
+on ``turngym serve`` servers (``backend="remote"``) and Ray actors (``backend="ray"``); backends are
+registered by name (:func:`~turngym.envs.pools.register_pool_backend`); see docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
-import time
 from collections.abc import Callable, Mapping, Sequence
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -45,8 +45,8 @@ from turngym.envs.pool_api import (
     StepResult,
     call_env,
     declared_step_timeout,
-    failed_step,
 )
+from turngym.envs.pools import Call, CallKind, DeadlinePool, Failure, TransportBase, pool_backend, register_pool_backend
 
 if TYPE_CHECKING:
     from turngym.envs.openenv.pool import RemotePool
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEFAULT_STEP_TIMEOUT", "EnvPool", "LocalPool", "Reply", "StepResult", "make_pool"]
 
 
-class EnvPool(BatchCalls, AsyncVectorEnv):
+class EnvPool(DeadlinePool, AsyncVectorEnv):
     """AsyncVectorEnv with per-env task resets, partial steps, step timeouts and worker respawn.
 
     Args:
@@ -78,7 +78,8 @@ class EnvPool(BatchCalls, AsyncVectorEnv):
         context: str = "forkserver",
     ) -> None:
         # daemon=False: a worker may start an engine process of its own (daemons may not).
-        super().__init__(
+        AsyncVectorEnv.__init__(
+            self,
             env_fns,
             shared_memory=False,
             copy=False,
@@ -86,10 +87,8 @@ class EnvPool(BatchCalls, AsyncVectorEnv):
             daemon=False,
             autoreset_mode=AutoresetMode.DISABLED,
         )
-        self.step_timeout = float(step_timeout) if step_timeout is not None else self._declared_step_timeout()
-        self.reset_timeout = float(reset_timeout)
-        self.respawns = 0
-        self._in_flight: dict[int, tuple[str, float]] = {}  # worker -> (call kind, deadline)
+        step_timeout = float(step_timeout) if step_timeout is not None else self._declared_step_timeout()
+        DeadlinePool.__init__(self, PipeTransport(self), step_timeout=step_timeout, reset_timeout=reset_timeout)
 
     def _declared_step_timeout(self) -> float:
         """60 s, or the longest ``max_step_seconds`` a worker's world declares, plus 30 s."""
@@ -102,100 +101,86 @@ class EnvPool(BatchCalls, AsyncVectorEnv):
         kwargs = dict(env_kwargs or {})
         return cls([EnvFactory(env_id, kwargs) for _ in range(num_workers)], **pool_kwargs)
 
-    # ----------------------------------------------------------------- partial calls
-    def send(self, index: int, kind: str, payload: Any) -> None:
+    def send(self, index: int, kind: CallKind | Call, payload: Any = None) -> None:
         """Start a ``"reset"`` (payload: reset kwargs) or ``"step"`` (payload: action) on one worker."""
-        self._require_idle()
-        if index in self._in_flight:
-            raise RuntimeError(f"worker {index} is still busy with a {self._in_flight[index][0]}")
-        timeout = self.reset_timeout if kind == "reset" else self.step_timeout
-        self._in_flight[index] = (kind, time.monotonic() + timeout)
-        try:
-            self.parent_pipes[index].send((kind, payload))
-        except (BrokenPipeError, OSError):
-            pass  # the dead worker is reported by receive()
-
-    def receive(self, *, wait_all: bool = True) -> list[Reply]:
-        """Answers of in-flight calls: all of them, or (``wait_all=False``) at least one.
-
-        A worker that misses its deadline or dies is respawned; a failed step comes back as a
-        truncated :class:`StepResult`, a failed reset raises (a bad task is a setup error).
-        """
-        replies: list[Reply] = []
-        while self._in_flight and (wait_all or not replies):
-            deadline = min(d for _, d in self._in_flight.values())
-            pipes = {self.parent_pipes[i]: i for i in self._in_flight}
-            ready = wait(list(pipes), timeout=max(deadline - time.monotonic(), 0))
-            now = time.monotonic()
-            finished = [pipes[p] for p in ready] + [i for i, (_, d) in self._in_flight.items() if d <= now]
-            for index in dict.fromkeys(finished):
-                kind, _ = self._in_flight.pop(index)
-                ok, value = self._receive(index, 0)
-                if kind == "reset" and not ok:
-                    raise RuntimeError(f"reset failed on worker {index}: {value[0]}: {value[1]}")
-                if kind == "step":
-                    value = StepResult(*value[:4], info=value[4]) if ok else failed_step(value)
-                replies.append(Reply(index, kind, value))
-        return replies
-
-    # ----------------------------------------------------------------- plumbing
-    def _require_idle(self) -> None:
         self._assert_is_running()
         if self._state != AsyncState.DEFAULT:
             raise RuntimeError(f"EnvPool is waiting for a pending {self._state.value}; finish it first")
+        super().send(index, kind, payload)
 
-    def _receive(self, index: int, timeout: float) -> tuple[bool, Any]:
-        """(True, payload) or (False, failure reason) after respawning the worker."""
-        pipe = self.parent_pipes[index]
+
+class PipeTransport(TransportBase):
+    """:class:`EnvPool`'s worker processes, each speaking gymnasium's AsyncVectorEnv pipe protocol.
+
+    The workers run gymnasium's ``_async_worker`` (the one AsyncVectorEnv starts, so ``reset``/``step`` over
+    all workers work as in gymnasium); a worker that raised has left its loop, so every failure respawns it.
+    tests/test_gymnasium_contract.py pins that private function's signature and replies.
+    """
+
+    def __init__(self, vec: AsyncVectorEnv) -> None:
+        self.vec = vec
+        self.size = vec.num_envs
+        self.respawns = 0
+
+    def submit(self, index: int, call: Call, timeout: float) -> Connection:
+        pipe = self.vec.parent_pipes[index]
         try:
-            if not pipe.poll(timeout):
-                return False, self._respawn(index, "worker_timeout", "no answer before the deadline")
-            payload, success = pipe.recv()
+            pipe.send((call.kind, call.payload))
+        except (BrokenPipeError, OSError):
+            pass  # the dead worker is reported by result()
+        return pipe
+
+    def wait(self, handles: list[Any], timeout: float) -> list[Any]:
+        return wait(handles, timeout=timeout)
+
+    def result(self, index: int, handle: Connection) -> Any:
+        try:
+            payload, success = handle.recv()
         except (EOFError, OSError, BrokenPipeError):
-            return False, self._respawn(index, "worker_crash", f"exit code {self.processes[index].exitcode}")
-        if not success:
-            return False, self._respawn(index, "worker_error", self._pop_error(index))
-        return True, payload
+            return Failure("worker_crash", f"exit code {self.vec.processes[index].exitcode}")
+        return payload if success else Failure("worker_error", self._pop_error(index))
+
+    def overdue(self, index: int, handle: Connection) -> Any:
+        try:
+            answered = handle.poll(0)  # an answer at the deadline still counts
+        except (EOFError, OSError):
+            answered = True  # result() reports the crash
+        return self.result(index, handle) if answered else super().overdue(index, handle)
+
+    def accept(self, index: int, call: Call, value: Any) -> Any:
+        return StepResult(*value[:4], info=value[4]) if call.kind == "step" else value
 
     def _pop_error(self, index: int) -> str:
         try:
             while True:
-                worker, kind, message, trace = self.error_queue.get(timeout=1.0)
+                worker, kind, message, trace = self.vec.error_queue.get(timeout=1.0)
                 if worker == index:
                     logger.error("worker %d raised %s: %s\n%s", index, kind.__name__, message, trace)
                     return f"{kind.__name__}: {message}"
         except queue.Empty:
             return "the environment raised an exception"
 
-    def _respawn(self, index: int, reason: str, detail: str) -> tuple[str, str]:
-        logger.warning("EnvPool worker %d failed (%s: %s); respawning it", index, reason, detail)
-        process = self.processes[index]
+    def respawn(self, index: int, failure: Failure) -> None:
+        vec = self.vec
+        logger.warning("EnvPool worker %d failed (%s: %s); respawning it", index, failure.reason, failure.detail)
+        process = vec.processes[index]
         if process.is_alive():
             process.kill()
         process.join(timeout=10)
-        self.parent_pipes[index].close()
-        ctx = multiprocessing.get_context(self.context)
+        vec.parent_pipes[index].close()
+        ctx = multiprocessing.get_context(vec.context)
         parent_pipe, child_pipe = ctx.Pipe()
-        process = ctx.Process(
-            target=self.worker or _async_worker,
-            name=f"Worker<{type(self).__name__}>-{index}",
-            args=(
-                index,
-                CloudpickleWrapper(self.env_fns[index]),
-                child_pipe,
-                parent_pipe,
-                None,
-                self.error_queue,
-                self.autoreset_mode,
-                None,
-            ),
-        )
-        process.daemon = self.daemon
+        # The arguments AsyncVectorEnv.__init__ gives each worker, by name (pinned by the contract test).
+        arguments = {"index": index, "env_fn": CloudpickleWrapper(vec.env_fns[index]), "pipe": child_pipe,
+                     "parent_pipe": parent_pipe, "shared_memory": None, "error_queue": vec.error_queue,
+                     "autoreset_mode": vec.autoreset_mode, "semaphore": None}
+        process = ctx.Process(target=vec.worker or _async_worker, name=f"Worker<{type(vec).__name__}>-{index}",
+                              kwargs=arguments)
+        process.daemon = vec.daemon
         process.start()
         child_pipe.close()
-        self.parent_pipes[index], self.processes[index] = parent_pipe, process
+        vec.parent_pipes[index], vec.processes[index] = parent_pipe, process
         self.respawns += 1
-        return reason, detail
 
 
 class LocalPool(BatchCalls):
@@ -213,8 +198,9 @@ class LocalPool(BatchCalls):
     def from_id(cls, env_id: str, num_workers: int = 1, *, env_kwargs: Mapping[str, Any] | None = None) -> LocalPool:
         return cls([EnvFactory(env_id, dict(env_kwargs or {}))() for _ in range(num_workers)])
 
-    def send(self, index: int, kind: str, payload: Any) -> None:
-        self._done.append(Reply(index, kind, call_env(self.envs[index], kind, payload)))
+    def send(self, index: int, kind: CallKind | Call, payload: Any = None) -> None:
+        call = kind if isinstance(kind, Call) else Call(kind, payload)
+        self._done.append(Reply(index, call.kind, call_env(self.envs[index], call.kind, call.payload)))
 
     def receive(self, *, wait_all: bool = True) -> list[Reply]:
         replies, self._done = self._done, []
@@ -225,9 +211,6 @@ class LocalPool(BatchCalls):
             env.close()
 
 
-BACKENDS = ("process", "ray", "remote")
-
-
 def make_pool(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None = None, num_workers: int = 0,
               backend: str = "process", server: str | Sequence[str] | None = None,
               **pool_kwargs: Any) -> EnvPool | LocalPool | RemotePool | RayPool:
@@ -236,7 +219,8 @@ def make_pool(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | Non
     ``backend="process"`` (the default): with ``num_workers > 0`` they are worker processes (an
     :class:`EnvPool` of ``min(num_envs, num_workers)``, with step deadlines and respawns); with 0 they
     live in this process (a :class:`LocalPool`), which an LLM agent prefers: every live episode's turn
-    is then one batched forward pass without inter-process traffic.
+    is then one batched forward pass without inter-process traffic. ``backend="subprocess"`` and
+    ``backend="local"`` ask for one of the two whatever ``num_workers`` says.
 
     ``backend="remote"``: ``min(num_envs, num_workers or num_envs)`` sessions on the ``turngym serve``
     server(s) at ``server`` (:class:`~turngym.envs.openenv.pool.RemotePool`); the world and its options
@@ -245,29 +229,52 @@ def make_pool(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | Non
     ``backend="ray"``: ``min(num_envs, num_workers or num_envs)`` worlds in Ray actors placed by CPU
     resources on the Ray cluster, ``worlds_per_actor`` in each (default 1; :class:`~turngym.envs.ray_pool.RayPool`).
 
-    The pools answer alike: same deadlines, a failed worker is replaced and its episode comes back
-    truncated with ``info["truncation_reason"]``.
+    Other backends are registered by name (:func:`~turngym.envs.pools.register_pool_backend`). The pools
+    answer alike (:class:`~turngym.envs.pools.DeadlinePool`): same deadlines, a failed worker is replaced
+    and its episode comes back truncated with ``info["truncation_reason"]``.
     """
     if num_envs < 1:
         raise ValueError(f"a pool needs at least one environment, got num_envs={num_envs}")
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0 (0: in this process), got {num_workers}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown pool backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    factory = pool_backend(backend)
     if server is not None and backend != "remote":
         raise ValueError(f"a server ({server}) is only used by backend='remote', not {backend!r}")
-    if backend == "remote":
-        if not server:
-            raise ValueError("backend='remote' needs the server's address, e.g. server='ws://host:8000' "
-                             "(start one with `turngym serve ENV_ID`)")
-        from turngym.envs.openenv.pool import RemotePool
+    return factory(env_id, num_envs, env_kwargs=env_kwargs, num_workers=num_workers, server=server, **pool_kwargs)
 
-        size = min(num_envs, num_workers or num_envs)
-        return RemotePool(server, size, env_id=env_id, env_kwargs=env_kwargs, **pool_kwargs)
-    if backend == "ray":
-        from turngym.envs.ray_pool import RayPool
 
-        return RayPool.from_id(env_id, min(num_envs, num_workers or num_envs), env_kwargs=env_kwargs, **pool_kwargs)
-    if num_workers:
-        return EnvPool.from_id(env_id, min(num_envs, num_workers), env_kwargs=env_kwargs, **pool_kwargs)
-    return LocalPool.from_id(env_id, num_envs, env_kwargs=env_kwargs)
+def _local(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None, num_workers: int, server: Any,
+           **pool_kwargs: Any) -> LocalPool:
+    return LocalPool.from_id(env_id, num_envs, env_kwargs=env_kwargs)  # no workers: no deadlines to set
+
+
+def _subprocess(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None, num_workers: int, server: Any,
+                **pool_kwargs: Any) -> EnvPool:
+    return EnvPool.from_id(env_id, min(num_envs, num_workers or num_envs), env_kwargs=env_kwargs, **pool_kwargs)
+
+
+def _process(env_id: str, num_envs: int, *, num_workers: int, **options: Any) -> EnvPool | LocalPool:
+    return (_subprocess if num_workers else _local)(env_id, num_envs, num_workers=num_workers, **options)
+
+
+def _remote(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None, num_workers: int,
+            server: str | Sequence[str] | None, **pool_kwargs: Any) -> RemotePool:
+    if not server:
+        raise ValueError("backend='remote' needs the server's address, e.g. server='ws://host:8000' "
+                         "(start one with `turngym serve ENV_ID`)")
+    from turngym.envs.openenv.pool import RemotePool
+
+    size = min(num_envs, num_workers or num_envs)
+    return RemotePool(server, size, env_id=env_id, env_kwargs=env_kwargs, **pool_kwargs)
+
+
+def _ray(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None, num_workers: int, server: Any,
+         **pool_kwargs: Any) -> RayPool:
+    from turngym.envs.ray_pool import RayPool
+
+    return RayPool.from_id(env_id, min(num_envs, num_workers or num_envs), env_kwargs=env_kwargs, **pool_kwargs)
+
+
+for _name, _factory in (("process", _process), ("local", _local), ("subprocess", _subprocess), ("remote", _remote),
+                        ("ray", _ray)):
+    register_pool_backend(_name, _factory)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,17 +40,16 @@ from turngym.envs.openenv.protocol import TurnGymState, jsonable
 from turngym.envs.openenv.security import HIDDEN_PATH, looks_like_path
 from turngym.envs.pool_api import (
     DEFAULT_MAX_REMOTE_TURNS,
+    DEFAULT_STEP_TIMEOUT,
     MAX_ABS_REWARD,
     MAX_DECLARED_STEP_SECONDS,
     MAX_REMOTE_OBSERVATION_CHARS,
-    BatchCalls,
-    Reply,
     StepResult,
     check_max_turns,
     declared_step_timeout,
-    failed_step,
     turn_limit,
 )
+from turngym.envs.pools import Call, DeadlinePool, Failure, TransportBase
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +57,7 @@ logger = logging.getLogger(__name__)
 _EFFECTIVE_DEFAULTS = {"reward_mode": "sparse", "action_protocol": "free_form", "max_turns": None}
 
 
-class RemotePool(BatchCalls):
+class RemotePool(DeadlinePool):
     """``num_envs`` sessions on the ``turngym serve`` server(s) at ``servers``.
 
     Args:
@@ -99,25 +97,18 @@ class RemotePool(BatchCalls):
         asked = (env_kwargs or {}).get("max_turns")
         self.max_turns = check_max_turns(max_turns if max_turns is not None else asked if asked is not None
                                          else DEFAULT_MAX_REMOTE_TURNS)
-        self._turns = [0] * num_envs  # turns played in each worker's episode
-        self._limits = [self.max_turns] * num_envs  # and its turn limit
-        self.reset_timeout = float(reset_timeout)
         self.connect_timeout = float(connect_timeout)
         # The pool's own deadlines (asyncio.wait_for around every call) are what times a call out; the
         # client's message timeout is only a backstop, above any deadline a world may declare.
-        self._session_options = {"connect_timeout": connect_timeout, "ping_interval": ping_interval,
-                                 "ping_timeout": ping_timeout, "message_timeout": 24 * 3600.0, "token": token,
-                                 "max_observation_chars": max_observation_chars,
-                                 "max_abs_reward": float(max_abs_reward)}
-        self._loop = EventLoopThread()
-        self._sessions: list[RemoteSession | None] = [None] * num_envs
-        # worker -> (call kind, deadline, future answer)
-        self._in_flight: dict[int, tuple[str, float, concurrent.futures.Future]] = {}
-        self.respawns = 0
-        states = self._open_all()
+        session_options = {"connect_timeout": connect_timeout, "ping_interval": ping_interval,
+                           "ping_timeout": ping_timeout, "message_timeout": 24 * 3600.0, "token": token,
+                           "max_observation_chars": max_observation_chars, "max_abs_reward": float(max_abs_reward)}
+        sessions = SessionTransport(self.servers, num_envs, session_options, max_turns=self.max_turns)
+        super().__init__(sessions, step_timeout=DEFAULT_STEP_TIMEOUT, reset_timeout=reset_timeout)
+        states = sessions.open_all()
         self.server_state = states[0]
         self._check_world(states, env_id, env_kwargs)
-        self.env_id = self.server_state.env_id
+        self.env_id = sessions.env_id = self.server_state.env_id
         self.step_timeout = (float(step_timeout) if step_timeout is not None else
                              declared_step_timeout([s.max_step_seconds for s in states], cap=max_step_timeout))
         if step_timeout is None and self.step_timeout < declared_step_timeout([s.max_step_seconds for s in states]):
@@ -126,149 +117,12 @@ class RemotePool(BatchCalls):
                            self.step_timeout)
 
     def server_of(self, index: int) -> str:
-        return self.servers[index % len(self.servers)]
-
-    # ----------------------------------------------------------------- partial calls
-    def send(self, index: int, kind: str, payload: Any) -> None:
-        """Start a ``"reset"`` (payload: reset kwargs) or ``"step"`` (payload: action) on one worker."""
-        if not 0 <= index < self.num_envs:
-            raise IndexError(f"worker {index} does not exist (the pool has {self.num_envs})")
-        if index in self._in_flight:
-            raise RuntimeError(f"worker {index} is still busy with a {self._in_flight[index][0]}")
-        if kind not in ("reset", "step"):
-            raise ValueError(f"kind must be 'reset' or 'step', got {kind!r}")
-        timeout = self.reset_timeout if kind == "reset" else self.step_timeout
-        # Reopening a session fits in the grace; a reset may try twice (see _call).
-        grace = 2 * self.connect_timeout + 10.0
-        future = self._loop.submit(self._call(index, kind, payload, timeout))
-        self._in_flight[index] = (kind, time.monotonic() + timeout * (2 if kind == "reset" else 1) + grace, future)
-
-    def receive(self, *, wait_all: bool = True) -> list[Reply]:
-        """Answers of in-flight calls: all of them, or (``wait_all=False``) at least one.
-
-        A worker that misses its deadline, loses its connection or whose world raises is
-        respawned (a new session); a failed step comes back as a truncated StepResult, a failed
-        reset raises.
-        """
-        replies: list[Reply] = []
-        while self._in_flight and (wait_all or not replies):
-            deadline = min(d for _, d, _ in self._in_flight.values())
-            futures = {future: index for index, (_, _, future) in self._in_flight.items()}
-            done, _ = concurrent.futures.wait(futures, timeout=max(deadline - time.monotonic(), 0),
-                                              return_when=concurrent.futures.FIRST_COMPLETED)
-            now = time.monotonic()
-            overdue = [i for i, (_, d, f) in self._in_flight.items() if d <= now and f not in done]
-            for index in [futures[f] for f in done] + overdue:
-                kind, _, future = self._in_flight.pop(index)
-                if future.done():
-                    ok, value = future.result()
-                else:  # the call's own timeout did not fire in time (a stuck loop): give up on the session
-                    future.cancel()
-                    ok, value = False, ("worker_timeout", "no answer before the deadline")
-                    try:
-                        self._loop.run(self._respawn(index, *value), timeout=self.connect_timeout + 10.0)
-                    except TimeoutError:
-                        self._sessions[index] = None  # the next reset opens a new session
-                if kind == "reset" and not ok:
-                    raise RuntimeError(f"reset failed on worker {index} ({self.server_of(index)}): "
-                                       f"{value[0]}: {value[1]}")
-                if kind == "step" and not ok:
-                    value = failed_step(value)
-                replies.append(Reply(index, kind, value))
-        return replies
+        return self.transport.server_of(index)
 
     def close(self) -> None:
-        if self._loop.loop.is_closed():
-            return
-        for index in list(self._in_flight):
-            self._in_flight.pop(index)[2].cancel()
-        try:
-            self._loop.run(self._close_all(), timeout=15.0)
-        except TimeoutError:
-            logger.warning("RemotePool: some sessions did not close within 15 s")
-        finally:
-            self._loop.close()
-
-    # ----------------------------------------------------------------- on the event loop
-    async def _call(self, index: int, kind: str, payload: Any, timeout: float) -> tuple[bool, Any]:
-        """(True, answer) or (False, (reason, detail)) after respawning the worker."""
-        session = self._sessions[index]
-        if session is None:  # lost earlier and not reopened
-            if kind == "step":
-                return False, ("env_disconnected", f"the session on {self.server_of(index)} was lost")
-            try:
-                session = await self._open(index)
-            except ConnectionError as error:
-                return False, ("env_disconnected", str(error))
-        for attempt in range(2):
-            try:
-                if kind == "reset":
-                    answer = await asyncio.wait_for(session.reset(**payload), timeout)
-                    self._turns[index] = 0
-                    self._limits[index] = turn_limit(answer[1].get("max_turns"), self.max_turns)
-                    return True, answer
-                return True, self._bounded(index, await asyncio.wait_for(session.step(payload), timeout))
-            except Exception as error:  # noqa: BLE001 - every failure of a remote world is reported as a truncation
-                failure = await self._respawn(index, *_failure(error, timeout))
-            session = self._sessions[index]
-            # A reset that lost its connection (the server restarted between episodes) tries once more,
-            # on the new session; a step's episode is gone with its session.
-            if kind == "step" or failure[0] != "env_disconnected" or session is None or attempt:
-                return False, failure
-        return False, failure
-
-    def _bounded(self, index: int, result: StepResult) -> StepResult:
-        """``result``, truncated (``max_turns``) when the episode reached its turn limit and the server
-        did not end it."""
-        self._turns[index] += 1
-        if result.terminated or result.truncated or self._turns[index] < self._limits[index]:
-            return result
-        info = {**result.info, "truncation_reason": "max_turns"}
-        return StepResult(result.observation, result.reward, False, True, info)
-
-    async def _open(self, index: int) -> RemoteSession:
-        session = RemoteSession(self.server_of(index), **self._session_options)
-        state = await session.open()
-        if getattr(self, "env_id", None) and state.env_id != self.env_id:
-            await session.close()
-            raise ConnectionError(f"{session.url} now serves {state.env_id}, not {self.env_id}")
-        self._sessions[index] = session
-        return session
-
-    async def _respawn(self, index: int, reason: str, detail: str) -> tuple[str, str]:
-        logger.warning("RemotePool worker %d (%s) failed (%s: %s); reconnecting", index, self.server_of(index),
-                       reason, detail)
-        old, self._sessions[index] = self._sessions[index], None
-        if old is not None:
-            await old.close()
-        try:
-            await self._open(index)
-        except ConnectionError as error:  # the next reset tries again
-            logger.warning("RemotePool worker %d could not reconnect: %s", index, error)
-        self.respawns += 1
-        return reason, detail
-
-    async def _open_all_async(self) -> list[TurnGymState]:
-        results = await asyncio.gather(*(self._open(i) for i in range(self.num_envs)), return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            await self._close_all()
-            raise failures[0] if isinstance(failures[0], ConnectionError) else ConnectionError(str(failures[0]))
-        return [session.state for session in results[: len(self.servers)]]  # each server's first session
-
-    async def _close_all(self) -> None:
-        sessions = [s for s in self._sessions if s is not None]
-        self._sessions = [None] * self.num_envs
-        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
-
-    # ----------------------------------------------------------------- setup
-    def _open_all(self) -> list[TurnGymState]:
-        """Open every session at once; ConnectionError (every session closed again) if one fails."""
-        try:
-            return self._loop.run(self._open_all_async(), timeout=self.connect_timeout * 2 + 30.0)
-        except BaseException:
-            self._loop.close()
-            raise
+        for _, future in self._abandon_all():
+            future.cancel()
+        self.transport.close()
 
     def _check_world(self, states: list[TurnGymState], env_id: str | None,
                      env_kwargs: Mapping[str, Any] | None) -> None:
@@ -281,6 +135,147 @@ class RemotePool(BatchCalls):
             self.close()
             raise ValueError(f"{self.servers[0]} serves {self.server_state.env_id} with other options than asked: "
                              f"{'; '.join(problems)}. Restart the server with the same options, or ask for its own")
+
+
+class SessionTransport(TransportBase):
+    """:class:`RemotePool`'s worlds: one OpenEnv session each, dealt round-robin over the servers, driven from
+    one event-loop thread. A call's failure has already reopened its session (a reset that lost its
+    connection tries once more on the new one); the pool's turn cap and the server's ``max_turns`` are
+    applied to every answer (:meth:`accept`)."""
+
+    def __init__(self, servers: list[str], size: int, session_options: dict[str, Any], *, max_turns: int) -> None:
+        self.servers, self.size, self.max_turns = servers, size, max_turns
+        self.session_options = session_options
+        self.connect_timeout = float(session_options["connect_timeout"])
+        self.env_id: str | None = None  # the served world, once checked: a reopened session must serve it too
+        self.respawns = 0
+        self._turns = [0] * size  # turns played in each worker's episode
+        self._limits = [max_turns] * size  # and its turn limit
+        self._loop = EventLoopThread()
+        self._sessions: list[RemoteSession | None] = [None] * size
+
+    def server_of(self, index: int) -> str:
+        return self.servers[index % len(self.servers)]
+
+    def name(self, index: int) -> str:
+        return f"worker {index} ({self.server_of(index)})"
+
+    # ----------------------------------------------------------------- the transport
+    def submit(self, index: int, call: Call, timeout: float) -> concurrent.futures.Future:
+        return self._loop.submit(self._call(index, call, timeout))
+
+    def allowance(self, call: Call, timeout: float) -> float:
+        # Reopening a session fits in the grace; a reset may try twice (see _call).
+        return timeout * (2 if call.kind == "reset" else 1) + 2 * self.connect_timeout + 10.0
+
+    def wait(self, handles: list[Any], timeout: float) -> list[Any]:
+        done, _ = concurrent.futures.wait(handles, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+        return list(done)
+
+    def result(self, index: int, handle: concurrent.futures.Future) -> Any:
+        return handle.result()
+
+    def overdue(self, index: int, handle: concurrent.futures.Future) -> Any:
+        handle.cancel()  # the call's own timeout did not fire in time (a stuck loop): give up on the session
+        return super().overdue(index, handle)
+
+    def respawn(self, index: int, failure: Failure) -> None:
+        try:
+            self._loop.run(self._respawn(index, failure), timeout=self.connect_timeout + 10.0)
+        except TimeoutError:
+            self._sessions[index] = None  # the next reset opens a new session
+
+    def accept(self, index: int, call: Call, value: Any) -> Any:
+        """A reset starts the turn count (the episode's limit: the server's ``max_turns``, at most the
+        client's); a step at the limit that the server did not end comes back truncated (``max_turns``)."""
+        if call.kind == "reset":
+            self._turns[index] = 0
+            self._limits[index] = turn_limit(value[1].get("max_turns"), self.max_turns)
+            return value
+        self._turns[index] += 1
+        if value.terminated or value.truncated or self._turns[index] < self._limits[index]:
+            return value
+        info = {**value.info, "truncation_reason": "max_turns"}
+        return StepResult(value.observation, value.reward, False, True, info)
+
+    def close(self) -> None:
+        if self._loop.loop.is_closed():
+            return
+        try:
+            self._loop.run(self._close_all(), timeout=15.0)
+        except TimeoutError:
+            logger.warning("RemotePool: some sessions did not close within 15 s")
+        finally:
+            self._loop.close()
+
+    def open_all(self) -> list[TurnGymState]:
+        """Open every session at once (each server's first state); ConnectionError (every session closed
+        again) if one fails."""
+        try:
+            return self._loop.run(self._open_all(), timeout=self.connect_timeout * 2 + 30.0)
+        except BaseException:
+            self._loop.close()
+            raise
+
+    # ----------------------------------------------------------------- on the event loop
+    async def _call(self, index: int, call: Call, timeout: float) -> Any:
+        """The answer, or a Failure after reopening the session."""
+        session = self._sessions[index]
+        if session is None:  # lost earlier and not reopened
+            if call.kind == "step":
+                return Failure("env_disconnected", f"the session on {self.server_of(index)} was lost", respawn=False)
+            try:
+                session = await self._open(index)
+            except ConnectionError as error:
+                return Failure("env_disconnected", str(error), respawn=False)
+        for attempt in range(2):
+            try:
+                if call.kind == "reset":
+                    return await asyncio.wait_for(session.reset(**call.payload), timeout)
+                return await asyncio.wait_for(session.step(call.payload), timeout)
+            except Exception as error:  # noqa: BLE001 - every failure of a remote world is reported as a truncation
+                failure = Failure(*_failure(error, timeout), respawn=False)
+                await self._respawn(index, failure)
+            session = self._sessions[index]
+            # A reset that lost its connection (the server restarted between episodes) tries once more,
+            # on the new session; a step's episode is gone with its session.
+            if call.kind == "step" or failure.reason != "env_disconnected" or session is None or attempt:
+                return failure
+        return failure
+
+    async def _open(self, index: int) -> RemoteSession:
+        session = RemoteSession(self.server_of(index), **self.session_options)
+        state = await session.open()
+        if self.env_id and state.env_id != self.env_id:
+            await session.close()
+            raise ConnectionError(f"{session.url} now serves {state.env_id}, not {self.env_id}")
+        self._sessions[index] = session
+        return session
+
+    async def _respawn(self, index: int, failure: Failure) -> None:
+        logger.warning("RemotePool worker %d (%s) failed (%s: %s); reconnecting", index, self.server_of(index),
+                       failure.reason, failure.detail)
+        old, self._sessions[index] = self._sessions[index], None
+        if old is not None:
+            await old.close()
+        try:
+            await self._open(index)
+        except ConnectionError as error:  # the next reset tries again
+            logger.warning("RemotePool worker %d could not reconnect: %s", index, error)
+        self.respawns += 1
+
+    async def _open_all(self) -> list[TurnGymState]:
+        results = await asyncio.gather(*(self._open(i) for i in range(self.size)), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            await self._close_all()
+            raise failures[0] if isinstance(failures[0], ConnectionError) else ConnectionError(str(failures[0]))
+        return [session.state for session in results[: len(self.servers)]]  # each server's first session
+
+    async def _close_all(self) -> None:
+        sessions = [s for s in self._sessions if s is not None]
+        self._sessions = [None] * self.size
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 
 
 def _mismatches(state: TurnGymState, env_id: str | None, env_kwargs: Mapping[str, Any] | None) -> list[str]:
