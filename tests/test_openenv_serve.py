@@ -267,5 +267,5 @@ def test_the_training_config_says_where_the_worlds_run(tmp_path):
         make_args(tmp_path, env_backend="remote")
     with pytest.raises(ValueError, match="env_server is for env_backend=remote"):
         make_args(tmp_path, env_server="ws://a:1")
-    with pytest.raises(ValueError, match="env_backend must be 'process', 'ray' or 'remote'"):
+    with pytest.raises(ValueError, match="env_backend must be one of 'process', 'ray', 'remote', got 'grpc'"):
         make_args(tmp_path, env_backend="grpc")
