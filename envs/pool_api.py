@@ -20,6 +20,7 @@ The deadline pool they all are (in-flight calls, deadlines, respawns, failed ste
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,7 +102,11 @@ class EnvFactory:
     """Picklable ``gymnasium.make`` call.
 
     It carries the parent's EnvSpec, because a worker is a fresh process: a world that the user
-    registered in their script would be unknown to the worker's registry.
+    registered in their script would be unknown to the worker's registry. It also carries the
+    parent's ``TURNGYM_*`` environment variables as they are when the pool is made (a served world's
+    token, ``$TURNGYM_SERVE_TOKEN``, among them): a ``forkserver`` worker inherits the environment
+    of the fork server, started by the first pool, not the parent's of now. They stay out of
+    ``kwargs``, so no report or log records a token.
     """
 
     def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
@@ -109,8 +114,17 @@ class EnvFactory:
 
         self.spec = gym.spec(env_id)
         self.kwargs = kwargs
+        self._environment = {k: v for k, v in os.environ.items() if k.startswith("TURNGYM_")}
+        self._parent = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"EnvFactory({self.spec.id!r}, {self.kwargs!r})"
 
     def __call__(self) -> gym.Env:
+        if os.getpid() != self._parent:  # in a worker: the parent's variables (in the parent: leave them be)
+            for name in [k for k in os.environ if k.startswith("TURNGYM_") and k not in self._environment]:
+                del os.environ[name]
+            os.environ.update(self._environment)
         return gym.make(self.spec, **self.kwargs)
 
 

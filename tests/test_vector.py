@@ -59,3 +59,27 @@ def test_local_pool_has_the_same_interface():
     results = local.step_some({0: "win"})
     assert results[0].terminated and results[0].reward == 1.0
     local.close()
+
+
+def test_workers_see_the_turngym_variables_of_when_the_pool_was_made(monkeypatch):
+    """A forkserver worker inherits the fork server's environment (from the first pool), not the parent's of now:
+    a served world's token set after that must still reach the new pool's workers."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    from turngym.envs.pool_api import EnvFactory
+
+    monkeypatch.delenv("TURNGYM_SERVE_TOKEN", raising=False)
+    forkserver.ensure_running()  # as the first pool of a process does, before the token is set
+    monkeypatch.setenv("TURNGYM_SERVE_TOKEN", "set-after-the-fork-server-started")
+    factory = EnvFactory("turngym/Signals-v0", {})
+    assert "set-after" not in repr(factory)  # never in a report or a log
+    with multiprocessing.get_context("forkserver").Pool(1) as workers:
+        assert workers.apply(_token_seen_by, (factory,)) == "set-after-the-fork-server-started"
+
+
+def _token_seen_by(factory):
+    import os
+
+    factory().close()
+    return os.environ.get("TURNGYM_SERVE_TOKEN")
