@@ -297,3 +297,20 @@ def test_locks_and_access_notifications_carry_nothing_between_sandboxes(make_env
     assert "inotify: errno 38" in obs, obs  # ENOSYS: no watch can see another sandbox's reads
     assert "fanotify: -1 38" in obs and "dnotify: errno 22" in obs, obs  # ENOSYS, EINVAL
     assert "sqlite: 45 own locks: ok" in obs, obs
+
+
+def test_the_sandbox_and_the_host_restore_the_same_test_directories():
+    """tools/integrity.py (in the sandbox, standard library only) keeps its own copy of workspace.test_dirs."""
+    import importlib.util
+    from pathlib import Path
+
+    from turngym.envs.swe import workspace
+
+    path = Path(workspace.__file__).parent / "tools" / "integrity.py"
+    spec = importlib.util.spec_from_file_location("sandbox_integrity", path)
+    integrity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(integrity)
+    assert integrity.TEST_DIR_NAMES == workspace.TEST_DIR_NAMES
+    for paths in (["tests/test_a.py"], ["pkg/tests/unit/test_b.py", "pkg/tests/test_c.py"], ["test_top.py"],
+                  ["src/testing/x.py", "test/test_d.py"], ["lib/test_e/f.py"], ["a/b/test_g.py"]):
+        assert integrity.test_dirs(paths) == workspace.test_dirs(paths), paths

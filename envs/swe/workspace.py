@@ -94,7 +94,10 @@ def _b64(text: str | bytes) -> str:
 
 def test_dirs(test_paths: list[str]) -> list[str]:
     """What grading restores wholesale: for each test file, its top-most directory named like a test
-    directory (``tests/``, ``pkg/tests/``, ``testing/``, ``test_*/``), or the file itself when none is."""
+    directory (``tests/``, ``pkg/tests/``, ``testing/``, ``test_*/``), or the file itself when none is.
+
+    ``tools/integrity.py`` has its own copy: it runs in the sandbox on the standard library alone, so it cannot
+    import this module (tests/test_swe_integrity.py holds the two equal)."""
     found: list[str] = []
     for path in test_paths:
         parts = path.strip("/").split("/")
