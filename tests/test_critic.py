@@ -10,8 +10,9 @@ import torch
 from helpers_llm import tiny_llama
 
 from turngym.trainers import advantages as adv
+from turngym.trainers import critic as critics
 from turngym.trainers.config import TurnGymConfig
-from turngym.trainers.critic import FLAT_FIELDS, Critic, CriticConfig, TokenCritic, value_model
+from turngym.trainers.critic import FLAT_FIELDS, Critic, CriticConfig, NoCritic, TokenCritic, value_model
 from turngym.trainers.estimators import AdvantageBatch, EpisodeTokens, Input, Level, get_estimator
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "recipes" / "configs"
@@ -87,6 +88,22 @@ def config_namespace(*, gamma: float, lam: float, bootstrap_truncated: bool, whi
                                                                    whiten_advantages=whiten))
 
 
+def test_no_critic_is_a_critic_whose_every_call_is_a_no_op(tmp_path):
+    config = CriticConfig(warmup_steps=3)
+    critic = critics.build_critic(False, policy=None, config=config, processes=None, critic=object())  # unused
+    assert isinstance(critic, NoCritic) and isinstance(critic, Critic) and not critic.enabled
+    assert critic.config.warmup_steps == 0 and config.warmup_steps == 3  # never warms up; the run's config kept
+    rows = {"completion_ids": torch.zeros(2, 3, dtype=torch.long)}
+    assert critic.values(rows) is None
+    assert critic.targets(rows, None, [[1.0]], [[1]]) == {} and "old_values" not in rows
+    assert critic.loss(rows, 1.0, lambda loss: pytest.fail("no value loss to backward")) == {}
+    critic.step()
+    critic.save(str(tmp_path))
+    critic.load(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    assert getattr(critic, "optimizer", None) is None  # the trainer's critic_optimizer
+
+
 def test_token_critic_is_a_critic_and_gives_v_before_each_token(tokenizer_size=64):
     class OneProcess:
         device = torch.device("cpu")
@@ -105,7 +122,8 @@ def test_token_critic_is_a_critic_and_gives_v_before_each_token(tokenizer_size=6
 
     policy = tiny_llama(tokenizer_size)
     critic = TokenCritic.build(policy, CriticConfig(learning_rate=1e-3), OneProcess())
-    assert isinstance(critic, Critic) and not isinstance(value_model(policy), Critic)
+    assert isinstance(critic, Critic) and not isinstance(value_model(policy), Critic) and critic.enabled
+    assert critics.build_critic(True, policy, CriticConfig(), OneProcess(), critic=critic) is critic  # a given Critic
     with torch.no_grad():
         critic.model.score.weight.normal_()
     rows = {"prompt_ids": torch.tensor([[0, 5, 6], [7, 8, 9]]), "prompt_mask": torch.tensor([[0, 1, 1], [1, 1, 1]]),

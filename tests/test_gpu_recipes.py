@@ -199,8 +199,8 @@ def test_rl_recipe_builds_its_trainer_on_cpu(name, policy, tmp_path):
     trainer = TurnGymTrainer(args=config, tasks=tasks, eval_tasks=eval_tasks)  # the policy from model_name_or_path
     try:
         assert trainer.args.algorithm == recipe.algorithm and trainer.args.env_id == recipe.env_id
-        assert (trainer.critic is not None) == (recipe.algorithm == "ppo")
-        if trainer.critic is not None:
+        assert trainer.critic.enabled == (recipe.algorithm == "ppo")
+        if trainer.critic.enabled:
             assert trainer.critic_optimizer.param_groups[0]["lr"] == written.critic_learning_rate
             assert trainer.args.kl_penalty == "reward"
         assert trainer.num_generations == 4 and not trainer.use_vllm

@@ -160,7 +160,7 @@ def one_step(trainer: TurnGymTrainer) -> dict:
     if loss.requires_grad:
         loss.backward()
     record["gradient"] = gradients(trainer.model)
-    if trainer.critic is not None:  # the value loss's backward ran inside the loss
+    if trainer.critic.enabled:  # the value loss's backward ran inside the loss
         record["critic_gradient"] = gradients(trainer.critic)
     record["advantages_in_loss"] = numbers(output["advantages"])  # TIS weighs them in the loss's forward
     record["metrics"] = last_metrics(trainer)
@@ -172,7 +172,7 @@ def trained(trainer: TurnGymTrainer) -> dict:
     logged = [{k: float(v) for k, v in row.items() if isinstance(v, int | float) and not any(t in k for t in UNTIMED)}
               for row in trainer.state.log_history]
     weights = {"policy": [float(p.detach().double().abs().sum()) for p in trainer.model.parameters()]}
-    if trainer.critic is not None:
+    if trainer.critic.enabled:
         weights["critic"] = [float(p.detach().double().abs().sum()) for p in trainer.critic.parameters()]
     return {"logged": logged, "weights": weights}
 

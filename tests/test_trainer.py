@@ -15,7 +15,7 @@ from turngym.envs.signals import COMMANDS, signal_tasks
 from turngym.trainers import advantages as adv
 from turngym.trainers.advantages import zero_signal_groups
 from turngym.trainers.config import ALGORITHMS, TurnGymConfig
-from turngym.trainers.critic import value_loss, value_model, without_dropout
+from turngym.trainers.critic import NoCritic, value_loss, value_model, without_dropout
 from turngym.trainers.episodes import Episode, group_keys
 from turngym.trainers.estimators import (
     AdvantageBatch,
@@ -557,7 +557,7 @@ def episode_sign():
 
 def test_a_registered_estimator_of_ones_own_trains(tmp_path, tokenizer, episode_sign):
     trainer = make_trainer(tmp_path, tokenizer, algorithm="test_episode_sign")
-    assert trainer.args.algorithm == "test_episode_sign" and trainer.critic is None
+    assert trainer.args.algorithm == "test_episode_sign" and isinstance(trainer.critic, NoCritic)
     batch = one_batch(trainer)
     output = trainer._generate_and_score_completions(batch)
     episodes = played(batch)

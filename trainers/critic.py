@@ -8,9 +8,11 @@ critic regresses towards. Each step the trainer calls, in order:
     loss(rows, normalizer, backward)   the value loss's gradient, one micro-batch         (each micro-batch)
     step()                             the critic's optimizer step                        (each accumulation boundary)
 
-and ``save``/``load`` with every checkpoint. :class:`TokenCritic` is the default: a token-classification head (one
-label) on a backbone, trained on the clipped value loss. Nothing here imports TRL; the processes (accelerate's
-``Accelerator``: ``prepare_model``, ``unwrap_model``, ``backward``, ``reduce``, ``gather``) are handed in.
+and ``save``/``load`` with every checkpoint. :class:`NoCritic` stands in when the estimator needs no values (each
+call a no-op), so the trainer calls these unconditionally (:func:`build_critic` decides). :class:`TokenCritic` is
+the default: a token-classification head (one label) on a backbone, trained on the clipped value loss. Nothing
+here imports TRL; the processes (accelerate's ``Accelerator``: ``prepare_model``, ``unwrap_model``, ``backward``,
+``reduce``, ``gather``) are handed in.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -107,6 +109,57 @@ class Critic(Protocol):
         ...
 
 
+class NoCritic:
+    """The :class:`Critic` of a run whose estimator needs no values: every call is a no-op (the null object).
+
+    ``values`` gives None (what the estimators read without a critic), ``targets`` and ``loss`` no metrics,
+    ``step``/``save``/``load`` nothing, and its ``warmup_steps`` of 0 never skips the policy loss. Code that
+    asked ``trainer.critic is None`` asks ``isinstance(trainer.critic, NoCritic)`` or ``not trainer.critic.enabled``.
+    """
+
+    enabled = False  # TokenCritic's is True; a user's Critic without the attribute counts as enabled
+
+    def __init__(self, config: CriticConfig | None = None) -> None:
+        # no critic to warm up: the policy trains from the first step
+        self.config = replace(config or CriticConfig(), warmup_steps=0)
+
+    @classmethod
+    def build(cls, policy: Any, config: CriticConfig, processes: Any, model: Any = None) -> NoCritic:
+        return cls(config)
+
+    def values(self, rows: Rows) -> None:
+        return None
+
+    def targets(self, rows: Rows, values: torch.Tensor | None, targets: Sequence[Sequence[float]],
+                masks: Sequence[Sequence[int]]) -> dict[str, float]:
+        return {}
+
+    def loss(self, rows: Rows, normalizer: torch.Tensor | float,
+             backward: Callable[[torch.Tensor], None]) -> dict[str, float]:
+        return {}
+
+    def step(self) -> None:
+        pass
+
+    def save(self, folder: str, *, optimizer: bool = True) -> None:
+        pass
+
+    def load(self, folder: str) -> None:
+        pass  # a checkpoint's critic (if any) is not read: as before, a run without one ignores it
+
+    def __repr__(self) -> str:
+        return "NoCritic()"
+
+
+def build_critic(needs_values: bool, policy: Any, config: CriticConfig, processes: Any, critic: Any = None) -> Any:
+    """The one place that decides whether a run has a critic: :class:`NoCritic` when the estimator needs no
+    values (a given ``critic`` is then unused), else ``critic`` when it is a :class:`Critic`, else a
+    :class:`TokenCritic` (on ``critic``, a value model, when given)."""
+    if not needs_values:
+        return NoCritic(config)
+    return critic if isinstance(critic, Critic) else TokenCritic.build(policy, config, processes, model=critic)
+
+
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
                clip: float | None, normalizer: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:
     """Clipped value loss (PPO):
@@ -190,6 +243,8 @@ class TokenCritic(torch.nn.Module):
     A module, so ``parameters()`` are the value model's; ``optimizer`` is stepped by hand at each accumulation
     boundary (accelerate's wrapper would skip steps outside its own accumulation context, which the critic is not in).
     """
+
+    enabled = True
 
     def __init__(self, model: Any, config: CriticConfig, processes: Any) -> None:
         super().__init__()

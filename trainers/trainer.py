@@ -37,7 +37,7 @@ from trl.trainer.utils import use_adapter
 from turngym.agents.evaluate import summarise
 from turngym.envs.tasks import TaskSet
 from turngym.trainers.config import TurnGymConfig, lora_config
-from turngym.trainers.critic import Critic, TokenCritic, value_model
+from turngym.trainers.critic import Critic, NoCritic, build_critic, value_model
 from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler
 from turngym.trainers.episodes import Episode, group_keys
 from turngym.trainers.estimators import advantage_batch, step_advantages, step_entries, token_kl, turn_advantages
@@ -134,15 +134,14 @@ class TurnGymTrainer(GRPOTrainer):
         if backend is None and self.use_vllm:
             self.runner.backend = self._vllm_backend
         self._check_reference()
-        self.critic: Critic | None = None
-        if self.estimator.needs_values:
-            self.critic = critic if isinstance(critic, Critic) else TokenCritic.build(
-                self.model, args.critic_config, self.accelerator, model=critic)
+        # The one place that decides: NoCritic (every call a no-op) when the estimator needs no values.
+        self.critic: Critic | NoCritic = build_critic(self.estimator.needs_values, self.model, args.critic_config,
+                                                      self.accelerator, critic)
         self.task_sampler = self._task_sampler()
 
     @property
     def critic_optimizer(self) -> Any:
-        """The critic's optimizer (None without a critic)."""
+        """The critic's optimizer (None with :class:`~turngym.trainers.critic.NoCritic`)."""
         return getattr(self.critic, "optimizer", None)
 
     def _check_reference(self) -> None:
@@ -223,7 +222,7 @@ class TurnGymTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
         episodes: list[Episode] = [row["episode"] for row in inputs]  # put there by TRL from _rollout's output
-        values = self.critic.values(output) if self.critic is not None else None
+        values = self.critic.values(output)  # None from NoCritic
         kl = None
         if self.args.kl_penalty == "reward" and self.beta != 0.0:  # the KL to the reference goes in the reward
             kl, kl_mean = token_kl(output.get("old_per_token_logps"), output["ref_per_token_logps"], episodes)
@@ -240,8 +239,7 @@ class TurnGymTrainer(GRPOTrainer):
                                slice(start, start + len(episodes)), step=self.state.global_step,
                                process=self.accelerator.process_index)
         self._log(mode, step.metrics)
-        if self.critic is not None:
-            self._log(mode, self.critic.targets(output, values, step.value_targets, [e.env_mask for e in episodes]))
+        self._log(mode, self.critic.targets(output, values, step.value_targets, [e.env_mask for e in episodes]))
         if self.args.history_window:  # one row per turn, each on its own context
             self._per_turn_rows(output, episodes, step.turns, step.dropped, mode)
         else:
@@ -285,7 +283,7 @@ class TurnGymTrainer(GRPOTrainer):
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         """The critic's value loss first (its own backward, in passes), then TRL's policy loss; during the critic's
         warm-up (``critic_warmup_steps``) the policy loss is skipped."""
-        if self.critic is not None and self.model.training:
+        if self.model.training:  # NoCritic: no metrics, and no warm-up
             # The share of the generation batch's loss tokens one micro-batch stands for (as TRL's DAPO loss).
             normalizer = (inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
                           * self.current_gradient_accumulation_steps / self.args.steps_per_generation)
@@ -359,7 +357,7 @@ class TurnGymTrainer(GRPOTrainer):
 
     def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
         loss = super().training_step(model, inputs, num_items_in_batch)
-        if self.critic is not None and self._step % self.current_gradient_accumulation_steps == 0:
+        if self._step % self.current_gradient_accumulation_steps == 0:
             self.critic.step()  # at the policy's accumulation boundary (TRL counts micro-batches in _step)
         return loss
 
@@ -420,13 +418,12 @@ class TurnGymTrainer(GRPOTrainer):
         folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
         if self.curriculum is not None:
             self.curriculum.save(folder)
-        if self.critic is not None:
-            self.critic.save(folder)
+        self.critic.save(folder)
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)
         self._load_curriculum(checkpoint)
-        if checkpoint is not None and self.critic is not None:
+        if checkpoint is not None:
             self.critic.load(checkpoint)
 
     def _load_curriculum(self, checkpoint: str | None) -> None:
@@ -435,7 +432,7 @@ class TurnGymTrainer(GRPOTrainer):
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         super().save_model(output_dir, _internal_call)
-        if self.critic is not None and not _internal_call and self.args.should_save:
+        if not _internal_call and self.args.should_save:
             self.critic.save(output_dir or self.args.output_dir, optimizer=False)
 
     def train(self, *args: Any, **kwargs: Any) -> Any:

@@ -213,7 +213,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     resume = True if str(resume).lower() in ("true", "last") else resume  # True: the newest checkpoint
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(config.output_dir)
-    critic = " (critic in critic/)" if trainer.critic is not None else ""
+    critic = " (critic in critic/)" if getattr(trainer.critic, "enabled", True) else ""
     print(f"turngym train: policy saved to {config.output_dir}{critic}")
     return 0
 
