@@ -330,7 +330,7 @@ class Study:
         if fields_.get("save_strategy", "steps") != "no" and not fields_.get("save_steps"):
             fields_["save_steps"] = max(1, steps // 4)  # checkpoints only serve resuming this stage
         fields_.setdefault("save_total_limit", 1)  # the newest checkpoint is all a resume needs
-        return TurnGymConfig(**{**fields_, "max_steps": steps})
+        return TurnGymConfig(**{**fields_, "max_steps": steps}).resolve()
 
     def rl_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
         """RL from ``start`` for the arm's episode budget; returns the policy folder."""

@@ -108,11 +108,11 @@ def test_a_yaml_config_carries_the_imports(readme_world, tiny_policy):
                       f"model_name_or_path: {tiny_policy}\noutput_dir: {readme_world / 'run'}\nreport_to: none\n")
     from turngym.recipes.commands.training import _parse_trl_config
 
-    parsed = _parse_trl_config(TurnGymConfig, ["--config", str(config)], "turngym train")
+    parsed = _parse_trl_config(TurnGymConfig, ["--config", str(config)], "turngym train").resolve()
     assert parsed.imports == [README_MODULE] and parsed.env_id == "myorg/GuessNumber-v0"
-    assert sys.modules[README_MODULE].GuessNumber  # imported by the config itself
+    assert sys.modules[README_MODULE].GuessNumber  # imported by the config itself (its resolve(), as train does)
     direct = TurnGymConfig(output_dir=str(readme_world / "run"), env_id=f"{README_MODULE}:GuessNumber",
-                           report_to="none")
+                           report_to="none").resolve()
     assert direct.env_id == f"{README_MODULE}/GuessNumber-v0"
 
 
@@ -298,7 +298,7 @@ def test_eval_sft_and_rl_share_the_reply_format_defaults_per_world():
     assert reply_format("turngym/TextWorld-v0", "last_line") == ("last_line", "")
     assert reply_format("turngym/TextWorld-v0", None, "") == ("prefix", "")
     assert _agent_config(parse(["eval", "--env", "turngym/SWE-v0"])).action_format == "raw"
-    rl = TurnGymConfig(output_dir="unused", report_to="none", env_id="turngym/SWE-v0")
+    rl = TurnGymConfig(output_dir="unused", report_to="none", env_id="turngym/SWE-v0").resolve()
     assert (rl.action_format, rl.response_prefix) == ("raw", "")
 
 

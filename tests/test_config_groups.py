@@ -65,6 +65,8 @@ def test_group_views_and_resolve_is_idempotent(tmp_path):
                                                            for f in fields(EstimatorOptions)})
     assert config.estimator_options.gamma == 0.9 and config.rollout_options.curriculum == "success"
     assert isinstance(config.rollout_options, RolloutOptions) and config.critic_config.lam == 0.5
+    assert config.action_format is None  # construction looks nothing up: the world's reply format comes with resolve
+    assert config.resolve() is config and config.action_format == "prefix"
     before = {f.name: getattr(config, f.name) for f in fields(config)}
     assert config.resolve() is config
     assert {f.name: getattr(config, f.name) for f in fields(config)} == before

@@ -289,5 +289,5 @@ def test_the_config_refuses_a_window_it_cannot_train(tmp_path, tokenizer):
     with pytest.raises(ValueError, match="history_window must be >= 1"):
         TurnGymConfig(**base, history_window=0)
     with pytest.raises(ValueError, match="critic"):
-        TurnGymConfig(**base, history_window=2, algorithm="ppo")
+        TurnGymConfig(**base, history_window=2, algorithm="ppo").resolve()  # the estimator's lookup
     assert TurnGymConfig(**base, history_window=2).agent_config(history_window=2).history_window == 2

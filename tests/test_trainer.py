@@ -137,15 +137,15 @@ def test_value_loss_by_hand():
 def test_config_validates_and_runs_on_cpu(tmp_path):
     args = make_args(tmp_path)
     assert args.use_cpu and not args.bf16  # CPU runs work out of the box
-    with pytest.raises(ValueError, match="algorithm"):
-        make_args(tmp_path, algorithm="a2c")
+    with pytest.raises(ValueError, match="algorithm"):  # the registry's checks: resolve(), which the trainer calls
+        make_args(tmp_path, algorithm="a2c").resolve()
     with pytest.raises(ValueError, match="ppo"):
-        make_args(tmp_path, kl_penalty="reward", algorithm="grpo")
+        make_args(tmp_path, kl_penalty="reward", algorithm="grpo").resolve()
     with pytest.raises(ValueError, match="JSON object"):
         make_args(tmp_path, env_kwargs="turns=3")
     assert make_args(tmp_path, env_kwargs='{"turns": 5}').env_kwargs == {"turns": 5}
     with pytest.raises(ValueError, match="critic_warmup_steps"):
-        make_args(tmp_path, critic_warmup_steps=2, algorithm="grpo")
+        make_args(tmp_path, critic_warmup_steps=2, algorithm="grpo").resolve()
     with pytest.raises(ValueError, match="tis_cap"):
         make_args(tmp_path, tis_cap=0.0)
 
@@ -424,7 +424,7 @@ def test_dynamic_sampling_drop_takes_zero_signal_groups_out_of_the_loss(tmp_path
     with pytest.raises(ValueError, match="refill"):
         make_args(tmp_path, dynamic_sampling="refill")
     with pytest.raises(ValueError, match="ppo"):
-        make_args(tmp_path, dynamic_sampling="drop", algorithm="ppo")
+        make_args(tmp_path, dynamic_sampling="drop", algorithm="ppo").resolve()
 
 
 def test_dynamic_sampling_is_logged_in_training(tmp_path, tokenizer):
@@ -526,12 +526,12 @@ def test_step_advantages_are_the_estimators_on_the_played_episodes(tmp_path, tok
 # ---------------------------------------------------------------------- the estimator registry
 def test_algorithm_is_an_enum_of_the_registered_estimators(tmp_path):
     assert set(ALGORITHMS) == {a.value for a in Algorithm} <= set(estimator_names())
-    args = make_args(tmp_path, algorithm="gigpo")
+    args = make_args(tmp_path, algorithm="gigpo").resolve()
     assert args.algorithm is Algorithm.GIGPO and args.algorithm == "gigpo"  # a str Enum: YAML strings still work
     assert args.estimator is get_estimator("gigpo") and not args.estimator.needs_critic
     assert [name for name in ALGORITHMS if get_estimator(name).needs_critic] == ["ppo"]
     with pytest.raises(ValueError, match="algorithm must be one of ppo, grpo, rloo, turn_grpo, turn_rloo, gigpo"):
-        make_args(tmp_path, algorithm="a2c")
+        make_args(tmp_path, algorithm="a2c").resolve()
     assert make_args(tmp_path, scale_rewards=False).scale_rewards is adv.Scale.NONE  # one scale type
     with pytest.raises(ValueError, match="scale must be one of"):
         make_args(tmp_path, scale_rewards="mean")

@@ -106,10 +106,11 @@ def test_the_config_treats_it_as_an_estimator_with_a_critic(tmp_path, monte_carl
     from test_trainer import make_args
 
     with pytest.raises(ValueError, match="dynamic_sampling"):
-        make_args(tmp_path, algorithm="test_turn_monte_carlo", dynamic_sampling="drop")
+        make_args(tmp_path, algorithm="test_turn_monte_carlo", dynamic_sampling="drop").resolve()
     with pytest.raises(ValueError, match="critic"):
-        make_args(tmp_path, algorithm="test_turn_monte_carlo", history_window=2)
-    assert make_args(tmp_path, algorithm="test_turn_monte_carlo", critic_warmup_steps=1).critic_config.warmup_steps == 1
+        make_args(tmp_path, algorithm="test_turn_monte_carlo", history_window=2).resolve()
+    args = make_args(tmp_path, algorithm="test_turn_monte_carlo", critic_warmup_steps=1).resolve()
+    assert args.critic_config.warmup_steps == 1
 
 
 def test_an_estimator_that_needs_values_must_return_value_targets(tmp_path, tokenizer):

@@ -73,20 +73,21 @@ def test_world_entries_are_checked_before_any_work(tmp_path):
     assert [w.options.action_format for w in mixed] == ["prefix", "raw"]  # each world's own default reply format
     assert [w.skip_train_tasks for w in mixed] == [1, 1]  # the top-level fields are the entries' defaults
     unnamed = [{k: v for k, v in w.items() if k != "name"} for w in WORLDS]
+    # The entries are checked by resolve() (each world's registry lookup with them), which the trainer calls first.
     with pytest.raises(ValueError, match="same name"):
-        make_args(tmp_path, worlds=unnamed)
+        make_args(tmp_path, worlds=unnamed).resolve()
     with pytest.raises(ValueError, match="unknown fields"):
-        make_args(tmp_path, worlds=[{**WORLDS[0], "turns": 3}, WORLDS[1]])
+        make_args(tmp_path, worlds=[{**WORLDS[0], "turns": 3}, WORLDS[1]]).resolve()
     with pytest.raises(ValueError, match="at the top level"):
-        make_args(tmp_path, worlds=[{**WORLDS[0], "model_name_or_path": "x"}, WORLDS[1]])
+        make_args(tmp_path, worlds=[{**WORLDS[0], "model_name_or_path": "x"}, WORLDS[1]]).resolve()
     with pytest.raises(ValueError, match="weight on every world or on none"):
-        make_args(tmp_path, worlds=[{**WORLDS[0], "weight": 1}, WORLDS[1]])
+        make_args(tmp_path, worlds=[{**WORLDS[0], "weight": 1}, WORLDS[1]]).resolve()
     with pytest.raises(ValueError, match="takes no option"):  # each world's options are checked against it
-        make_args(tmp_path, worlds=[{**WORLDS[0], "env_kwargs": {"turn": 2}}, WORLDS[1]])
+        make_args(tmp_path, worlds=[{**WORLDS[0], "env_kwargs": {"turn": 2}}, WORLDS[1]]).resolve()
     with pytest.raises(ValueError, match="curriculum must be"):
         make_args(tmp_path, curriculum="hardest")
     with pytest.raises(ValueError, match="curriculum_target"):
-        make_args(tmp_path, curriculum="success", curriculum_target=1.0)
+        make_args(tmp_path, curriculum="success", curriculum_target=1.0).resolve()
 
 
 def test_a_group_of_two_worlds_is_refused():

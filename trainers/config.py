@@ -9,8 +9,9 @@ critic and PPO's GAE: they fill a :class:`~turngym.trainers.critic.CriticConfig`
 ``ModelConfig`` LoRA names). :class:`TurnGymConfig` is all of them plus TRL's ``GRPOConfig``.
 
 Choices are ``Literal`` types: the command line's parser lists them (``invalid choice``) and one check,
-:func:`check_choices`, covers YAML values and Python construction. Construction validates the fields, then
-:meth:`TurnGymConfig.resolve` does what touches the outside world: imports, registry lookups, device fixes.
+:func:`check_choices`, covers YAML values and Python construction. Construction validates the fields (and fixes
+the device); :meth:`TurnGymConfig.resolve`, called before use, does what touches the outside world: imports and
+registry lookups.
 
     turngym train --config recipes/configs/signals-grpo.yaml --algorithm turn_rloo --learning_rate 1e-5
 """
@@ -368,16 +369,20 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
     tokens after the prompt of an episode (model and environment tokens together); the episode
     ends as truncated (``context_length``) before it would pass the cap.
 
-    Construction validates the fields on their own (:meth:`validate`), then :meth:`resolve` imports ``imports``,
-    looks the world and the estimator up in their registries, checks the curriculum and fixes the device for
-    CPU runs (before ``GRPOConfig.__post_init__``, which needs it). The critic's flat fields fill
-    ``critic_config``, a :class:`~turngym.trainers.critic.CriticConfig`.
+    Construction validates the fields on their own (:meth:`validate`) and fixes the device for CPU runs (before
+    ``GRPOConfig.__post_init__``, which needs it); it imports no user module and looks nothing up. :meth:`resolve`
+    imports ``imports``, looks the world and the estimator up in their registries and checks the curriculum:
+    the trainer calls it, and so does :attr:`estimator`. The critic's flat fields fill ``critic_config``, a
+    :class:`~turngym.trainers.critic.CriticConfig`.
     """
 
     def __post_init__(self) -> None:
         self.validate()
         self._given_reply_format = (self.action_format, self.response_prefix)  # before the world's defaults
-        self.resolve()
+        self._resolved = False
+        # The device fix stays here, before GRPOConfig's (TrainingArguments') __post_init__, which refuses bf16
+        # without CUDA: a CPU run's config could not be built otherwise. It imports torch only, looks nothing up.
+        fix_device(self)
         super().__post_init__()
         self.scale_rewards = Scale.of(self.scale_rewards)
         self.critic_config = CriticConfig.from_flat(self)  # the flat critic_* / PPO fields, as one typed group
@@ -412,14 +417,16 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
                                  "(turngym's tis_cap corrects the per-turn samples instead)")
 
     def resolve(self) -> TurnGymConfig:
-        """Imports, registry lookups and device fixes, in that order (idempotent; returns ``self``).
+        """Imports and registry lookups, in that order (once; returns ``self``). Construction does none of it:
+        the trainer, ``turngym train`` and the study call it before use, and :attr:`estimator` when it is read.
 
-        CPU device fix; ``imports`` (one may register the world or the estimator); ``env_id`` registered and
-        its options accepted, the reply format filled in; ``algorithm`` a registered estimator, with the options
-        that need or exclude a critic agreeing with it; each entry of ``worlds``; the curriculum built once
-        (its settings checked).
+        ``imports`` (one may register the world or the estimator); ``env_id`` registered and its options
+        accepted, the reply format filled in; ``algorithm`` a registered estimator, with the options that need or
+        exclude a critic agreeing with it; each entry of ``worlds``; the curriculum built once (its settings
+        checked).
         """
-        fix_device(self)
+        if getattr(self, "_resolved", False):
+            return self
         self._resolve_world()
         self._resolve_algorithm()
         parse_worlds(self)
@@ -427,7 +434,7 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
             from turngym.trainers.curriculum import SuccessCurriculum
 
             SuccessCurriculum(0, target=self.curriculum_target, floor=self.curriculum_floor)  # checks both
-        if self.history_window is not None and self.estimator.needs_tokens:
+        if self.history_window is not None and get_estimator(self.algorithm).needs_tokens:
             raise ValueError(f"history_window trains each turn as its own sample; {self.algorithm} reads the whole "
                              "episode's tokens (its critic needs the episode as one sequence): use an algorithm "
                              "without a critic or no window")
@@ -453,15 +460,16 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
 
     @property
     def estimator(self) -> Estimator:
-        """The registered estimator ``algorithm`` names (:mod:`turngym.trainers.estimators`)."""
-        return get_estimator(self.algorithm)
+        """The registered estimator ``algorithm`` names (:mod:`turngym.trainers.estimators`); resolves the config
+        first (``imports`` may register it)."""
+        return get_estimator(self.resolve().algorithm)
 
     def _resolve_algorithm(self) -> None:
         """``algorithm`` is registered (an error lists the choices), and the options that need or exclude a
         critic agree with it."""
         self.algorithm = resolve_algorithm(self.algorithm)
         with_critic = [name for name in estimator_names() if get_estimator(name).needs_values]
-        if self.estimator.needs_values:
+        if get_estimator(self.algorithm).needs_values:
             if self.dynamic_sampling != "off":
                 raise ValueError(f"dynamic_sampling drops groups with all-zero advantages: it is for the group-based "
                                  f"algorithms, not {self.algorithm} (with a critic), whose GAE advantages are never "

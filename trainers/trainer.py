@@ -96,6 +96,7 @@ class TurnGymTrainer(GRPOTrainer):
                  peft_config: Any = None) -> None:
         if args is None:
             raise ValueError("TurnGymTrainer needs args=TurnGymConfig(...)")
+        args.resolve()  # imports, registry lookups, the curriculum's check (construction does none of them)
         if model is None or isinstance(model, str):
             from turngym.agents.models import load_policy
 

@@ -208,6 +208,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     config = _trl_command(args, TurnGymConfig, "recipes/configs/signals-ppo.yaml",
                           "RL on whole episodes: PPO, GRPO, RLOO, turn-level RLOO/GRPO, GiGPO.", _train_defaults())
+    config.resolve()  # imports and registry lookups: a bad world or algorithm fails before the model loads
     trainer = TurnGymTrainer(args=config)
     resume = config.resume_from_checkpoint
     resume = True if str(resume).lower() in ("true", "last") else resume  # True: the newest checkpoint
