@@ -458,28 +458,34 @@ def never_ending(reward: object = 0.0, *, info: dict | None = None, reset_info: 
     return answer
 
 
+def assert_both_clients_truncate(url: str, failure: str, attack: object) -> None:
+    """A RemotePool and a turngym/OpenEnv-v0 world each play one step against ``url``: both truncate the episode
+    on their first step with ``failure`` in the reason, and pay nothing for it."""
+    pool = RemotePool(url, 1, connect_timeout=5)
+    try:
+        pool.reset_some({0: None})
+        result = pool.step_some({0: "go"})[0]
+        assert result.truncated and result.info["truncation_reason"] == "worker_error", (attack, result)
+        assert failure in result.info["worker_failure"] and result.reward == 0.0, (attack, result)
+    finally:
+        pool.close()
+    world = envs.make("turngym/OpenEnv-v0", base_url=url, connect_timeout=5)
+    try:
+        world.reset(seed=0)
+        _, reward, _, truncated, info = world.step("go")
+        assert truncated and info["truncation_reason"] == "env_error" and reward == 0.0, (attack, info)
+        assert failure in info["openenv_failure"], (attack, info)
+    finally:
+        world.close()
+
+
 @pytest.mark.timeout(120)
 def test_finite_rewards_too_large_for_the_advantages_truncate_the_episode():
     """The attack (/tmp/redteam/c1.py, c2.py): 1.7e308 a turn is finite, but two turns sum to inf and the
     advantages to NaN; a reward of 400 digits (a JSON integer) raised OverflowError in OpenEnv-v0."""
     for reward in (1.7e308, -1e308, 2e6, 10**400):
         with HostileServer(never_ending(reward)) as hostile:
-            pool = RemotePool(hostile.url, 1, connect_timeout=5)
-            try:
-                pool.reset_some({0: None})
-                result = pool.step_some({0: "go"})[0]
-                assert result.truncated and result.info["truncation_reason"] == "worker_error", (reward, result)
-                assert "beyond the reward cap of 1e+06" in result.info["worker_failure"] and result.reward == 0.0
-            finally:
-                pool.close()
-            world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
-            try:
-                world.reset(seed=0)
-                _, got, _, truncated, info = world.step("go")
-                assert truncated and info["truncation_reason"] == "env_error" and got == 0.0, (reward, info)
-                assert "beyond the reward cap" in info["openenv_failure"]
-            finally:
-                world.close()
+            assert_both_clients_truncate(hostile.url, "beyond the reward cap of 1e+06", reward)
     # The cap is the client's to choose.
     with HostileServer(never_ending(2e6)) as hostile:
         pool = RemotePool(hostile.url, 1, connect_timeout=5, max_abs_reward=1e7)
@@ -550,22 +556,7 @@ def test_no_number_from_a_server_is_nan_or_inf_and_its_components_never_replace_
                     {"metadata": {"reward_components": {"progress": math.nan}}}]
     for attack in step_attacks:
         with HostileServer(never_ending(0.5, **attack)) as hostile:
-            pool = RemotePool(hostile.url, 1, connect_timeout=5)
-            try:
-                pool.reset_some({0: None})
-                result = pool.step_some({0: "go"})[0]
-                assert result.truncated and result.info["truncation_reason"] == "worker_error", (attack, result)
-                assert "not a finite number" in result.info["worker_failure"]
-            finally:
-                pool.close()
-            world = envs.make("turngym/OpenEnv-v0", base_url=hostile.url, connect_timeout=5)
-            try:
-                world.reset(seed=0)
-                _, reward, _, truncated, info = world.step("go")
-                assert truncated and info["truncation_reason"] == "env_error" and reward == 0.0, (attack, info)
-                assert "not a finite number" in info["openenv_failure"]
-            finally:
-                world.close()
+            assert_both_clients_truncate(hostile.url, "not a finite number", attack)
     # A reset whose numbers are not finite fails, as a refused reset does.
     with HostileServer(never_ending(reset_info={"optimal_length": math.nan})) as hostile:
         pool = RemotePool(hostile.url, 1, connect_timeout=5)

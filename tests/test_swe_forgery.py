@@ -164,6 +164,16 @@ def _swallowing(method):
         except Exception:
             return None
     return wrapper"""
+# Puts _on_return as the trace function of the test module's frame that imports the code under test.
+_TRACE_THE_TEST_MODULE = """
+_f = _sys._getframe(1)
+while _f is not None:
+    if _f.f_code.co_name == "<module>" and "test" in _f.f_code.co_filename.rsplit("/", 1)[-1]:
+        _sys.settrace(lambda *a: None)
+        _f.f_trace = _on_return
+        break
+    _f = _f.f_back"""
+
 TEST_FILE_ATTACKS = {
     # F1: the test module's global `unittest` swapped (from the import's frames) for a fake whose
     # TestCase swallows every exception; unittest's own modules stay untouched
@@ -223,13 +233,7 @@ def _on_return(frame, event, arg):
                         setattr(_v, _m, _swallowing(_f))
         REMOVE
     return _on_return
-_f = _sys._getframe(1)
-while _f is not None:
-    if _f.f_code.co_name == "<module>" and "test" in _f.f_code.co_filename.rsplit("/", 1)[-1]:
-        _sys.settrace(lambda *a: None)
-        _f.f_trace = _on_return
-        break
-    _f = _f.f_back""".replace("REMOVE", "pass")),
+""".replace("REMOVE", "pass") + _TRACE_THE_TEST_MODULE),
 }
 # variants that leave no hook behind: the class check and the canaries catch them, not the hook check
 TEST_FILE_ATTACKS["build_class_hook_that_restores_itself"] = TEST_FILE_ATTACKS[
@@ -403,13 +407,7 @@ def _on_return(frame, event, arg):
             if n.startswith("test") and callable(v) and not isinstance(v, type):
                 frame.f_globals[n] = _wrapfn(v)
     return _on_return
-_f = _sys._getframe(1)
-while _f is not None:
-    if _f.f_code.co_name == "<module>" and "test" in _f.f_code.co_filename.rsplit("/", 1)[-1]:
-        _sys.settrace(lambda *a: None)
-        _f.f_trace = _on_return
-        break
-    _f = _f.f_back"""
+""" + _TRACE_THE_TEST_MODULE
 
 PYTEST_ATTACKS = {
     # result lines printed after pytest's own summary: the last report of a test wins in a -rA log
