@@ -108,15 +108,9 @@ def make_trainer(tmp_path: Path, tokenizer, case: dict) -> TurnGymTrainer:
                 if "score" in name:
                     parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
     if case.get("_silence_first_group"):  # the step's first group scores 0 on every turn
-        rollout = trainer.rollout_func
+        from tests.test_trainer import _silence_first_group
 
-        def silenced(prompts, trainer_):
-            out = rollout(prompts, trainer_)
-            for episode in out["episode"][:4]:
-                episode.trajectory.turn_rewards = [0.0] * len(episode.trajectory.turn_rewards)
-            return out
-
-        trainer.rollout_func = silenced
+        _silence_first_group(trainer)
     return trainer
 
 

@@ -545,8 +545,8 @@ def _append(path: str, code: str) -> str:
     return f"```bash\ncat >> {path} <<'TURNGYM_EOF'\n{code}\nTURNGYM_EOF\n```"
 
 
-# A test module that passes every test of any name: classes made on demand, any test method a no-op.
-FAKE_TESTS = '''import unittest
+# A TestCase class whose test methods of any name are no-ops, made on demand.
+ANY_TEST_CLASS = '''import unittest
 class _Meta(type):
     def __getattr__(cls, name):
         if name.startswith("test"):
@@ -555,7 +555,9 @@ class _Meta(type):
         raise AttributeError(name)
 class _Any(unittest.TestCase, metaclass=_Meta):
     pass
-def __getattr__(name):
+'''
+# A test module that passes every test of any name: classes made on demand, any test method a no-op.
+FAKE_TESTS = ANY_TEST_CLASS + '''def __getattr__(name):
     if name.startswith("Test"):
         return type(name, (_Any,), {})
     raise AttributeError(name)

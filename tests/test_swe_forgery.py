@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.test_swe import TASK, _append, _plant, needs_bwrap, play
+from tests.test_swe import ANY_TEST_CLASS, TASK, _append, _plant, needs_bwrap, play
 from turngym.envs.swe import GradeReport, SWEEnv, SWEInstance, shipped_instances, swe_tasks, swe_taskset
 from turngym.envs.swe.instances import local_repo_dir
 
@@ -205,16 +205,8 @@ def _bc(func, name, *bases, **kw):
 _b.__build_class__ = _bc"""),
     # F3: the test module replaced in sys.modules while it imports the package: its Test* classes and
     # their test methods are made on demand, each a no-op
-    "test_module_replaced_in_sys_modules": _append("intervals/__init__.py", """
-import sys as _sys, types as _types, unittest as _ut
-class _Meta(type):
-    def __getattr__(cls, name):
-        if name.startswith("test"):
-            setattr(cls, name, lambda self: None)
-            return getattr(cls, name)
-        raise AttributeError(name)
-class _Any(_ut.TestCase, metaclass=_Meta):
-    pass
+    "test_module_replaced_in_sys_modules": _append("intervals/__init__.py", "\n" + ANY_TEST_CLASS + """
+import sys as _sys, types as _types
 for _name, _mod in list(_sys.modules.items()):
     if _name.startswith("tests.test_") and not hasattr(_mod, "_faked"):
         _fake = _types.ModuleType(_name); _fake._faked = True
