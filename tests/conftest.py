@@ -51,3 +51,22 @@ def tiny_policy(tmp_path_factory):
     from tests.helpers_llm import save_tiny_policy
 
     return save_tiny_policy(tmp_path_factory.mktemp("tiny-policy"))
+
+
+@pytest.fixture
+def make_swe_env(tmp_path):
+    """``make_swe_env(**kwargs)``: SWE worlds on the bwrap sandbox and the shipped tasks (unless told otherwise),
+    all closed at the end of the test. The SWE test modules name it ``make_env``."""
+    from turngym.envs.swe import SWEEnv, swe_tasks
+
+    made = []
+
+    def factory(**kwargs):
+        kwargs.setdefault("sandbox", "bwrap")
+        kwargs.setdefault("tasks", swe_tasks(None))
+        made.append(SWEEnv(workspace_root=tmp_path / "sandboxes", **kwargs))
+        return made[-1]
+
+    yield factory
+    for env in made:
+        env.close()

@@ -17,7 +17,6 @@ import pytest
 
 from turngym.envs.swe import (
     GradeReport,
-    SWEEnv,
     SWEInstance,
     load_instances,
     parse_action,
@@ -304,19 +303,8 @@ MERGE_FIX = (
 
 
 @pytest.fixture
-def make_env(tmp_path):
-    made = []
-
-    def factory(**kwargs):
-        kwargs.setdefault("sandbox", "bwrap")
-        kwargs.setdefault("tasks", swe_tasks(None))
-        env = SWEEnv(workspace_root=tmp_path / "sandboxes", **kwargs)
-        made.append(env)
-        return env
-
-    yield factory
-    for env in made:
-        env.close()
+def make_env(make_swe_env):
+    return make_swe_env  # tests/conftest.py
 
 
 def play(env, actions):

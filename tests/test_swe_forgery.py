@@ -19,7 +19,7 @@ from dataclasses import replace
 import pytest
 
 from tests.test_swe import ANY_TEST_CLASS, TASK, _append, _plant, needs_bwrap, play
-from turngym.envs.swe import GradeReport, SWEEnv, SWEInstance, shipped_instances, swe_tasks, swe_taskset
+from turngym.envs.swe import GradeReport, SWEInstance, shipped_instances, swe_taskset
 from turngym.envs.swe.instances import local_repo_dir
 
 F2P = ("tests/test_core.py::TestInterval::test_touching_intervals_do_not_overlap",
@@ -27,18 +27,8 @@ F2P = ("tests/test_core.py::TestInterval::test_touching_intervals_do_not_overlap
 
 
 @pytest.fixture
-def make_env(tmp_path):
-    made = []
-
-    def factory(**kwargs):
-        kwargs.setdefault("sandbox", "bwrap")
-        kwargs.setdefault("tasks", swe_tasks(None))
-        made.append(SWEEnv(workspace_root=tmp_path / "sandboxes", **kwargs))
-        return made[-1]
-
-    yield factory
-    for env in made:
-        env.close()
+def make_env(make_swe_env):
+    return make_swe_env  # tests/conftest.py
 
 
 def _graded(make_env, actions, task=TASK, **env_kwargs):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from turngym.envs.swe import SWEEnv, swe_tasks
+from turngym.envs.swe import SWEEnv
 from turngym.envs.swe.sandbox import backend_available
 
 BWRAP_PROBLEM = backend_available("bwrap")
@@ -33,17 +33,8 @@ FIXED_LINE = "+        return self.start < other.end and other.start < self.end"
 
 
 @pytest.fixture
-def make_env(tmp_path):
-    made = []
-
-    def factory(**kwargs) -> SWEEnv:
-        env = SWEEnv(sandbox="bwrap", tasks=swe_tasks(None), workspace_root=tmp_path / "sandboxes", **kwargs)
-        made.append(env)
-        return env
-
-    yield factory
-    for env in made:
-        env.close()
+def make_env(make_swe_env):
+    return make_swe_env  # tests/conftest.py
 
 
 def bash(command: str) -> str:
