@@ -180,30 +180,36 @@ class TaskSet(Sequence[Task]):
         return tasks
 
 
-def assert_disjoint(*groups: Iterable[Task]) -> None:
-    """Fail loudly if any two groups share a task, by identity or by content hash."""
+def split_overlaps(*groups: Iterable[Task]) -> list[tuple[Task, str]]:
+    """Each task of a later group that is a task of an earlier one, by identity or by content hash, with a
+    line naming both (empty when the groups are disjoint)."""
     seen_keys: dict[str, str] = {}
     seen_content: dict[str, str] = {}
-    overlaps: list[str] = []
+    overlaps: list[tuple[Task, str]] = []
     for group in groups:
         group_keys: dict[str, str] = {}
         group_content: dict[str, str] = {}
         for task in group:
             if task.key in seen_keys:
-                overlaps.append(f"{task.id} ({task.split}) is the same task as {seen_keys[task.key]}")
+                overlaps.append((task, f"{task.id} ({task.split}) is the same task as {seen_keys[task.key]}"))
             if task.content_hash and task.content_hash in seen_content:
                 overlaps.append(
-                    f"{task.id} ({task.split}) has the same content as {seen_content[task.content_hash]}"
-                )
+                    (task, f"{task.id} ({task.split}) has the same content as {seen_content[task.content_hash]}"))
             group_keys[task.key] = f"{task.id} ({task.split})"
             if task.content_hash:
                 group_content[task.content_hash] = f"{task.id} ({task.split})"
         seen_keys.update(group_keys)
         seen_content.update(group_content)
+    return overlaps
+
+
+def assert_disjoint(*groups: Iterable[Task], hint: str = "") -> None:
+    """Fail loudly if any two groups share a task, by identity or by content hash (:func:`split_overlaps`)."""
+    overlaps = [line for _, line in split_overlaps(*groups)]
     if overlaps:
         shown = "\n  ".join(overlaps[:20])
         more = f"\n  ... and {len(overlaps) - 20} more" if len(overlaps) > 20 else ""
         raise SplitOverlapError(
             f"{len(overlaps)} task(s) appear in more than one split:\n  {shown}{more}\n"
-            "Evaluation on such splits would measure memorisation. Choose disjoint seeds or tasks."
+            "Evaluation on such splits would measure memorisation. Choose disjoint seeds or tasks." + hint
         )

@@ -210,6 +210,7 @@ class Study:
         self.out.mkdir(parents=True, exist_ok=True)
         self._check_same_config()
         self._panels: dict[str, Any] = {}
+        self.panel_check: dict[str, Any] | None = None  # check_panels()'s report, once run() made it
 
     # ---------------------------------------------------------------- bookkeeping
     @staticmethod
@@ -425,24 +426,20 @@ class Study:
         (:func:`~turngym.envs.tasks.assert_disjoint`, a SplitOverlapError naming the shared tasks), and the
         summary says how many held-out tasks share a quest template with a training task."""
         from turngym.envs.panels import template_overlap
-        from turngym.envs.tasks import SplitOverlapError, assert_disjoint
+        from turngym.envs.tasks import assert_disjoint, split_overlaps
 
         if self.world().num_train_tasks is None:
             raise ValueError("world.num_train_tasks is not set: a study checks its held-out panels against the "
                              "games it trains on, so it names how many (the train split's first N)")
         train = self.train_panel()
-        keys, contents = {t.key for t in train}, {t.content_hash for t in train if t.content_hash}
         report = {}
         for panel in self.panel_names():
             held_out = self.tasks(panel)
-            shared = [t.id for t in held_out if t.key in keys or (t.content_hash and t.content_hash in contents)]
-            if shared and self.config.evaluation.overlap != "report":
-                try:
-                    assert_disjoint(train, held_out)
-                except SplitOverlapError as error:
-                    raise SplitOverlapError(f"panel {panel}: {error} (a world whose splits share tasks by design, "
-                                            "like Signals, can run with evaluation.overlap: report)") from None
-            report[panel] = {**template_overlap(train, held_out), "shared_with_train": len(shared),
+            if self.config.evaluation.overlap != "report":
+                assert_disjoint(train, held_out, hint=f" (panel {panel}; a world whose splits share tasks by "
+                                "design, like Signals, can run with evaluation.overlap: report)")
+            report[panel] = {**template_overlap(train, held_out),
+                             "shared_with_train": len({task.id for task, _ in split_overlaps(train, held_out)}),
                              "fingerprint": held_out.fingerprint}
         return {"train": {"taskset": train.name, "tasks": len(train), "fingerprint": train.fingerprint}, **report}
 
@@ -508,7 +505,7 @@ class Study:
             + sum(e["seconds"] for rows in evals.values() for e in rows),
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}
                        for p in self.panel_names()},
-            "panel_check": getattr(self, "panel_check", None),
+            "panel_check": self.panel_check,
             "preregistered": _plan_record(self.config.preregistered),
             "versions": _versions(),
             "config": self.config.to_dict(),

@@ -70,3 +70,28 @@ def test_the_worker_answers_resets_and_steps_and_reports_an_error_then_exits():
         if process.is_alive():
             process.kill()
         parent_pipe.close()
+
+
+def test_the_wrapper_state_forget_reset_puts_back_is_where_it_reads_it():
+    """turngym.envs.pool_api.forget_reset undoes a raised reset in gymnasium's PassiveEnvChecker
+    (``checked_reset``, ``checked_step``, ``_previous_data``) and OrderEnforcing (``_has_reset``)."""
+    from gymnasium.wrappers.common import OrderEnforcing, PassiveEnvChecker
+
+    from turngym.envs.pool_api import forget_reset
+
+    env = gym.make("turngym/Signals-v0")
+    try:
+        layers, layer = {}, env
+        while isinstance(layer, gym.Wrapper):
+            layers[type(layer)] = layer
+            layer = layer.env
+        checker, order = layers[PassiveEnvChecker], layers[OrderEnforcing]
+        assert (checker.checked_reset, checker.checked_step, checker._previous_data) == (False, False, None)
+        assert order._has_reset is False
+        checker.checked_reset, order._has_reset = True, True  # what a reset that raised half-way leaves
+        forget_reset(env)
+        assert (checker.checked_reset, order._has_reset) == (False, False)
+        env.reset(seed=0)  # the reset check runs again, and the order enforcer lets steps through
+        assert checker.checked_reset and order._has_reset
+    finally:
+        env.close()

@@ -466,7 +466,7 @@ def test_a_held_out_panel_that_repeats_training_tasks_is_refused_before_any_stag
     # Signals draws 2^2 sequences: its eval tasks repeat train tasks by content under other ids and seeds.
     config = tiny_study(tmp_path, policy, evaluation={"num_tasks": 4, "curve_points": 0, "overlap": "refuse"})
     study = Study(config, [Arm("base")], progress=False)
-    refused = r"(?s)panel held_out: .*signals/eval/10000 \(eval\) is the same task as signals/train/.*overlap: report"
+    refused = r"(?s)signals/eval/10000 \(eval\) is the same task as signals/train/.*panel held_out.*overlap: report"
     with pytest.raises(SplitOverlapError, match=refused):
         study.run()
     assert not (study.out / "evals").exists()  # nothing ran

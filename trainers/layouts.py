@@ -36,7 +36,10 @@ Gather = Callable[[torch.Tensor], torch.Tensor]  # one tensor from every process
 def pad(rows: Sequence[Sequence[Any]], value: Any, side: str, dtype: torch.dtype, *, multiple: int | None = None,
         device: Any = None) -> torch.Tensor:
     """Rows padded with ``value`` on ``side`` ("left" or "right") to the longest, rounded up to a ``multiple``
-    (as TRL's ``pad``)."""
+    (as TRL's ``pad``).
+
+    Written here, not imported: the modules behind the adapter import no TRL (tests/test_trl_contract.py), and
+    torch's ``pad_sequence`` neither rounds to a multiple nor takes an empty batch. Tested equal to TRL's."""
     width = max((len(r) for r in rows), default=0)
     if multiple:
         width += -width % multiple
