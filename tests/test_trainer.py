@@ -30,7 +30,7 @@ from turngym.trainers.estimators import (
     unregister_estimator,
 )
 from turngym.trainers.tis import truncated_importance_weights
-from turngym.trainers.trainer import TurnGymTrainer
+from turngym.trainers.trainer import LossForward, TurnGymTrainer
 from turngym.trainers.worlds import train_tasks
 
 SIGNALS = {"turns": 3, "colours": 2}
@@ -293,17 +293,16 @@ def test_the_loss_projects_only_its_own_tokens_with_trls_numbers(tmp_path, token
     trainer.model.train()
     weights = torch.randn(mask.shape)
 
-    def scored(method):
+    def scored(method, model):
         trainer.model.zero_grad(set_to_none=True)
-        monkeypatch.setattr(trainer, "_loss_inputs", output)  # as while _compute_loss runs
-        logps, entropy, _ = method(trainer.model, ids, attention, width, compute_entropy=True)
+        logps, entropy, _ = method(model, ids, attention, width, compute_entropy=True)
         (logps * weights * mask).sum().backward()
         grads = [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
         return logps.detach(), entropy.detach(), grads
 
-    ours = scored(trainer._get_per_token_logps_and_entropies)
+    ours = scored(trainer._get_per_token_logps_and_entropies, LossForward(trainer.model, output))  # as in the loss
     assert projected == [mask.sum().item()]
-    theirs = scored(lambda *a, **k: GRPOTrainer._get_per_token_logps_and_entropies(trainer, *a, **k))
+    theirs = scored(lambda *a, **k: GRPOTrainer._get_per_token_logps_and_entropies(trainer, *a, **k), trainer.model)
     assert projected == [mask.sum().item()]  # TRL's own path projects every position (CPU), not through ours
     kept = mask.bool()
     assert torch.allclose(ours[0][kept], theirs[0][kept], atol=1e-5)

@@ -131,3 +131,32 @@ def test_the_modules_behind_the_adapter_import_no_trl(module):
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert not {name for name in imported if name == "trl" or name.startswith("trl.")}, (
         f"trainers/{module}.py imports TRL: only trainers/trainer.py adapts to it")
+
+
+def test_trls_loss_hands_the_model_only_to_its_forward_pass():
+    """TurnGymTrainer._compute_loss passes TRL a LossForward (the model with its micro-batch) as ``model``: sound only
+    while TRL's loss uses ``model`` for nothing but the first argument of _get_per_token_logps_and_entropies."""
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(trl.GRPOTrainer._compute_loss)))
+    uses = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "model"]
+    forward_calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+                     and getattr(node.func, "attr", None) == "_get_per_token_logps_and_entropies"]
+    handed = [call.args[0] for call in forward_calls if call.args and getattr(call.args[0], "id", None) == "model"]
+    assert len(uses) == len(handed) == 1, "TRL's _compute_loss now uses `model` elsewhere: re-read LossForward"
+
+
+def test_the_adapter_passes_no_batch_between_overrides_through_self():
+    """No attribute of the trainer is set in one override to be read in another (the loss's micro-batch travels
+    as an argument, LossForward)."""
+    tree = ast.parse((ROOT / "trainers" / "trainer.py").read_text())
+    (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TurnGymTrainer"]
+    set_outside_init = {
+        target.attr
+        for method in cls.body if isinstance(method, ast.FunctionDef) and method.name != "__init__"
+        for node in ast.walk(method) if isinstance(node, ast.Assign | ast.AugAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        for target in (target.elts if isinstance(target, ast.Tuple) else [target])
+        if isinstance(target, ast.Attribute) and getattr(target.value, "id", None) == "self"}
+    # beta: zeroed inside _compute_loss's own call to TRL's loss (kl_penalty=reward) and restored before it returns.
+    assert set_outside_init <= {"beta"}, f"state set on the trainer outside __init__: {sorted(set_outside_init)}"

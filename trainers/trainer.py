@@ -24,6 +24,7 @@ import contextlib
 import os
 import warnings
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -65,6 +66,15 @@ def episode_return(prompts: list, completions: list, episode: list[Episode], **_
     return [e.episode_reward for e in episode]
 
 
+@dataclass(frozen=True)
+class LossForward:
+    """The model TRL's loss hands its forward pass, with the micro-batch that forward needs (loss mask, advantages
+    for TIS), as an argument, not trainer state. TRL's loss uses ``model`` nowhere else (tests/test_trl_contract)."""
+
+    model: Any
+    inputs: dict[str, Any]
+
+
 class TurnGymTrainer(GRPOTrainer):
     """GRPOTrainer whose samples are whole multi-turn episodes, with per-token advantages.
 
@@ -84,11 +94,6 @@ class TurnGymTrainer(GRPOTrainer):
     """
 
     _tag_names: ClassVar[list[str]] = ["trl", "turngym"]
-    # The one attribute shared between overrides: TRL calls the loss's forward pass
-    # (_get_per_token_logps_and_entropies) from _compute_loss without the micro-batch, which that forward needs
-    # (its loss mask, for the positions to project and TIS). Set only while _compute_loss runs.
-    _loss_inputs: dict[str, Any] | None = None
-
     def __init__(self, model: Any = None, args: TurnGymConfig | None = None, *,
                  tasks: TaskSet | dict[str, TaskSet] | None = None,
                  eval_tasks: TaskSet | dict[str, TaskSet] | None = None, processing_class: Any = None,
@@ -294,12 +299,11 @@ class TurnGymTrainer(GRPOTrainer):
                 self._log("train", {"critic/warmup": 1.0})
                 return torch.zeros((), device=self.accelerator.device, requires_grad=True)
         with contextlib.ExitStack() as stack:
-            self._loss_inputs = inputs  # its forward projects only the loss's tokens, and applies TIS
-            stack.callback(setattr, self, "_loss_inputs", None)
             if self.args.kl_penalty == "reward":  # the KL is already in the rewards: keep it out of the loss
                 beta, self.beta = self.beta, 0.0  # TRL reads self.beta inside its loss; restored on exit
                 stack.callback(setattr, self, "beta", beta)
-            return super()._compute_loss(model, inputs)
+            # TRL hands `model` only to the forward pass: the micro-batch travels with it (LossForward).
+            return super()._compute_loss(LossForward(model, inputs), inputs)
 
     def _get_per_token_logps_and_entropies(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                                            logits_to_keep: int, batch_size: int | None = None,
@@ -310,8 +314,9 @@ class TurnGymTrainer(GRPOTrainer):
                                            mm_token_type_ids: Any = None, image_position_ids: Any = None) -> tuple:
         """TRL's log-probabilities, projected through the vocabulary only at the completion positions read.
 
-        Those are the loss's mask (completion and tool mask: the model's own tokens) while :meth:`_compute_loss`
-        runs, else every completion token; other positions are 0, as in TRL (:mod:`turngym.trainers.logprobs`).
+        Those are the loss's mask (completion and tool mask: the model's own tokens) when ``model`` is the
+        :class:`LossForward` :meth:`_compute_loss` hands TRL, else every completion token; other positions are 0,
+        as in TRL (:mod:`turngym.trainers.logprobs`).
         Multimodal inputs, a MoE aux loss, a scaled head or a wrapped model (DDP, FSDP, DeepSpeed, whose own
         forward must run) take TRL's path unchanged.
 
@@ -321,7 +326,9 @@ class TurnGymTrainer(GRPOTrainer):
         """
         extra = (pixel_values, image_grid_thw, num_images, pixel_attention_mask, spatial_shapes, num_tiles,
                  image_sizes, token_type_ids, mm_token_type_ids, image_position_ids)
-        inputs, causal_lm = self._loss_inputs, self._directly_callable(model)
+        inputs = model.inputs if isinstance(model, LossForward) else None
+        model = model.model if isinstance(model, LossForward) else model
+        causal_lm = self._directly_callable(model)
         if causal_lm is None or compute_aux_loss or any(x is not None for x in extra):
             logps, entropies, aux_loss = super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
