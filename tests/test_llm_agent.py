@@ -542,33 +542,17 @@ def test_same_seed_same_episodes_and_greedy_does_not_depend_on_batching(model, t
     assert play(1, 0.0) == play(4, 0.0)  # greedy: one at a time or four in a batch
 
 
-def test_vllm_backend_colocated_path_reads_token_ids_and_logprobs(monkeypatch):
-    import sys
-    import types
+def test_vllm_requests_are_seeded_by_episode_and_length_like_hf_rows():
+    """A turn's vLLM seed is its episode's seed and length (as HF's row generators): independent of the batch,
+    different every turn. The colocated engine itself runs in tests/test_vllm.py (real vLLM, `make test-vllm`)."""
+    from turngym.agents.backends import _request_seed
 
-    class SamplingParams:  # stands in for vllm.SamplingParams: vLLM needs a GPU
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
-    logprob = types.SimpleNamespace
-
-    class FakeLLM:
-        def generate(self, prompts, params, use_tqdm):
-            self.prompts, self.params = prompts, params
-            finish = ["stop", "length"]
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(
-                token_ids=[7, 2] if i == 0 else [7, 8], finish_reason=finish[i],
-                logprobs=[{7: logprob(logprob=-0.5)}, {2: logprob(logprob=-0.1), 8: logprob(logprob=-0.2)}])])
-                for i in range(len(prompts))]
-
-    llm = FakeLLM()
-    out = VLLMBackend(llm=llm).generate([GenerationRequest(0, [1, 2], seed=3), GenerationRequest(1, [4], seed=4)],
-                                        SamplingConfig(temperature=0.5, max_new_tokens=2), stop_ids=[2])
-    assert out == [Generation([7, 2], [-0.5, -0.1], True), Generation([7, 8], [-0.5, -0.2], False)]
-    assert llm.prompts == [{"prompt_token_ids": [1, 2]}, {"prompt_token_ids": [4]}]
-    assert llm.params[1].kwargs == {"temperature": 0.5, "top_p": 1.0, "top_k": -1, "max_tokens": 2, "logprobs": 0,
-                                    "stop_token_ids": [2], "seed": 4}
+    assert _request_seed(GenerationRequest("a", [1, 2, 3], seed=5)) == _request_seed(GenerationRequest("b", [9, 9, 9],
+                                                                                                         seed=5))
+    assert _request_seed(GenerationRequest(0, [1, 2, 3], seed=5)) != _request_seed(GenerationRequest(0, [1, 2, 3, 4],
+                                                                                                      seed=5))
+    assert _request_seed(GenerationRequest(0, [1], seed=5)) != _request_seed(GenerationRequest(0, [1], seed=6))
+    assert 0 <= _request_seed(GenerationRequest(0, [1], seed=2**62)) < 2**63
 
 
 def test_the_shared_system_prompt_is_encoded_once_and_reused_exactly(model, tokenizer):
