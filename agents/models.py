@@ -147,10 +147,9 @@ def make_llm_agent(model: str = DEFAULT_MODEL, *, backend: str = "hf", device: s
             from trl.generation.vllm_client import VLLMClient
 
             vllm = VLLMBackend(client=VLLMClient(base_url=vllm_server))
-        else:
-            from vllm import LLM
-
-            vllm = VLLMBackend(llm=LLM(model=resolve_model(model)))
+        else:  # in this process, in the dtype load_policy gives (fp32 on CPU: vLLM's "auto" would take bf16)
+            vllm = VLLMBackend.colocated(resolve_model(model), dtype="float32" if device == "cpu" else "bfloat16",
+                                         seed=config.seed, max_model_len=config.max_context_tokens)
         return LLMAgent(vllm, tokenizer, config, name=name or f"vllm:{Path(model).name}")
     raise ValueError(f"unknown backend {backend!r}; choose from hf, vllm, openai")
 

@@ -296,6 +296,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int, help="override the RL budget per algorithm and seed")
     parser.add_argument("--only", nargs="+", metavar="LABEL",
                         help="run only these entries of the config's 'algorithms' (e.g. turn_rloo turn_rloo-null)")
+    parser.add_argument("--backend", choices=["hf", "vllm"],
+                        help="RL rollouts' generation: hf (the default) or vllm (a colocated vLLM engine, its CPU "
+                             "build on CPU; sets rl.use_vllm); evaluation stays on HF")
 
 
 def only_algorithms(config: StudyConfig, labels: Sequence[str]) -> StudyConfig:
@@ -312,6 +315,8 @@ def main_with(args: argparse.Namespace) -> int:
                          results_dir=args.results_dir)
     if getattr(args, "only", None):
         config = only_algorithms(config, args.only)
+    if getattr(args, "backend", None):
+        config = replace(config, rl={**config.rl, "use_vllm": args.backend == "vllm", "vllm_mode": "colocate"})
     summary, out = run(config, restart=args.restart)
     print_outputs(summary, out, "learning_curves.png")
     return 0

@@ -75,6 +75,29 @@ class LossForward:
     inputs: dict[str, Any]
 
 
+@contextlib.contextmanager
+def _vllm_in_policy_dtype(model: Any, args: TurnGymConfig) -> Any:
+    """TRL builds its colocated vLLM engine with no dtype, and vLLM's ``auto`` samples an fp32 policy in bf16
+    (logprobs ~0.03 nats off the trainer's): while TRL builds it, its ``LLM`` is turngym's ``make_llm`` in the
+    policy's dtype (the engine in this process, the trainer's torch threads kept)."""
+    if not (args.use_vllm and args.vllm_mode == "colocate"):
+        yield
+        return
+    import functools
+
+    import trl.generation.vllm_generation as trl_vllm
+
+    from turngym.agents.backends import make_llm
+
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    built_by_trl = trl_vllm.LLM
+    trl_vllm.LLM = functools.partial(make_llm, dtype=dtype)
+    try:
+        yield
+    finally:
+        trl_vllm.LLM = built_by_trl
+
+
 class TurnGymTrainer(GRPOTrainer):
     """GRPOTrainer whose samples are whole multi-turn episodes, with per-token advantages.
 
@@ -128,7 +151,7 @@ class TurnGymTrainer(GRPOTrainer):
                            if args.curriculum == "success" else None)
         qualified = len(self.worlds) > 1
         held_out = [w.key(t.id, qualified=qualified) for w in self.worlds for t in (w.eval_tasks or ())]
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _vllm_in_policy_dtype(model, args):
             # rollout_func is TRL's documented hook; its "experimental" notice is for this call only
             # (TRL_EXPERIMENTAL_SILENCE would silence every experimental TRL feature of the process).
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
@@ -139,6 +162,9 @@ class TurnGymTrainer(GRPOTrainer):
                              peft_config=peft_config)
         if backend is None and self.use_vllm:
             self.runner.backend = self._vllm_backend
+        if self.use_vllm and self.vllm_mode == "colocate" and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            # TRL's sync (vLLM's load_weights) fails on vLLM's CPU build in fp32 and would leave a tied head stale.
+            self.vllm_generation.sync_weights = self._sync_vllm_weights
         self._check_reference()
         # The one place that decides: NoCritic (every call a no-op) when the estimator needs no values.
         self.critic: Critic | NoCritic = build_critic(self.estimator.needs_values, self.model, args.critic_config,
@@ -215,6 +241,11 @@ class TurnGymTrainer(GRPOTrainer):
         generation = self.vllm_generation
         llm = getattr(generation, "llm", None)
         return VLLMBackend(llm=llm) if llm is not None else VLLMBackend(client=generation.vllm_client)
+
+    def _sync_vllm_weights(self) -> None:
+        from turngym.agents.backends import sync_vllm_weights
+
+        sync_vllm_weights(self.vllm_generation.llm, self.accelerator.unwrap_model(self.model))
 
     # ------------------------------------------------------------------ advantage hand-over
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,97 @@
+"""Playing TextWorld episodes with a generation backend, for the real-vLLM tests (test_vllm.py on CPU, test_gpu.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from turngym.agents.backends import HFBackend
+from turngym.agents.llm import LLMAgent, LLMAgentConfig, reply_format
+from turngym.agents.rollout import run_episodes
+from turngym.envs.vector import LocalPool
+
+ENV_ID = "turngym/TextWorld-v0"
+MAX_TURNS = 4
+
+
+def textworld_panel(n: int = 4):
+    from turngym.envs.textworld import materialise, textworld_tasks
+
+    return materialise(textworld_tasks("w2-o3-q4", "eval", n=n), workers=1, progress=False)
+
+
+def agent_config(**overrides) -> LLMAgentConfig:
+    action_format, response_prefix = reply_format(ENV_ID)
+    settings = {"action_format": action_format, "response_prefix": response_prefix, "temperature": 0.0,
+                "max_new_tokens": 24, "seed": 0}
+    return LLMAgentConfig(**{**settings, **overrides})
+
+
+def play(backend, tokenizer, tasks, config: LLMAgentConfig):
+    pool = LocalPool.from_id(ENV_ID, len(tasks), env_kwargs={"tasks": tasks, "max_turns": MAX_TURNS})
+    try:
+        return run_episodes(LLMAgent(backend, tokenizer, config), pool, list(tasks), seed=0)
+    finally:
+        pool.close()
+
+
+def hf_backend(model, tokenizer) -> HFBackend:
+    return HFBackend(model, pad_id=tokenizer.pad_token_id)
+
+
+def model_logprobs(model, record) -> list[float]:
+    """The trainer's logprobs (HF, teacher-forced, T = 1) at the record's sampled tokens (env_mask 1)."""
+    ids = torch.tensor([record.prompt_ids + record.completion_ids], device=model.device)
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(record.prompt_ids) - 1 : -1].float()
+    targets = torch.tensor(record.completion_ids, device=logits.device)[:, None]
+    chosen = torch.log_softmax(logits, -1).gather(-1, targets)[:, 0]
+    return [float(lp) for lp, mask in zip(chosen, record.env_mask, strict=True) if mask]
+
+
+def sampled_logprobs(record) -> list[float]:
+    return [lp for lp, mask in zip(record.logprobs, record.env_mask, strict=True) if mask]
+
+
+def turns_sampled(record) -> list[list[int]]:
+    """The model's ids of each turn, read back from the record (env_mask 1)."""
+    return [[token for token, mask, index in zip(record.completion_ids, record.env_mask, record.turn_index,
+                                                  strict=True) if mask and index == turn]
+            for turn in range(len(record.turn_ends))]
+
+
+class Recording:
+    """A backend that keeps what its inner backend returned, as it left the engine."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.sampled = inner, []
+
+    def generate(self, requests, sampling, stop_ids):
+        generations = self.inner.generate(requests, sampling, stop_ids)
+        self.sampled.extend(g.ids for g in generations)
+        return generations
+
+    def release(self, key):
+        self.inner.release(key)
+
+    def cache_prefix(self, ids):
+        self.inner.cache_prefix(ids)
+
+
+def greedy_turn(backend, tokenizer, tasks) -> list[int]:
+    """The first turn's sampled ids on the first task (greedy)."""
+    record = play(backend, tokenizer, tasks.take(1), agent_config())[0].record
+    return record.completion_ids[: record.turn_ends[0] + 1]
+
+
+def forbid_first_token(model, tokenizer, tasks) -> int:
+    """Change ``model`` so its greedy first token on the first task cannot stay: that token's head row gets a
+    logit of -100 there (SmolLM2 ties the head to the embeddings); one MLP is scaled too (packed weights)."""
+    record = play(hf_backend(model, tokenizer), tokenizer, tasks.take(1), agent_config())[0].record
+    token = record.completion_ids[0]
+    with torch.no_grad():
+        hidden = model.model(torch.tensor([record.prompt_ids], device=model.device)).last_hidden_state[0, -1].float()
+        row = model.get_output_embeddings().weight[token]
+        row -= ((row.float() @ hidden + 100.0) / (hidden @ hidden) * hidden).to(row.dtype)
+        for parameter in model.model.layers[5].mlp.parameters():
+            parameter.mul_(1.25)
+    return token
