@@ -429,9 +429,9 @@ class VLLMBackend:
     temperature), or ``client``, a :class:`trl.generation.vllm_client.VLLMClient` talking to ``trl vllm-serve``.
     Token ids in, token ids out: vLLM gets each episode's full ids (its prefix cache reuses the history) and
     returns the ids it sampled, which are the ids trained on. Only ``stop_ids`` end a turn (the model's own EOS
-    is ignored, as in :class:`HFBackend`). Each request's seed is the episode's seed and its length, as in
-    :class:`HFBackend`, so a turn's sample does not depend on its batch; the draws differ from HF's (another
-    random stream), greedy turns agree.
+    is ignored, as in :class:`HFBackend`). On CUDA each request's seed is the episode's seed and its length, as in
+    :class:`HFBackend`, so a turn's sample does not depend on its batch (on CPU the engine's seeded stream: see
+    :meth:`generate`); the draws differ from HF's (another random stream), greedy turns agree.
 
     Logprobs are vLLM's ``processed_logprobs``: ``log softmax(logits / T)`` (T = 1 when greedy), after top-k/top-p
     truncation when those are set.
@@ -488,11 +488,16 @@ class VLLMBackend:
                 for ids, lps in zip(output["completion_ids"], output["logprobs"], strict=True)
             ]
         from vllm import SamplingParams  # optional dependency, imported on use
+        from vllm.platforms import current_platform
 
+        # vLLM's CPU build cannot seed requests one by one: when a seeded request's prefill is split over steps it
+        # rewinds the request's generator offset, which CPU generators lack ("CPU Generator does not use offset").
+        # There each draw comes from the engine's own seeded stream instead.
+        own_seeds = not current_platform.is_cpu()
         params = [
             SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
                            max_tokens=sampling.max_new_tokens, logprobs=0, stop_token_ids=list(stop_ids),
-                           ignore_eos=True, detokenize=False, seed=_request_seed(r))
+                           ignore_eos=True, detokenize=False, seed=_request_seed(r) if own_seeds else None)
             for r in requests
         ]
         outputs = self.llm.generate([{"prompt_token_ids": list(r.ids)} for r in requests], params, use_tqdm=False)

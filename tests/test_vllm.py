@@ -104,6 +104,16 @@ def test_sampled_ids_are_the_ids_trained_on(engine, policy, tasks):
     assert all(math.isfinite(g) for g in gaps) and max(gaps) < LOGPROB_BOUND
 
 
+def test_sampling_survives_prefills_split_over_steps(engine):
+    """Eight 1500-token prompts (12k tokens) overflow one step's 4096-token budget, so prefills are split: vLLM's
+    CPU build then rewinds per-request generators, which CPU generators cannot do; the backend must not seed them."""
+    from turngym.agents.backends import GenerationRequest, SamplingConfig
+
+    requests = [GenerationRequest(key, [1] + [100 + key + i % 500 for i in range(1500)], seed=key) for key in range(8)]
+    generations = engine.generate(requests, SamplingConfig(temperature=1.0, max_new_tokens=2), stop_ids=[2])
+    assert [len(g.ids) for g in generations] == [2] * 8 and all(len(g.logprobs) == 2 for g in generations)
+
+
 def test_weight_sync_makes_the_engine_generate_with_the_new_weights(engine, policy, tasks):
     model, tokenizer = policy
     changed = copy.deepcopy(model)
