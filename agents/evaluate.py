@@ -130,6 +130,7 @@ def evaluate(
     samples_per_task: int = 1,
     pass_at: Sequence[int] | None = None,
     pool_options: Mapping[str, Any] | None = None,
+    continuous: bool = False,
 ) -> EvalReport:
     """Play every task of ``tasks`` ``samples_per_task`` times with ``agent`` and summarise; the one
     evaluation entry point.
@@ -146,6 +147,7 @@ def evaluate(
 
     ``pool_options`` go to :func:`~turngym.envs.vector.make_pool`, e.g. ``{"backend": "remote",
     "server": "ws://host:8000"}`` to play a world served by ``turngym serve`` (docs/scaling.md).
+    ``continuous``: continuous batching for an LLM agent (:func:`~turngym.agents.rollout.run_episodes`).
     """
     if pass_at is None:
         pass_at = sorted({1, samples_per_task}) if samples_per_task > 1 else []
@@ -157,7 +159,7 @@ def evaluate(
     pool = make_pool(env_id, size, env_kwargs=kwargs, num_workers=num_workers, **dict(pool_options or {}))
     label = progress if isinstance(progress, str) else (f"eval {agent.name}" if progress else False)
     try:
-        trajectories = run_episodes(agent, pool, plays, seed=seed, progress=label)
+        trajectories = run_episodes(agent, pool, plays, seed=seed, progress=label, continuous=continuous)
     finally:
         pool.close()
     if trajectories_path is not None:

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from turngym.agents.actions import ActionParser
-from turngym.agents.backends import GenerationRequest, SamplingConfig, TokenBackend
+from turngym.agents.backends import Generation, GenerationRequest, SamplingConfig, TokenBackend
 from turngym.agents.base import Agent, EndEpisode, stable_seed
 from turngym.agents.chat import ChatFormat
+from turngym.agents.decoding import Decoder, Join, decoder_for
 from turngym.agents.records import TokenRecord
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -81,6 +82,7 @@ class LLMAgentConfig:
     max_completion_tokens: int | None = None  # cap on tokens after the prompt (training's max_completion_length)
     seed: int = 0
     history_window: int | None = None  # K: the model sees the first prompt and the last K turns (None: all turns)
+    join: Join = "turn"  # continuous batching: turns join once the batch is done, or between decoding steps ("token")
 
     def __post_init__(self) -> None:
         if self.history_window is not None and self.history_window < 1:
@@ -126,6 +128,7 @@ class LLMAgent(Agent):
                                response_prefix=self.config.response_prefix)
         self.name = name
         self._live: dict[int, _Live] = {}
+        self._decoder: Decoder | None = None  # continuous batching's, made at the first submit()
         backend.cache_prefix(self.chat.shared_prefix_ids())  # the shared system prompt, encoded once
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
@@ -134,30 +137,63 @@ class LLMAgent(Agent):
         self._live[episode] = _Live(record, stable_seed(self.config.seed, episode, task_id) % 2**62)
 
     def act(self, episodes: Sequence[int]) -> list[str | EndEpisode]:
-        sampling = self.config.sampling
-        results: list[str | EndEpisode] = [EndEpisode("context_length")] * len(episodes)
-        asked: list[tuple[int, int]] = []  # (position in episodes, episode)
-        for position, episode in enumerate(episodes):
-            live = self._live[episode]
-            delta = self.chat.env_delta_ids(live.pending_observation) if live.pending_observation is not None else []
-            if self._would_overflow(live.record, len(delta), sampling.max_new_tokens):
-                live.record.context_truncated = True
-                continue
-            if live.pending_observation is not None:
-                live.record.add_env_turn(delta)
-                live.pending_observation = None
-            asked.append((position, episode))
-        requests = [GenerationRequest(e, self._live[e].record.context_ids(), self._live[e].seed) for _, e in asked]
-        generations = self.backend.generate(requests, sampling, self.chat.stop_ids()) if requests else []
-        for (position, episode), generation in zip(asked, generations, strict=True):
-            record = self._live[episode].record
-            record.add_model_turn(generation, self.chat.end_of_turn_id)
-            reply = self.chat.decode(generation.ids, skip_special_tokens=True)
-            action = self.parser.parse(self.config.response_prefix + reply)
-            record.replies.append(reply)
-            record.actions.append(action)
-            results[position] = action if action is not None else ""
-        return results
+        """The next action of every episode listed, from one batched generation call."""
+        turns = [self._next_turn(episode) for episode in episodes]
+        requests = [turn for turn in turns if isinstance(turn, GenerationRequest)]
+        generations = iter(self.backend.generate(requests, self.config.sampling, self.chat.stop_ids())
+                           if requests else [])
+        return [self._take(turn.key, next(generations)) if isinstance(turn, GenerationRequest) else turn
+                for turn in turns]
+
+    # ------------------------------------------------------------------ continuous batching
+    def submit(self, episodes: Sequence[int]) -> list[tuple[int, EndEpisode]]:
+        """Queue the next turn of each episode listed (its actions come from :meth:`advance`); those that
+        cannot go on (the context is full) end now, and are returned."""
+        if self._decoder is None:
+            self._decoder = decoder_for(self.backend, self.config.sampling, self.chat.stop_ids(),
+                                        join=self.config.join)
+        ended = []
+        for episode in episodes:
+            turn = self._next_turn(episode)
+            if isinstance(turn, EndEpisode):
+                ended.append((episode, turn))
+            else:
+                self._decoder.add(turn)
+        return ended
+
+    def advance(self) -> list[tuple[int, str]]:
+        """One decoding iteration over the queued and running turns: ``(episode, action)`` of those it ended."""
+        if not self.decoding:
+            return []
+        return [(key, self._take(key, generation)) for key, generation in self._decoder.step()]
+
+    @property
+    def decoding(self) -> bool:
+        """Turns are queued or running (:meth:`submit`, :meth:`advance`)."""
+        return self._decoder is not None and self._decoder.busy
+
+    # ------------------------------------------------------------------ one turn
+    def _next_turn(self, episode: int) -> GenerationRequest | EndEpisode:
+        """The request for an episode's next turn (its pending observation appended), or why it must end."""
+        live = self._live[episode]
+        delta = self.chat.env_delta_ids(live.pending_observation) if live.pending_observation is not None else []
+        if self._would_overflow(live.record, len(delta), self.config.sampling.max_new_tokens):
+            live.record.context_truncated = True
+            return EndEpisode("context_length")
+        if live.pending_observation is not None:
+            live.record.add_env_turn(delta)
+            live.pending_observation = None
+        return GenerationRequest(episode, live.record.context_ids(), live.seed)
+
+    def _take(self, episode: int, generation: Generation) -> str:
+        """Record a generated turn; the action parsed from it ("" when none parses: an invalid action)."""
+        record = self._live[episode].record
+        record.add_model_turn(generation, self.chat.end_of_turn_id)
+        reply = self.chat.decode(generation.ids, skip_special_tokens=True)
+        action = self.parser.parse(self.config.response_prefix + reply)
+        record.replies.append(reply)
+        record.actions.append(action)
+        return action if action is not None else ""
 
     def _would_overflow(self, record: TokenRecord, delta: int, max_new: int) -> bool:
         """Would the next turn pass the context or the completion cap? (+1: a forced end-of-turn.) Both count

@@ -1,8 +1,9 @@
-"""The one rollout loop: an agent plays many episodes over a pool of environments, in lockstep.
+"""The one rollout loop: an agent plays many episodes over a pool of environments.
 
-Every free worker starts the next task; the agent then acts for all live episodes in one call
-(one batched forward pass for an LLM), the live episodes step in parallel, finished ones are
-recorded and their workers take the next task. Training, evaluation and the demo all use it.
+Every free worker starts the next task; the agent acts for the live episodes (in lockstep: all of them in one
+call, one batched forward pass for an LLM; with continuous batching: each turn as soon as its world answers),
+the live episodes step in parallel, finished ones are recorded and their workers take the next task.
+Training, evaluation and the demo all use it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Pool(Protocol):
 
     def send(self, index: int, kind: str, payload: Any) -> None: ...
 
-    def receive(self, *, wait_all: bool = True) -> list[Reply]: ...
+    def receive(self, *, wait_all: bool = True, timeout: float | None = None) -> list[Reply]: ...
 
 
 @dataclass
@@ -104,15 +105,25 @@ def run_episodes(
     *,
     seed: int = 0,
     lockstep: bool | None = None,
+    continuous: bool = False,
     progress: bool | str = False,
     first_episode: int = 0,
 ) -> list[Trajectory]:
     """Play one episode per task and return the trajectories in task order.
 
-    ``lockstep`` (default: ``agent.batched``) waits for every in-flight reset and step, then asks
-    the agent for all waiting episodes in one call: one batched forward pass for an LLM. Without
-    it, each answer is acted on as soon as it arrives, which keeps every worker busy. Resets of
-    finished workers always overlap with the other episodes' steps.
+    How the agent's turns meet the worlds' steps (resets of finished workers always overlap with the other
+    episodes' steps):
+
+    * ``lockstep`` (default for a batched agent): wait for every in-flight reset and step, then ask the agent
+      for all waiting episodes in one call (one batched forward pass for an LLM). Each turn waits for the
+      slowest world, and the worlds wait while the model generates.
+    * ``lockstep=False``: act on each answer as soon as it arrives, which keeps every worker busy (a
+      per-episode agent: scripts, baselines).
+    * ``continuous``: continuous batching, for an agent with ``submit``/``advance`` (the LLM agent,
+      :mod:`turngym.agents.decoding`). A turn joins the model's running batch as soon as its world answers;
+      a finished turn's action goes to its world at once, and the world steps (in its worker) while the model
+      decodes the others. The pool is polled between decoding iterations. Same episodes as lockstep for the
+      same seeds: each turn samples from its own generator.
 
     Reset seeds derive from ``seed`` and the task id, so the result does not depend on the
     number of workers or on scheduling. Episodes are numbered from ``first_episode`` (the agent
@@ -120,11 +131,15 @@ def run_episodes(
     """
     from tqdm.auto import tqdm
 
+    if continuous and not callable(getattr(agent, "submit", None)):
+        raise ValueError(f"continuous batching needs an agent with submit()/advance() (the LLM agent); "
+                         f"{type(agent).__name__} has none: use lockstep")
     lockstep = getattr(agent, "batched", True) if lockstep is None else lockstep
     pending = deque(zip(range(first_episode, first_episode + len(tasks)), tasks, _sample_numbers(tasks),
                         strict=True))
     free = deque(range(pool.num_envs))
     live: dict[int, tuple[int, Trajectory]] = {}  # worker -> (episode number, trajectory)
+    worker_of: dict[int, int] = {}  # episode number -> worker
     actions: dict[int, str] = {}  # worker -> the action in flight
     done: dict[int, Trajectory] = {}
     description = progress if isinstance(progress, str) else f"{getattr(agent, 'name', 'agent')} episodes"
@@ -132,44 +147,56 @@ def run_episodes(
 
     def finish(worker: int) -> None:
         episode, trajectory = live.pop(worker)
+        del worker_of[episode]
         trajectory.record = agent.end(episode)
         done[episode] = trajectory
         free.append(worker)
         bar.update()
 
+    def answered(reply: Reply) -> bool:
+        """Record a world's answer; True when its episode goes on (the agent is to act)."""
+        episode, trajectory = live[reply.index]
+        if reply.kind == "reset":
+            observation, info = reply.value
+            _begin(trajectory, observation, info)
+            agent.begin(episode, observation, {**info, "sample": trajectory.sample})
+            return True
+        step: StepResult = reply.value
+        _record(trajectory, actions.pop(reply.index), step)
+        agent.observe(episode, trajectory.actions[-1], step.observation, step.reward, step.info)
+        if step.terminated or step.truncated:
+            finish(reply.index)
+            return False
+        return True
+
+    def dispatch(worker: int, action: str | EndEpisode) -> None:
+        """Send the agent's action to its world, or end the episode the agent cannot go on with."""
+        if isinstance(action, EndEpisode):  # the agent cannot go on (e.g. its context is full)
+            trajectory = live[worker][1]
+            trajectory.truncated, trajectory.terminated = True, False
+            trajectory.truncation_reason = action.reason
+            finish(worker)
+            return
+        actions[worker] = action
+        pool.send(worker, "step", action)
+
     try:
         while pending or live:
             while pending and free:
                 worker, (episode, task, sample) = free.popleft(), pending.popleft()
-                live[worker] = (episode, Trajectory(task=task.info(), observations=[], sample=sample))
+                live[worker], worker_of[episode] = (episode, Trajectory(task=task.info(), observations=[],
+                                                                        sample=sample)), worker
                 pool.send(worker, "reset", {"seed": stable_seed(seed, task.id) % 2**31, "options": {"task": task}})
-            to_act = []
-            for reply in pool.receive(wait_all=lockstep):
-                episode, trajectory = live[reply.index]
-                if reply.kind == "reset":
-                    observation, info = reply.value
-                    _begin(trajectory, observation, info)
-                    agent.begin(episode, observation, {**info, "sample": trajectory.sample})
-                    to_act.append(reply.index)
-                    continue
-                step: StepResult = reply.value
-                _record(trajectory, actions.pop(reply.index), step)
-                agent.observe(episode, trajectory.actions[-1], step.observation, step.reward, step.info)
-                if step.terminated or step.truncated:
-                    finish(reply.index)
-                else:
-                    to_act.append(reply.index)
+            if continuous:  # poll the worlds while the model has turns to decode; else wait for one
+                replies = pool.receive(wait_all=False, timeout=0.0 if agent.decoding else None)
+                ready = [live[r.index][0] for r in replies if answered(r)]
+                for episode, action in agent.submit(ready) + agent.advance():
+                    dispatch(worker_of[episode], action)
+                continue
+            to_act = [reply.index for reply in pool.receive(wait_all=lockstep) if answered(reply)]
             if to_act:
-                chosen = agent.act([live[w][0] for w in to_act])
-                for worker, action in zip(to_act, chosen, strict=True):
-                    if isinstance(action, EndEpisode):  # the agent cannot go on (e.g. its context is full)
-                        trajectory = live[worker][1]
-                        trajectory.truncated, trajectory.terminated = True, False
-                        trajectory.truncation_reason = action.reason
-                        finish(worker)
-                        continue
-                    actions[worker] = action
-                    pool.send(worker, "step", action)
+                for worker, action in zip(to_act, agent.act([live[w][0] for w in to_act]), strict=True):
+                    dispatch(worker, action)
     finally:
         bar.close()
     return [done[first_episode + i] for i in range(len(tasks))]

@@ -26,6 +26,9 @@ register(f"{NAMESPACE}/Signals-v0", entry_point="turngym.envs.signals:SignalsEnv
 register(f"{NAMESPACE}/SWE-v0", entry_point="turngym.envs.swe.env:SWEEnv", task_panel="turngym.envs.swe:task_panel")
 register(f"{NAMESPACE}/ALFWorld-v0", entry_point="turngym.envs.alfworld.env:ALFWorldEnv",
          task_panel="turngym.envs.alfworld:task_panel")
+# Any world with a long-tailed step latency injected (benchmarks of rollout schedules).
+register(f"{NAMESPACE}/Latency-v0", entry_point="turngym.envs.latency:latency_world",
+         task_panel="turngym.envs.latency:task_panel")
 # Any OpenEnv server as a world (needs base_url; the serve extra): docs/scaling.md.
 register(f"{NAMESPACE}/OpenEnv-v0", entry_point="turngym.envs.openenv.world:OpenEnvWorld",
          task_panel="turngym.envs.openenv.world:task_panel")

@@ -145,15 +145,20 @@ class DeadlinePool(BatchCalls):
         deadline = time.monotonic() + self.transport.allowance(call, timeout)
         self._in_flight[index] = (call, deadline, self.transport.submit(index, call, timeout))
 
-    def receive(self, *, wait_all: bool = True) -> list[Reply]:
+    def receive(self, *, wait_all: bool = True, timeout: float | None = None) -> list[Reply]:
         """Answers of in-flight calls: all of them, or (``wait_all=False``) at least one.
 
-        A world that misses its deadline, dies or raises is respawned; a failed step comes back as a
-        truncated :class:`~turngym.envs.pool_api.StepResult`, a failed reset raises.
+        ``timeout``: wait at most this many seconds, then return the answers in so far (``0``: only those
+        already in; ``None``: as long as the calls' deadlines allow). A world that misses its deadline, dies or
+        raises is respawned; a failed step comes back as a truncated
+        :class:`~turngym.envs.pool_api.StepResult`, a failed reset raises.
         """
         replies: list[Reply] = []
+        give_up = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         while self._in_flight and (wait_all or not replies):
             deadline = min(d for _, d, _ in self._in_flight.values())
+            if give_up is not None:
+                deadline = min(deadline, give_up)
             by_handle = {handle: index for index, (_, _, handle) in self._in_flight.items()}
             ready = self.transport.wait(list(by_handle), max(deadline - time.monotonic(), 0))
             now = time.monotonic()
@@ -165,6 +170,8 @@ class DeadlinePool(BatchCalls):
                 reply = self._settle(index, call, outcome)
                 if reply is not None:
                     replies.append(reply)
+            if give_up is not None and now >= give_up:
+                break
         return replies
 
     def _settle(self, index: int, call: Call, outcome: Any) -> Reply | None:

@@ -202,8 +202,8 @@ class LocalPool(BatchCalls):
         call = kind if isinstance(kind, Call) else Call(kind, payload)
         self._done.append(Reply(index, call.kind, call_env(self.envs[index], call.kind, call.payload)))
 
-    def receive(self, *, wait_all: bool = True) -> list[Reply]:
-        replies, self._done = self._done, []
+    def receive(self, *, wait_all: bool = True, timeout: float | None = None) -> list[Reply]:
+        replies, self._done = self._done, []  # every call ran when it was sent
         return replies
 
     def close(self) -> None:

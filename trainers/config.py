@@ -108,6 +108,9 @@ class WorldOptions:
         default=None, metadata={"help": "env_backend=remote: the `turngym serve` address, e.g. ws://host:8000 "
                                         "(several: comma-separated)"})
     env_worlds_per_actor: int = field(default=1, metadata={"help": "env_backend=ray: worlds in each actor"})
+    rollout_schedule: Literal["lockstep", "continuous"] = field(
+        default="lockstep", metadata={"help": "continuous: worlds step while the model decodes, the same "
+                                              "episodes (docs/scaling.md)"})
 
     def world_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``turngym.envs.make(env_id, ...)``."""
@@ -198,6 +201,9 @@ class RolloutOptions:
         default=None, metadata={"help": "context of long episodes: the model sees the first prompt (system prompt, "
                                         "first observation) and the last K turns only, and each turn trains as its "
                                         "own sample on exactly that context; None: the whole episode, one sample"})
+    max_staleness: int = field(
+        default=0, metadata={"help": "K > 0: the next K steps' rollouts play while a step trains"})
+    partial_rollouts: bool = field(default=False, metadata={"help": "K > 0: new weights between turns"})
     eval_temperature: float = field(
         default=0.4, metadata={"help": "sampling temperature on held-out tasks (the reference study's)"})
     episode_samples: int = field(
@@ -401,6 +407,7 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
             raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
         if self.episode_samples < 0:
             raise ValueError(f"episode_samples must be >= 0 (0: off), got {self.episode_samples}")
+        self._validate_pipeline()
         if isinstance(self.lora_target_modules, list) and len(self.lora_target_modules) == 1:
             self.lora_target_modules = self.lora_target_modules[0]  # "all-linear" is a string to PEFT (as ModelConfig)
         if isinstance(self.worlds, str):
@@ -415,6 +422,22 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
             if self.use_vllm and self.vllm_importance_sampling_correction:
                 raise ValueError("history_window with use_vllm: set vllm_importance_sampling_correction=False "
                                  "(turngym's tis_cap corrects the per-turn samples instead)")
+
+    def _validate_pipeline(self) -> None:
+        """max_staleness > 0 plays rollouts ahead in a thread: one process, a sampler whose draws are known
+        ahead (no curriculum), one world, HF generation, and TIS on (stale tokens need their correction)."""
+        if self.max_staleness < 0:
+            raise ValueError(f"max_staleness must be >= 0 (0: on-policy), got {self.max_staleness}")
+        if self.max_staleness == 0:
+            if self.partial_rollouts:
+                raise ValueError("partial_rollouts needs max_staleness >= 1 (0 never updates weights mid-rollout)")
+            return
+        excluded = {"curriculum": self.curriculum != "off", "several worlds": bool(self.worlds),
+                    "use_vllm": self.use_vllm, "tis_cap None": self.tis_cap is None}
+        named = [name for name, on in excluded.items() if on]
+        if named:
+            raise ValueError(f"max_staleness > 0 does not work with {', '.join(named)} (a curriculum's draws depend "
+                             "on results not in yet; stale tokens need TIS): set max_staleness 0, or change them")
 
     def resolve(self) -> TurnGymConfig:
         """Imports and registry lookups, in that order (once; returns ``self``). Construction does none of it:

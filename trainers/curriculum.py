@@ -152,3 +152,14 @@ class TaskSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return (self.num_samples // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
+
+
+def task_sampler(task_worlds: Sequence[int], weights: Sequence[float] | None, curriculum: SuccessCurriculum | None,
+                 *, group: int, generation_batch: int, repeat: int, seed: int) -> TaskSampler | None:
+    """One :class:`TaskSampler` for a run with world ``weights`` (several worlds) or a ``curriculum``, with TRL's
+    layout (groups of ``group`` in a row, each batch ``repeat`` times); None when neither is set (TRL's own
+    ``RepeatSampler`` serves)."""
+    if curriculum is None and weights is None:
+        return None
+    return TaskSampler(task_worlds, weights, mini_repeat_count=group, batch_size=generation_batch // group,
+                       repeat_count=repeat, seed=seed, curriculum=curriculum)

@@ -460,3 +460,23 @@ def turn_advantages(algorithm: str, turn_rewards: Sequence[Sequence[float]], gro
     batch = AdvantageBatch([list(r) for r in turn_rewards], list(groups),
                            [list(s) for s in states] if states is not None else [[None] * len(r) for r in turn_rewards])
     return estimator(batch, settings).advantages
+
+
+def check_kl_reference(reference: Any, policy: Any, beta: float) -> None:
+    """With ``beta > 0`` the KL's reference must be the policy RL starts from (e.g. the SFT checkpoint).
+
+    TRL builds the reference model again from ``model.config._name_or_path``; a policy object whose weights
+    differ from that folder would silently be pulled towards another model. Parameters are compared in the
+    reference's dtype (a recipe may load it in bf16 next to an fp32 policy).
+    """
+    import torch
+
+    others = dict(reference.named_parameters())
+    for name, parameter in policy.named_parameters():
+        other = others.get(name)
+        same = other is not None and other.shape == parameter.shape
+        if not same or not torch.equal(other, parameter.detach().to(other.dtype)):
+            raise ValueError(
+                f"the KL reference (beta={beta}) loaded from {reference.config._name_or_path!r} differs from the "
+                f"policy being trained ({name}): save the starting policy (e.g. the SFT checkpoint) and pass its "
+                "folder as model_name_or_path, so the reference is the policy RL starts from")

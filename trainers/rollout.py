@@ -72,7 +72,8 @@ class EpisodeRunner:
             agent = LLMAgent(self.backend(model), self.tokenizer, self._agent_config(model, seed, world))
             played = run_episodes(agent, self._pool_for(len(positions), world),
                                   [self.tasks[task_ids[i]] for i in positions], seed=self.args.seed,
-                                  first_episode=number, progress=progress)
+                                  first_episode=number, progress=progress,
+                                  continuous=world.options.rollout_schedule == "continuous")
             number += len(positions)
             for position, trajectory in zip(positions, played, strict=True):
                 if len(self.worlds) > 1:
@@ -151,6 +152,27 @@ def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, tasks: Ta
         return evaluate(agent, options.env_id, tasks, env_kwargs=options.world_kwargs(), seed=seed,
                         num_workers=options.num_env_workers or 0, batch=batch,
                         progress=f"eval {name}" if progress is True else progress,
-                        samples_per_task=samples_per_task, pass_at=pass_at, pool_options=options.pool_options())
+                        samples_per_task=samples_per_task, pass_at=pass_at, pool_options=options.pool_options(),
+                        continuous=options.rollout_schedule == "continuous")
     finally:
         model.train(was_training)
+
+
+def evaluate_worlds(model: Any, tokenizer: Any, panels: Sequence[tuple[World, TaskSet]], args: TurnGymConfig,
+                    prefix: str, *, per_world: bool) -> dict[str, float]:
+    """Every held-out panel played once (``eval_temperature``) with ``model``, each world in its own chat
+    format: the pooled metrics, and with ``per_world`` each world's too (``<prefix>/success/<world>``...)."""
+    from turngym.agents.evaluate import summarise
+    from turngym.trainers.metrics import eval_metrics
+
+    metrics: dict[str, float] = {}
+    played: list[Trajectory] = []
+    for world, tasks in panels:
+        report = evaluate_policy(model, tokenizer, world.options, tasks, temperature=args.eval_temperature,
+                                 seed=args.seed, history_window=args.history_window,
+                                 progress=f"held-out evaluation{f' ({world.name})' if len(panels) > 1 else ''}")
+        played += report.trajectories
+        if per_world:
+            metrics.update(eval_metrics(report.overall, prefix, f"/{world.name}"))
+    metrics.update(eval_metrics(summarise(played), prefix))  # every panel's episodes pooled
+    return metrics

@@ -35,13 +35,19 @@ from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import use_adapter
 
-from turngym.agents.evaluate import summarise
 from turngym.envs.tasks import TaskSet
 from turngym.trainers.config import TurnGymConfig, lora_config
 from turngym.trainers.critic import Critic, NoCritic, build_critic, value_model
-from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler
+from turngym.trainers.curriculum import SuccessCurriculum, task_sampler
 from turngym.trainers.episodes import Episode, group_keys
-from turngym.trainers.estimators import advantage_batch, step_advantages, step_entries, token_kl, turn_advantages
+from turngym.trainers.estimators import (
+    advantage_batch,
+    check_kl_reference,
+    step_advantages,
+    step_entries,
+    token_kl,
+    turn_advantages,
+)
 from turngym.trainers.layouts import per_turn_rows, recompute_logps, rollout_rows, whole_episode_rows
 from turngym.trainers.logprobs import plain_head, scored_logprobs_in_chunks
 from turngym.trainers.metrics import (
@@ -49,12 +55,13 @@ from turngym.trainers.metrics import (
     episode_metrics,
     episode_row,
     episode_sample,
-    eval_metrics,
     sample_table_row,
     write_episode_samples,
 )
-from turngym.trainers.rollout import BackendFactory, EpisodeRunner, evaluate_policy, rollout_seed
+from turngym.trainers.pipeline import PublishWeights, rollout_pipeline
+from turngym.trainers.rollout import BackendFactory, EpisodeRunner, evaluate_worlds, rollout_seed
 from turngym.trainers.tis import tis_applies, tis_weights
+from turngym.trainers.vllm_colocate import vllm_in_policy_dtype
 from turngym.trainers.worlds import World, given_tasks, parse_worlds, train_tasks, world_eval_tasks, world_train_tasks
 
 # Re-exported from their modules: code written against the single trainer module imports them from here.
@@ -73,29 +80,6 @@ class LossForward:
 
     model: Any
     inputs: dict[str, Any]
-
-
-@contextlib.contextmanager
-def _vllm_in_policy_dtype(model: Any, args: TurnGymConfig) -> Any:
-    """TRL builds its colocated vLLM engine with no dtype, and vLLM's ``auto`` samples an fp32 policy in bf16
-    (logprobs ~0.03 nats off the trainer's): while TRL builds it, its ``LLM`` is turngym's ``make_llm`` in the
-    policy's dtype (the engine in this process, the trainer's torch threads kept)."""
-    if not (args.use_vllm and args.vllm_mode == "colocate"):
-        yield
-        return
-    import functools
-
-    import trl.generation.vllm_generation as trl_vllm
-
-    from turngym.agents.backends import make_llm
-
-    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    built_by_trl = trl_vllm.LLM
-    trl_vllm.LLM = functools.partial(make_llm, dtype=dtype)
-    try:
-        yield
-    finally:
-        trl_vllm.LLM = built_by_trl
 
 
 class TurnGymTrainer(GRPOTrainer):
@@ -151,7 +135,7 @@ class TurnGymTrainer(GRPOTrainer):
                            if args.curriculum == "success" else None)
         qualified = len(self.worlds) > 1
         held_out = [w.key(t.id, qualified=qualified) for w in self.worlds for t in (w.eval_tasks or ())]
-        with warnings.catch_warnings(), _vllm_in_policy_dtype(model, args):
+        with warnings.catch_warnings(), vllm_in_policy_dtype(model, args):
             # rollout_func is TRL's documented hook; its "experimental" notice is for this call only
             # (TRL_EXPERIMENTAL_SILENCE would silence every experimental TRL feature of the process).
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
@@ -169,7 +153,17 @@ class TurnGymTrainer(GRPOTrainer):
         # The one place that decides: NoCritic (every call a no-op) when the estimator needs no values.
         self.critic: Critic | NoCritic = build_critic(self.estimator.needs_values, self.model, args.critic_config,
                                                       self.accelerator, critic)
-        self.task_sampler = self._task_sampler()
+        weighted = len(self.worlds) > 1 and all(w.weight is not None for w in self.worlds)
+        self.task_sampler = task_sampler([[w.name for w in self.worlds].index(self.runner.world_of[k].name)
+                                          for k in keys], [w.weight for w in self.worlds] if weighted else None,
+                                         self.curriculum, group=self.num_generations,
+                                         generation_batch=args.generation_batch_size, seed=args.seed,
+                                         repeat=self.num_iterations * args.steps_per_generation)
+        self.pipeline = (rollout_pipeline(args, self.worlds, processing_class, backend, self.model,
+                                          self._get_train_sampler(self.train_dataset), keys)
+                         if args.max_staleness else None)  # K > 0: the next K steps' rollouts play in a thread
+        if self.pipeline is not None:
+            self.add_callback(PublishWeights(self.pipeline))
 
     @property
     def critic_optimizer(self) -> Any:
@@ -177,48 +171,25 @@ class TurnGymTrainer(GRPOTrainer):
         return getattr(self.critic, "optimizer", None)
 
     def _check_reference(self) -> None:
-        """With ``beta > 0`` the KL's reference must be the policy RL starts from (e.g. the SFT checkpoint).
-
-        TRL builds the reference model again from ``model.config._name_or_path``; a policy object whose
-        weights differ from that folder would silently be pulled towards another model. (With LoRA there
-        is no reference model: the policy with its adapters disabled is the starting model.)
-        """
-        if self.ref_model is None or self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            return  # no reference, or sharded parameters that cannot be compared here
-        reference = dict(self.accelerator.unwrap_model(self.ref_model).named_parameters())
-        for name, parameter in self.accelerator.unwrap_model(self.model).named_parameters():
-            other = reference.get(name)
-            # Compared in the reference's dtype: a recipe may load it in bf16 next to an fp32 policy.
-            if other is None or other.shape != parameter.shape or not torch.equal(other,
-                                                                                    parameter.detach().to(other.dtype)):
-                raise ValueError(
-                    f"the KL reference (beta={self.beta}) loaded from {self.ref_model.config._name_or_path!r} differs "
-                    f"from the policy being trained ({name}): save the starting policy (e.g. the SFT checkpoint) and "
-                    "pass its folder as model_name_or_path, so the reference is the policy RL starts from")
+        """With ``beta > 0``, the KL's reference is the policy RL starts from (sharded parameters: not checked)."""
+        if self.ref_model is not None and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            check_kl_reference(self.accelerator.unwrap_model(self.ref_model), self.accelerator.unwrap_model(self.model),
+                               self.beta)
 
     # ------------------------------------------------------------------ which tasks
-    def _task_sampler(self) -> TaskSampler | None:
-        """With world weights or a curriculum, one :class:`~turngym.trainers.curriculum.TaskSampler` for the run,
-        with TRL's layout (groups of ``num_generations`` in a row) and draws that follow them; else None."""
-        weighted = len(self.worlds) > 1 and all(w.weight is not None for w in self.worlds)
-        if self.curriculum is None and not weighted:
-            return None
-        world_number = {w.name: i for i, w in enumerate(self.worlds)}
-        return TaskSampler([world_number[self.runner.world_of[key].name] for key in self.task_index],
-                           [w.weight for w in self.worlds] if weighted else None,
-                           mini_repeat_count=self.num_generations,
-                           batch_size=self.args.generation_batch_size // self.num_generations,
-                           repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed,
-                           curriculum=self.curriculum)
-
     def _get_train_sampler(self, dataset: Any = None) -> Any:
-        """TRL's ``RepeatSampler`` (each task once per epoch), or the run's :meth:`_task_sampler`."""
+        """TRL's ``RepeatSampler`` (each task once per epoch), or the run's TaskSampler (weights, curriculum)."""
         return self.task_sampler if self.task_sampler is not None else super()._get_train_sampler(dataset)
 
     # ------------------------------------------------------------------ rollout hand-over
     def _rollout(self, prompts: list[str], trainer: Any) -> dict[str, list]:
         """TRL's ``rollout_func``: one episode per prompt (a task key), in order, as TRL's rows
         (:func:`~turngym.trainers.layouts.rollout_rows`: the :class:`Episode` records go out under ``"episode"``)."""
+        if self.pipeline is not None and self.model.training:
+            played = self.pipeline.take(self.state.global_step // self.pipeline.steps_per_batch, prompts,
+                                        self.accelerator.unwrap_model(self.model))
+            self._log("train", played.metrics)
+            return rollout_rows(played.episodes, per_turn=bool(self.args.history_window))
         first = self.accelerator.process_index * len(prompts)  # global episode numbers seed sampling
         with (
             unwrap_model_for_generation(self.model_wrapped, self.accelerator,
@@ -435,16 +406,8 @@ class TurnGymTrainer(GRPOTrainer):
             return {}
         metrics: dict[str, float] = {}
         if self.accelerator.is_main_process:
-            played = []
-            for world, tasks in panels:
-                report = evaluate_policy(self.accelerator.unwrap_model(self.model), self.processing_class,
-                                         world.options, tasks, temperature=self.args.eval_temperature,
-                                         seed=self.args.seed, history_window=self.args.history_window,
-                                         progress=f"held-out evaluation{f' ({world.name})' if len(panels) > 1 else ''}")
-                played += report.trajectories
-                if len(self.worlds) > 1:
-                    metrics.update(eval_metrics(report.overall, metric_key_prefix, f"/{world.name}"))
-            metrics.update(eval_metrics(summarise(played), metric_key_prefix))  # every panel's episodes pooled
+            metrics = evaluate_worlds(self.accelerator.unwrap_model(self.model), self.processing_class, panels,
+                                      self.args, metric_key_prefix, per_world=len(self.worlds) > 1)
             self.log(metrics)
         self.accelerator.wait_for_everyone()
         return metrics
@@ -479,3 +442,5 @@ class TurnGymTrainer(GRPOTrainer):
             return super().train(*args, **kwargs)
         finally:
             self.runner.close()
+            if self.pipeline is not None:
+                self.pipeline.close()
