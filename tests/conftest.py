@@ -70,3 +70,19 @@ def make_swe_env(tmp_path):
     yield factory
     for env in made:
         env.close()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    """The tiny BPE tokenizer with SmolLM2's chat template (a module may define its own ``tokenizer``)."""
+    from tests.helpers_llm import train_tokenizer
+
+    return train_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    """A 2-layer Llama with random weights over ``tokenizer``'s vocabulary."""
+    from tests.helpers_llm import tiny_llama
+
+    return tiny_llama(len(tokenizer))

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers_llm import tiny_llama, train_tokenizer
 from tests.helpers_pool import MisbehavingWorld
 from turngym import envs
 from turngym.agents import RandomAgent
@@ -28,16 +27,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SIGNALS = "turngym/Signals-v0"
 MISBEHAVING = "testcontinuous/Misbehaving-v0"
 envs.register(MISBEHAVING, entry_point=MisbehavingWorld)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return train_tokenizer(tmp_path_factory.mktemp("tokenizer"))
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    return tiny_llama(len(tokenizer))
 
 
 def requests_of(tokenizer, n: int) -> list[GenerationRequest]:

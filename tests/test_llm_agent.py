@@ -15,8 +15,6 @@ from tests.helpers_llm import (
     QWEN_CHATML_TEMPLATE,
     SMOLLM2_TEMPLATE,
     THINK_STRIPPING_TEMPLATE,
-    tiny_llama,
-    train_tokenizer,
 )
 from turngym.agents import OracleAgent, evaluate
 from turngym.agents.actions import ActionParser
@@ -37,16 +35,6 @@ from turngym.envs.textworld import materialise, textworld_tasks
 from turngym.envs.vector import LocalPool
 
 ENV = "turngym/TextWorld-v0"
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return train_tokenizer(tmp_path_factory.mktemp("tokenizer"))
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    return tiny_llama(len(tokenizer))
 
 
 @pytest.fixture(scope="module")
