@@ -315,8 +315,8 @@ def main_with(args: argparse.Namespace) -> int:
                          results_dir=args.results_dir)
     if getattr(args, "only", None):
         config = only_algorithms(config, args.only)
-    if getattr(args, "backend", None):
-        config = replace(config, rl={**config.rl, "use_vllm": args.backend == "vllm", "vllm_mode": "colocate"})
+    if getattr(args, "backend", None) == "vllm":  # hf: the config as it is (a study's resume compares its options)
+        config = replace(config, rl={**config.rl, "use_vllm": True, "vllm_mode": "colocate"})
     summary, out = run(config, restart=args.restart)
     print_outputs(summary, out, "learning_curves.png")
     return 0

@@ -28,8 +28,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.restart and Study.changed_options(config):
         print(f"{Path(args.results_dir) / name}/ holds a run of an earlier demo config: starting over")
         args.restart = True
-    print(f"turngym demo: {path.name} (results in {Path(args.results_dir) / name}/; rerun to resume)")
+    args.backend = _demo_backend()
+    print(f"turngym demo: {path.name} (results in {Path(args.results_dir) / name}/; rerun to resume); RL rollouts "
+          f"generate with {'vLLM (installed here)' if args.backend == 'vllm' else 'HF (vLLM is not installed here)'}")
     return compare_algorithms.main_with(args)
+
+
+def _demo_backend() -> str:
+    """vLLM where it is installed (its CPU build: 2.3-3.6x HF's rollout tokens/s, the demo's RL step 1.5x faster;
+    docs/benchmarks.md), else HF. The main environment has no vLLM (``.venv-vllm`` does: ``make install-vllm``)."""
+    import importlib.util
+
+    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
 
 
 def _baselines_demo(args: argparse.Namespace) -> int:
