@@ -82,7 +82,7 @@ class LLMAgentConfig:
     max_completion_tokens: int | None = None  # cap on tokens after the prompt (training's max_completion_length)
     seed: int = 0
     history_window: int | None = None  # K: the model sees the first prompt and the last K turns (None: all turns)
-    join: Join = "turn"  # continuous batching: turns join once the batch is done, or between decoding steps ("token")
+    join: Join = "token"  # continuous batching: turns join between decoding steps, or once the batch is done ("turn")
 
     def __post_init__(self) -> None:
         if self.history_window is not None and self.history_window < 1:

@@ -138,6 +138,8 @@ def pipelined_steps(args: argparse.Namespace) -> list[str]:
     """RL step time of turn-level RLOO on the latency world with SmolLM2 at max_staleness K = 0, 1, 2."""
     import tempfile
 
+    import torch
+
     from turngym.envs.signals import signal_tasks
     from turngym.trainers.config import TurnGymConfig
     from turngym.trainers.trainer import TurnGymTrainer
@@ -155,7 +157,8 @@ def pipelined_steps(args: argparse.Namespace) -> list[str]:
                 disable_tqdm=True, max_staleness=k, bf16=False)
             trainer = TurnGymTrainer(args.model, config, tasks=signal_tasks("train", 32, turns=3))
             start = time.perf_counter()
-            trainer.train()
+            with torch.enable_grad():  # main() turns gradients off for the rollout runs
+                trainer.train()
             wall = time.perf_counter() - start
             rows = [r for r in trainer.state.log_history if "episode/return" in r]
             staleness = statistics.mean(r.get("pipeline/staleness_mean", 0.0) for r in rows)
@@ -168,7 +171,7 @@ def pipelined_steps(args: argparse.Namespace) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenarios", nargs="+", choices=["swe", "textworld", "latency"],
+    parser.add_argument("--scenarios", nargs="*", choices=["swe", "textworld", "latency"],
                         default=["swe", "textworld", "latency"])
     parser.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct")
     parser.add_argument("--episodes", type=int, default=32, help="episodes per run (textworld, latency)")
