@@ -90,3 +90,17 @@ def forbid_first_token(model, tokenizer, tasks) -> int:
         for parameter in model.model.layers[5].mlp.parameters():
             parameter.mul_(1.25)
     return token
+
+
+def sampled_logprob_gaps(llm, model, tokenizer, tasks) -> list[float]:
+    """Play ``tasks`` at temperature 1 through ``llm``; check the record holds exactly the ids vLLM sampled, and
+    return |vLLM's logprob - the model's teacher-forced one| for every sampled token."""
+    from turngym.agents.backends import VLLMBackend
+
+    outputs = EngineOutputs(llm)
+    trajectories = play(VLLMBackend(llm=outputs), tokenizer, tasks, agent_config(temperature=1.0))
+    recorded = [turn for t in trajectories for turn in turns_sampled(t.record)]
+    # a turn that hit max_new_tokens gets an end-of-turn token that was not sampled (masked out): never here
+    assert sorted(map(tuple, recorded)) == sorted(map(tuple, outputs.sampled))
+    return [abs(a - b) for t in trajectories
+            for a, b in zip(sampled_logprobs(t.record), model_logprobs(model, t.record), strict=True)]

@@ -39,17 +39,7 @@ def cuda():
 
 def test_vllm_on_cuda_samples_the_ids_trained_on_and_follows_weight_sync(cuda):
     importlib.import_module("vllm")
-    from tests.helpers_vllm import (
-        EngineOutputs,
-        agent_config,
-        forbid_first_token,
-        greedy_turn,
-        model_logprobs,
-        play,
-        sampled_logprobs,
-        textworld_panel,
-        turns_sampled,
-    )
+    from tests.helpers_vllm import forbid_first_token, greedy_turn, sampled_logprob_gaps, textworld_panel
     from turngym.agents.backends import VLLMBackend
     from turngym.agents.models import DEFAULT_MODEL, load_policy, resolve_model
 
@@ -57,13 +47,8 @@ def test_vllm_on_cuda_samples_the_ids_trained_on_and_follows_weight_sync(cuda):
     model, tokenizer = load_policy(path, device="cuda", dtype="bfloat16")
     engine = VLLMBackend.colocated(path, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.3)
     tasks = textworld_panel(4)
-    outputs = EngineOutputs(engine.llm)
-    trajectories = play(VLLMBackend(llm=outputs), tokenizer, tasks, agent_config(temperature=1.0))
-    recorded = [turn for t in trajectories for turn in turns_sampled(t.record)]
-    assert sorted(map(tuple, recorded)) == sorted(map(tuple, outputs.sampled))
     # bf16 on both sides, different kernels: measured on CPU at 0.03 nats mean, 0.19 max
-    gaps = [abs(a - b) for t in trajectories
-            for a, b in zip(sampled_logprobs(t.record), model_logprobs(model, t.record), strict=True)]
+    gaps = sampled_logprob_gaps(engine.llm, model, tokenizer, tasks)
     assert all(math.isfinite(g) for g in gaps) and sum(gaps) / len(gaps) < 0.1
     changed = copy.deepcopy(model)
     token = forbid_first_token(changed, tokenizer, tasks)
