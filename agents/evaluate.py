@@ -131,6 +131,7 @@ def evaluate(
     pass_at: Sequence[int] | None = None,
     pool_options: Mapping[str, Any] | None = None,
     continuous: bool = False,
+    batch_window: float = 0.0,
 ) -> EvalReport:
     """Play every task of ``tasks`` ``samples_per_task`` times with ``agent`` and summarise; the one
     evaluation entry point.
@@ -147,7 +148,8 @@ def evaluate(
 
     ``pool_options`` go to :func:`~turngym.envs.vector.make_pool`, e.g. ``{"backend": "remote",
     "server": "ws://host:8000"}`` to play a world served by ``turngym serve`` (docs/scaling.md).
-    ``continuous``: continuous batching for an LLM agent (:func:`~turngym.agents.rollout.run_episodes`).
+    ``continuous``, ``batch_window``: continuous batching for an LLM agent
+    (:func:`~turngym.agents.rollout.run_episodes`).
     """
     if pass_at is None:
         pass_at = sorted({1, samples_per_task}) if samples_per_task > 1 else []
@@ -159,7 +161,8 @@ def evaluate(
     pool = make_pool(env_id, size, env_kwargs=kwargs, num_workers=num_workers, **dict(pool_options or {}))
     label = progress if isinstance(progress, str) else (f"eval {agent.name}" if progress else False)
     try:
-        trajectories = run_episodes(agent, pool, plays, seed=seed, progress=label, continuous=continuous)
+        trajectories = run_episodes(agent, pool, plays, seed=seed, progress=label, continuous=continuous,
+                                    batch_window=batch_window)
     finally:
         pool.close()
     if trajectories_path is not None:

@@ -8,6 +8,7 @@ Training, evaluation and the demo all use it.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -106,6 +107,7 @@ def run_episodes(
     seed: int = 0,
     lockstep: bool | None = None,
     continuous: bool = False,
+    batch_window: float = 0.0,
     progress: bool | str = False,
     first_episode: int = 0,
 ) -> list[Trajectory]:
@@ -125,12 +127,20 @@ def run_episodes(
       decodes the others. The pool is polled between decoding iterations. Same episodes as lockstep for the
       same seeds: each turn samples from its own generator.
 
+      ``batch_window`` (seconds, continuous only): a turn whose world has answered waits up to this long for
+      other worlds' answers, so they join the model together (fewer, larger generation calls: worth it when a
+      call costs about the same at any batch size, as on a GPU); it never waits when no world is stepping.
+      0 (the default): every answer joins at once.
+
     Reset seeds derive from ``seed`` and the task id, so the result does not depend on the
     number of workers or on scheduling. Episodes are numbered from ``first_episode`` (the agent
     seeds its sampling by episode number, so a trainer's processes number theirs globally).
     """
     from tqdm.auto import tqdm
 
+    if batch_window < 0 or (batch_window and not continuous):
+        raise ValueError(f"batch_window is for continuous batching and must be >= 0, got {batch_window}"
+                         + ("" if continuous else " without continuous"))
     if continuous and not callable(getattr(agent, "submit", None)):
         raise ValueError(f"continuous batching needs an agent with submit()/advance() (the LLM agent); "
                          f"{type(agent).__name__} has none: use lockstep")
@@ -142,6 +152,9 @@ def run_episodes(
     worker_of: dict[int, int] = {}  # episode number -> worker
     actions: dict[int, str] = {}  # worker -> the action in flight
     done: dict[int, Trajectory] = {}
+    stepping: set[int] = set()  # workers whose world has a reset or step in flight
+    held: list[int] = []  # continuous: episodes whose world answered, waiting out the batching window
+    held_since = 0.0
     description = progress if isinstance(progress, str) else f"{getattr(agent, 'name', 'agent')} episodes"
     bar = tqdm(total=len(tasks), desc=description, unit="ep", disable=not progress, leave=False)
 
@@ -178,7 +191,25 @@ def run_episodes(
             finish(worker)
             return
         actions[worker] = action
-        pool.send(worker, "step", action)
+        send(worker, "step", action)
+
+    def send(worker: int, kind: str, payload: Any) -> None:
+        stepping.add(worker)
+        pool.send(worker, kind, payload)
+
+    def received(**kwargs: Any) -> list[Reply]:
+        replies = pool.receive(**kwargs)
+        stepping.difference_update(reply.index for reply in replies)
+        return replies
+
+    def receive_timeout() -> float | None:
+        """Continuous: poll while the model decodes; wait out what is left of a held turn's window; else block
+        for the next answer."""
+        if agent.decoding:
+            return 0.0
+        if held:
+            return max(0.0, held_since + batch_window - time.monotonic())
+        return None
 
     try:
         while pending or live:
@@ -186,14 +217,18 @@ def run_episodes(
                 worker, (episode, task, sample) = free.popleft(), pending.popleft()
                 live[worker], worker_of[episode] = (episode, Trajectory(task=task.info(), observations=[],
                                                                         sample=sample)), worker
-                pool.send(worker, "reset", {"seed": stable_seed(seed, task.id) % 2**31, "options": {"task": task}})
-            if continuous:  # poll the worlds while the model has turns to decode; else wait for one
-                replies = pool.receive(wait_all=False, timeout=0.0 if agent.decoding else None)
-                ready = [live[r.index][0] for r in replies if answered(r)]
+                send(worker, "reset", {"seed": stable_seed(seed, task.id) % 2**31, "options": {"task": task}})
+            if continuous:
+                replies = received(wait_all=False, timeout=receive_timeout())
+                if not held:
+                    held_since = time.monotonic()
+                held += [live[r.index][0] for r in replies if answered(r)]
+                window_open = stepping and time.monotonic() < held_since + batch_window
+                ready, held = ([], held) if window_open else (held, [])
                 for episode, action in agent.submit(ready) + agent.advance():
                     dispatch(worker_of[episode], action)
                 continue
-            to_act = [reply.index for reply in pool.receive(wait_all=lockstep) if answered(reply)]
+            to_act = [reply.index for reply in received(wait_all=lockstep) if answered(reply)]
             if to_act:
                 for worker, action in zip(to_act, agent.act([live[w][0] for w in to_act]), strict=True):
                     dispatch(worker, action)

@@ -19,6 +19,7 @@ Peak RSS of this process is printed at the end (worlds' workers not included).
 
     python bench/async_rollout.py                                  # all three, 1 repeat
     python bench/async_rollout.py --scenarios swe latency --repeats 3
+    python bench/async_rollout.py --scenarios swe --batch-window 0.5   # + ready turns wait up to 0.5 s for others
 """
 
 from __future__ import annotations
@@ -77,17 +78,25 @@ class ScriptedAgent(LLMAgent):
 
 
 SCHEDULES = {"lockstep": None, "continuous, joins per token": "token", "continuous, joins per turn": "turn"}
+WINDOWED = "continuous, joins per turn, batching window"  # --batch-window s: ready turns wait for others
 
 
-def timed_rollout(make_agent, env_id: str, env_kwargs: dict, tasks: list, live: int, schedule: str) -> dict:
+def schedule_of(name: str, window: float) -> tuple[str | None, float]:
+    """(join mode or None for lockstep, batching window) of a schedule's name."""
+    return ("turn", window) if name == WINDOWED else (SCHEDULES[name], 0.0)
+
+
+def timed_rollout(make_agent, env_id: str, env_kwargs: dict, tasks: list, live: int, schedule: str,
+                  window: float = 0.0) -> dict:
     pool = make_pool(env_id, live, env_kwargs=env_kwargs, num_workers=live)
     try:
         for index in range(live):  # start every worker and engine: a training pool is long-lived
             pool.send(index, "reset", {"seed": 0, "options": {"task": tasks[index % len(tasks)]}})
         pool.receive(wait_all=True)
-        agent = make_agent(SCHEDULES[schedule] or "token")
+        join, window = schedule_of(schedule, window)
+        agent = make_agent(join or "token")
         start = time.perf_counter()
-        trajectories = run_episodes(agent, pool, tasks, seed=0, continuous=SCHEDULES[schedule] is not None)
+        trajectories = run_episodes(agent, pool, tasks, seed=0, continuous=join is not None, batch_window=window)
         wall = time.perf_counter() - start
     finally:
         pool.close()
@@ -178,6 +187,8 @@ def main() -> None:
     parser.add_argument("--swe-tasks", type=int, default=16, help="SWE tasks per run")
     parser.add_argument("--live", type=int, default=8, help="live episodes, each world in its own worker")
     parser.add_argument("--generation-seconds", type=float, default=0.5, help="swe: the modelled decoding call")
+    parser.add_argument("--batch-window", type=float, default=0.0,
+                        help="also: continuous, joins per turn, with this batching window (s)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--median", type=float, default=0.5, help="latency: the median step latency, s")
     parser.add_argument("--tail", type=float, default=1.0, help="latency: the log-normal's sigma")
@@ -199,9 +210,10 @@ def main() -> None:
     for name in args.scenarios:
         make_agent, env_id, kwargs, tasks, live = scenario(name, args)
         schedules = list(SCHEDULES) if name != "swe" else ["lockstep", "continuous, joins per turn"]
+        schedules += [WINDOWED] if args.batch_window > 0 else []
         walls: dict[str, list[float]] = {schedule: [] for schedule in schedules}
         for _ in range(args.repeats):
-            runs = {schedule: timed_rollout(make_agent, env_id, kwargs, tasks, live, schedule)
+            runs = {schedule: timed_rollout(make_agent, env_id, kwargs, tasks, live, schedule, args.batch_window)
                     for schedule in schedules}
             if any(run["actions"] != runs["lockstep"]["actions"] for run in runs.values()):
                 print(f"WARNING: {name}: the schedules played different episodes")

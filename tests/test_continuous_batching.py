@@ -121,6 +121,60 @@ def test_continuous_rollouts_are_the_lockstep_episodes(model, tokenizer, workers
     assert any(a.num_turns > 1 for a in lockstep)  # turns joined batches that were already running
 
 
+class OneAnswerAtATime:
+    """A pool whose worlds answer one at a time: each receive hands back at most one reply, whatever it waits
+    for, and records the timeout it was given (the schedule's decision, without wall-clock timing)."""
+
+    def __init__(self, inner: LocalPool) -> None:
+        self.inner, self.num_envs, self.queue, self.timeouts = inner, inner.num_envs, [], []
+
+    def send(self, index, kind, payload=None) -> None:
+        self.inner.send(index, kind, payload)
+
+    def receive(self, *, wait_all: bool = True, timeout: float | None = None):
+        self.timeouts.append(timeout)
+        self.queue += self.inner.receive()
+        if wait_all:
+            replies, self.queue = self.queue, []
+            return replies
+        return [self.queue.pop(0)] if self.queue else []
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def play_scripted(tokenizer, *, batch_window: float):
+    """Four Signals episodes, a scripted policy, worlds answering one by one; the sizes of the turn batches
+    the agent was given."""
+    agent = LLMAgent(ScriptedBackend(lambda request: f"Action: {request.key % 3}", tokenizer.encode), tokenizer,
+                     LLMAgentConfig(max_new_tokens=8))
+    submitted, submit = [], agent.submit
+    agent.submit = lambda episodes: (submitted.append(len(episodes)) if episodes else None) or submit(episodes)
+    pool = OneAnswerAtATime(LocalPool.from_id(SIGNALS, 4))
+    played = run_episodes(agent, pool, list(signal_tasks("train", n=4, turns=3)), seed=1, continuous=True,
+                          batch_window=batch_window)
+    return played, submitted, pool.timeouts
+
+
+def test_a_batching_window_gathers_turns_that_join_together(tokenizer):
+    """Window 0: each answer joins the model alone. A long window: answered turns wait for the worlds still
+    stepping, so all four join together (and the wait is bounded: a finite timeout, never a blocking one)."""
+    alone, alone_sizes, _ = play_scripted(tokenizer, batch_window=0.0)
+    gathered, gathered_sizes, timeouts = play_scripted(tokenizer, batch_window=1e6)
+    assert set(alone_sizes) == {1}
+    assert gathered_sizes == [4] * (sum(alone_sizes) // 4) and sum(gathered_sizes) == sum(alone_sizes)
+    assert [t.actions for t in alone] == [t.actions for t in gathered]
+    assert any(t is not None and 0 < t <= 1e6 for t in timeouts)
+
+
+def test_a_batching_window_needs_continuous_batching_and_a_length(tokenizer):
+    pool = LocalPool.from_id(SIGNALS, 1)
+    agent = LLMAgent(ScriptedBackend(lambda request: "Action: 0", tokenizer.encode), tokenizer, LLMAgentConfig())
+    for kwargs in ({"batch_window": 0.5}, {"batch_window": -1.0, "continuous": True}):
+        with pytest.raises(ValueError, match="batch_window"):
+            run_episodes(agent, pool, list(signal_tasks("train", n=1)), **kwargs)
+
+
 def test_continuous_batching_needs_an_agent_that_submits():
     pool = LocalPool.from_id(SIGNALS, 1)
     with pytest.raises(ValueError, match="continuous batching needs an agent with submit"):

@@ -111,6 +111,12 @@ class WorldOptions:
     rollout_schedule: Literal["lockstep", "continuous"] = field(
         default="lockstep", metadata={"help": "continuous: worlds step while the model decodes, the same "
                                               "episodes (docs/scaling.md)"})
+    batch_window_s: float = field(default=0.0, metadata={"help": "continuous: a ready turn waits this long for others"})
+
+    def schedule_kwargs(self) -> dict[str, Any]:
+        """How :func:`~turngym.agents.rollout.run_episodes` meets turns and steps (``rollout_schedule``)."""
+        continuous = self.rollout_schedule == "continuous"
+        return {"continuous": continuous, "batch_window": self.batch_window_s if continuous else 0.0}
 
     def world_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``turngym.envs.make(env_id, ...)``."""

@@ -134,14 +134,14 @@ def eval_metrics(summary: Any, prefix: str, suffix: str = "") -> dict[str, float
             f"{prefix}/invalid_action_rate{suffix}": summary.invalid_action_rate}
 
 
-def staleness_metrics(staleness: Sequence[int], max_staleness: int, *, dropped: int, trainer_wait_s: float,
+def staleness_metrics(staleness: Sequence[int], max_staleness: int, *, trainer_wait_s: float,
                       sampler_wait_s: float) -> dict[str, float]:
     """A pipelined step's staleness histogram (share of episodes k versions old, k = 0..K; an episode's
-    staleness is the step it trains at minus the oldest version of its turns), the episodes dropped as staler
-    than K, and the idle time of each side: the trainer waiting for the batch, the sampler waiting for a policy."""
+    staleness is the step it trains at minus the oldest version of its turns) and the idle time of each side:
+    the trainer waiting for the batch, the sampler waiting for a policy."""
     count = max(len(staleness), 1)
     metrics = {f"pipeline/staleness_{k}": sum(s == k for s in staleness) / count for k in range(max_staleness + 1)}
     metrics.update({"pipeline/staleness_mean": sum(staleness) / count, "pipeline/staleness_max": float(max(staleness,
-                    default=0)), "pipeline/dropped_episodes": float(dropped), "pipeline/trainer_wait_s": trainer_wait_s,
+                    default=0)), "pipeline/trainer_wait_s": trainer_wait_s,
                     "pipeline/sampler_wait_s": sampler_wait_s})
     return metrics

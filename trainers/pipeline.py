@@ -7,8 +7,9 @@ g+1..g+K play while batch g trains, and every token is at most K versions older 
 
     staleness(episode) = s_g - min(version of its turns) <= K
 
-An episode found staler than K when its batch is taken is played again with the newest policy and counted
-(``pipeline/dropped_episodes``). TIS corrects what staleness leaves: the sampler's logprobs are its own, the
+The sampler waits for version ``s_g - K`` before it starts batch g and only ever loads newer weights, so no
+episode can be staler than K; :meth:`RolloutPipeline.take` checks it anyway and refuses a batch that is (a
+scheduling bug, never trained on). TIS corrects what staleness leaves: the sampler's logprobs are its own, the
 trainer's are recomputed in the loss (:mod:`turngym.trainers.tis`).
 
 The thread samples from its own copy of the policy (:class:`PolicyCopy`), refreshed at safe points with the
@@ -101,7 +102,6 @@ class PlayedBatch:
     task_ids: list[str]
     episodes: list[Any]
     versions: list[list[int]]
-    play_seconds: float = 0.0
     waited_for_policy_s: float = 0.0  # the sampler's idle time before it could start this batch
     metrics: dict[str, float] = field(default_factory=dict)
 
@@ -134,14 +134,12 @@ class RolloutPipeline:
         self._done = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._sampling = threading.Lock()  # held while a batch plays: one player of the policy copy at a time
-        self.dropped = 0
         self.on_close: Callable[[], None] | None = None  # e.g. closing the pools the batches play in
 
     # ------------------------------------------------------------------ the trainer's side
     def take(self, generation: int, task_ids: Sequence[str], model: Any) -> PlayedBatch:
         """Batch ``generation``, once played; ``task_ids`` are the trainer's (they must be the planned ones).
-        Episodes staler than K are played again now, with the newest weights. The first call starts the
+        A batch with an episode staler than K is refused (the schedule cannot make one). The first call starts the
         thread from ``generation`` with ``model``'s weights (a resumed run starts where it stopped)."""
         if self._thread is None:
             self.policy.publish(model, generation * self.steps_per_batch)
@@ -152,7 +150,7 @@ class RolloutPipeline:
         with self._done:
             while generation not in self._results:
                 self._done.wait(timeout=0.5)
-                if self._thread is not None and not self._thread.is_alive() and generation not in self._results:
+                if not self._thread.is_alive() and generation not in self._results:
                     raise RuntimeError("the rollout thread stopped without playing batch "
                                        f"{generation}")
             result = self._results.pop(generation)
@@ -163,11 +161,12 @@ class RolloutPipeline:
                                f"but the trainer's sampler gave {list(task_ids)[:4]}...: the sampler is not "
                                "deterministic (a curriculum?); train with max_staleness 0")
         trained_at = generation * self.steps_per_batch
-        stale = [i for i, versions in enumerate(result.versions) if trained_at - min(versions) > self.max_staleness]
-        if stale:
-            self._replay(result, stale)
-        result.metrics = staleness_metrics([trained_at - min(v) for v in result.versions], self.max_staleness,
-                                           dropped=len(stale), trainer_wait_s=time.perf_counter() - start,
+        staleness = [trained_at - min(versions) for versions in result.versions]
+        if max(staleness, default=0) > self.max_staleness:
+            raise RuntimeError(f"rollout batch {generation} trains at version {trained_at} but has episodes "
+                               f"{max(staleness)} versions old (max_staleness {self.max_staleness}): a pipeline "
+                               "scheduling bug; please report it")
+        result.metrics = staleness_metrics(staleness, self.max_staleness, trainer_wait_s=time.perf_counter() - start,
                                            sampler_wait_s=result.waited_for_policy_s)
         return result
 
@@ -196,8 +195,7 @@ class RolloutPipeline:
                 return
             waited = time.perf_counter() - waited
             try:
-                with self._sampling:
-                    result = self._play_batch(generation)
+                result = self._play_batch(generation)
                 result.waited_for_policy_s = waited
             except BaseException as error:  # noqa: BLE001 - handed to the trainer, which raises it
                 result = error
@@ -217,30 +215,9 @@ class RolloutPipeline:
             backend.append(VersionedBackend(inner, self.policy, refresh_between_turns=self.partial))
             return backend[-1]
 
-        start, version = time.perf_counter(), self.policy.version
+        version = self.policy.version
         episodes = self.play(generation, task_ids, wrap)
-        versions = self._versions(len(episodes), backend, version)
-        return PlayedBatch(generation, task_ids, episodes, versions, time.perf_counter() - start)
-
-    def _replay(self, batch: PlayedBatch, positions: list[int]) -> None:
-        """Play the episodes at ``positions`` again (on the caller's thread, once the sampler's batch is done),
-        with the newest weights."""
-        with self._sampling:
-            self._replay_now(batch, positions)
-
-    def _replay_now(self, batch: PlayedBatch, positions: list[int]) -> None:
-        self.policy.refresh()
-        backend: list[VersionedBackend] = []
-
-        def wrap(inner: Any) -> VersionedBackend:
-            backend.append(VersionedBackend(inner, self.policy, refresh_between_turns=False))
-            return backend[-1]
-
-        replayed = self.play(batch.generation, [batch.task_ids[i] for i in positions], wrap)
-        versions = self._versions(len(replayed), backend, self.policy.version)
-        for position, episode, turn_versions in zip(positions, replayed, versions, strict=True):
-            batch.episodes[position], batch.versions[position] = episode, turn_versions
-        self.dropped += len(positions)
+        return PlayedBatch(generation, task_ids, episodes, self._versions(len(episodes), backend, version))
 
     @staticmethod
     def _versions(count: int, backends: list[VersionedBackend], start: int) -> list[list[int]]:

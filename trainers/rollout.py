@@ -73,7 +73,7 @@ class EpisodeRunner:
             played = run_episodes(agent, self._pool_for(len(positions), world),
                                   [self.tasks[task_ids[i]] for i in positions], seed=self.args.seed,
                                   first_episode=number, progress=progress,
-                                  continuous=world.options.rollout_schedule == "continuous")
+                                  **world.options.schedule_kwargs())
             number += len(positions)
             for position, trajectory in zip(positions, played, strict=True):
                 if len(self.worlds) > 1:
@@ -153,7 +153,7 @@ def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, tasks: Ta
                         num_workers=options.num_env_workers or 0, batch=batch,
                         progress=f"eval {name}" if progress is True else progress,
                         samples_per_task=samples_per_task, pass_at=pass_at, pool_options=options.pool_options(),
-                        continuous=options.rollout_schedule == "continuous")
+                        **options.schedule_kwargs())
     finally:
         model.train(was_training)
 
