@@ -237,10 +237,8 @@ class EstimatorOptions:
     kl_penalty: Literal["loss", "reward"] = field(
         default="loss", metadata={"help": "where beta's KL to the reference goes: 'loss' or 'reward' (PPO)"})
     tis_cap: float | None = field(
-        default=2.0, metadata={"help": "truncated importance sampling: each model token's advantage is weighted by "
-                                       "min(exp(logp_trainer - logp_sampler), tis_cap), correcting for the sampler/"
-                                       "trainer mismatch (precision, kernels); None: off. Under vLLM, TRL's own "
-                                       "vllm_importance_sampling_correction applies instead when it is on"})
+        default=2.0, metadata={"help": "truncated importance sampling: advantages weighted by min(exp(logp_trainer"
+                                       " - logp_sampler), tis_cap); None: off (vLLM: TRL's own correction, if on)"})
     shuffle_advantages: bool = field(
         default=False, metadata={"help": "null control: permute the step's advantages with a seeded generator, "
                                          "within each cell of shuffle_scope, so updates carry no signal"})
@@ -250,11 +248,8 @@ class EstimatorOptions:
                                            "'step' deals every advantage of the step across groups (harsher: it "
                                            "moves advantages onto groups the real arm leaves alone)"})
     dynamic_sampling: Literal["off", "drop"] = field(
-        default="off", metadata={"help": "DAPO-style dynamic sampling for the critic-free algorithms: 'drop' takes the "
-                                         "groups whose advantages are all 0 (every episode of the task scored the "
-                                         "same) out of the loss and its token normalisation, and logs how many "
-                                         "(dynamic_sampling/dropped_groups); 'off' keeps them (they add no policy "
-                                         "gradient, but dilute the step and still carry the KL term)"})
+        default="off", metadata={"help": "DAPO's dynamic sampling (critic-free): 'drop' takes groups whose "
+                                         "advantages are all 0 out of the loss (dynamic_sampling/dropped_groups)"})
 
 
 @dataclass
