@@ -129,6 +129,7 @@ class LLMAgent(Agent):
         self.name = name
         self._live: dict[int, _Live] = {}
         self._decoder: Decoder | None = None  # continuous batching's, made at the first submit()
+        self.sampled_tokens = 0  # over every episode, for progress bars
         backend.cache_prefix(self.chat.shared_prefix_ids())  # the shared system prompt, encoded once
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
@@ -189,6 +190,7 @@ class LLMAgent(Agent):
         """Record a generated turn; the action parsed from it ("" when none parses: an invalid action)."""
         record = self._live[episode].record
         record.add_model_turn(generation, self.chat.end_of_turn_id)
+        self.sampled_tokens += len(generation.ids)
         reply = self.chat.decode(generation.ids, skip_special_tokens=True)
         action = self.parser.parse(self.config.response_prefix + reply)
         record.replies.append(reply)

@@ -158,6 +158,13 @@ def run_episodes(
     description = progress if isinstance(progress, str) else f"{getattr(agent, 'name', 'agent')} episodes"
     bar = tqdm(total=len(tasks), desc=description, unit="ep", disable=not progress, leave=False)
 
+    turns = 0
+
+    def show_turns() -> None:
+        """Turns and sampled tokens on the bar: it moves while the episodes of a batch are still playing."""
+        tokens = getattr(agent, "sampled_tokens", None)
+        bar.set_postfix_str(f"turns {turns}" + (f", tokens {tokens:,}" if tokens is not None else ""), refresh=True)
+
     def finish(worker: int) -> None:
         episode, trajectory = live.pop(worker)
         del worker_of[episode]
@@ -174,6 +181,8 @@ def run_episodes(
             _begin(trajectory, observation, info)
             agent.begin(episode, observation, {**info, "sample": trajectory.sample})
             return True
+        nonlocal turns
+        turns += 1
         step: StepResult = reply.value
         _record(trajectory, actions.pop(reply.index), step)
         agent.observe(episode, trajectory.actions[-1], step.observation, step.reward, step.info)
@@ -227,11 +236,15 @@ def run_episodes(
                 ready, held = ([], held) if window_open else (held, [])
                 for episode, action in agent.submit(ready) + agent.advance():
                     dispatch(worker_of[episode], action)
+                if progress and replies:
+                    show_turns()
                 continue
             to_act = [reply.index for reply in received(wait_all=lockstep) if answered(reply)]
             if to_act:
                 for worker, action in zip(to_act, agent.act([live[w][0] for w in to_act]), strict=True):
                     dispatch(worker, action)
+            if progress:
+                show_turns()
     finally:
         bar.close()
     return [done[first_episode + i] for i in range(len(tasks))]

@@ -33,6 +33,22 @@ def engine_pythonpath(monkeypatch: pytest.MonkeyPatch) -> str:
     return value
 
 
+README_MODULE = "readme_guess_number"
+
+
+@pytest.fixture
+def readme_world(tmp_path, monkeypatch) -> Path:
+    """The README's GuessNumber block, saved verbatim as an importable module (``README_MODULE``) in a fresh
+    folder, which is the working directory."""
+    from tests.test_core import readme_world_code
+
+    (tmp_path / f"{README_MODULE}.py").write_text(readme_world_code())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, README_MODULE, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Two cores shared with other workers: one intra-op thread is ~10x faster than two here.

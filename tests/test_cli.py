@@ -10,28 +10,16 @@ import subprocess
 import sys
 import threading
 from http.server import HTTPServer
-from pathlib import Path
 
 import pytest
-from test_core import readme_world_code
 
+from tests.conftest import README_MODULE
 from tests.helpers_http import JSONHandler
 from turngym.recipes.cli import build_parser, main
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-README_MODULE = "readme_guess_number"
 EVAL_IDS = {f"guess/{n}" for n in range(4, 21, 4)}  # the README world's held-out tasks
-
-
-@pytest.fixture
-def readme_world(tmp_path, monkeypatch) -> Path:
-    """The README's GuessNumber block, saved verbatim as an importable module in a fresh folder."""
-    (tmp_path / f"{README_MODULE}.py").write_text(readme_world_code())
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, README_MODULE, raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def error_of(capsys, argv: list[str]) -> str:

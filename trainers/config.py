@@ -284,7 +284,8 @@ class CriticOptions:
 
 @dataclass
 class LoraOptions:
-    """LoRA, with TRL's ``ModelConfig`` field names (``lora_config`` hands them to TRL's ``get_peft_config``)."""
+    """The policy: LoRA, with TRL's ``ModelConfig`` field names (``lora_config`` hands them to TRL's
+    ``get_peft_config``), an SFT warm start (:func:`turngym.trainers.sft.warm_start`), activation checkpointing."""
 
     use_peft: bool = field(
         default=False, metadata={"help": "train a LoRA adapter instead of every weight (the saved policy is the "
@@ -297,6 +298,12 @@ class LoraOptions:
                                         "default: PEFT's choice for the architecture)"})
     lora_modules_to_save: list[str] | None = field(
         default=None, metadata={"help": "modules trained in full next to the adapters, e.g. lm_head (use_peft)"})
+    sft_demos: int = field(
+        default=0, metadata={"help": "N > 0: first an SFT warm start on the oracle's first N train tasks (the world's"
+                                     " walkthroughs)"})
+    # TRL's default is True; a small model on CPU has memory to spare and pays ~50 % more backward time for it.
+    gradient_checkpointing: bool = field(
+        default=False, metadata={"help": "recompute activations in the backward: less memory, slower (large models)"})
 
 
 # The groups of TurnGymConfig, in the order `turngym train --help` shows them: (class, title, description).
@@ -305,7 +312,7 @@ GROUPS: tuple[tuple[type, str, str], ...] = (
     (RolloutOptions, "rollout", "tasks drawn, episodes as samples, evaluation, samples kept"),
     (EstimatorOptions, "estimator", "the advantage estimator and the loss's corrections"),
     (CriticOptions, "critic", "the critic and PPO's GAE: they fill args.critic_config"),
-    (LoraOptions, "model", "TRL ModelConfig's LoRA fields"),
+    (LoraOptions, "model", "the policy: LoRA (TRL ModelConfig's names), an SFT warm start, checkpointing"),
 )
 
 
@@ -401,7 +408,8 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         check_choices(self)
         if self.critic_learning_rate is None:
             self.critic_learning_rate = 10 * self.learning_rate
-        for name, floor in (("critic_rows_per_pass", 1), ("critic_warmup_steps", 0), ("skip_train_tasks", 0)):
+        for name, floor in (("critic_rows_per_pass", 1), ("critic_warmup_steps", 0), ("skip_train_tasks", 0),
+                            ("sft_demos", 0)):
             if getattr(self, name) < floor:
                 raise ValueError(f"{name} must be >= {floor}, got {getattr(self, name)}")
         if self.tis_cap is not None and self.tis_cap <= 0:

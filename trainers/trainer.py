@@ -21,6 +21,7 @@ TRL 1.16 has no PPOTrainer (removed in PR #7020): PPO is the GAE estimator with 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import warnings
 from collections.abc import Hashable, Sequence
@@ -55,6 +56,7 @@ from turngym.trainers.metrics import (
     episode_metrics,
     episode_row,
     episode_sample,
+    no_signal_advice,
     sample_table_row,
     write_episode_samples,
 )
@@ -65,6 +67,8 @@ from turngym.trainers.vllm_colocate import vllm_in_policy_dtype
 from turngym.trainers.worlds import World, given_tasks, parse_worlds, train_tasks, world_eval_tasks, world_train_tasks
 
 # Re-exported from their modules: code written against the single trainer module imports them from here.
+logger = logging.getLogger(__name__)
+
 __all__ = ["EPISODE_SAMPLES", "TurnGymTrainer", "group_keys", "sample_table_row", "train_tasks", "turn_advantages"]
 
 
@@ -109,10 +113,14 @@ class TurnGymTrainer(GRPOTrainer):
         if args is None:
             raise ValueError("TurnGymTrainer needs args=TurnGymConfig(...)")
         args.resolve()  # imports, registry lookups, the curriculum's check (construction does none of them)
+        if args.sft_demos and not (model is None or isinstance(model, str)):
+            raise ValueError("sft_demos warm-starts the policy from its name or folder: pass model= as a string")
         if model is None or isinstance(model, str):
             from turngym.agents.models import load_policy
+            from turngym.trainers.sft import warm_start
 
-            model, tokenizer = load_policy(model or args.model_name_or_path)
+            model, tokenizer = load_policy(warm_start(args, model) if args.sft_demos
+                                           else model or args.model_name_or_path)
             processing_class = processing_class or tokenizer
         if processing_class is None:
             raise ValueError("pass processing_class= (the policy's tokenizer) with a model object")
@@ -199,9 +207,11 @@ class TurnGymTrainer(GRPOTrainer):
         ):
             was_training = model.training
             try:
+                shown = not self.args.disable_tqdm and self.accelerator.is_main_process
                 _, episodes = self.runner.play(prompts, model,
                                                seed=rollout_seed(self.args.seed, self.state.global_step),
-                                               first_episode=first)
+                                               first_episode=first,
+                                               progress=shown and f"rollouts of step {self.state.global_step + 1}")
             finally:
                 model.train(was_training)  # the generation backend switches to eval mode
         return rollout_rows(episodes, per_turn=bool(self.args.history_window))
@@ -382,7 +392,11 @@ class TurnGymTrainer(GRPOTrainer):
         """Per-episode metrics (:func:`~turngym.trainers.metrics.episode_metrics`) over every process's episodes,
         and the step's first ``episode_samples`` episodes as text (main process)."""
         rows = gather_object([episode_row(e, a) for e, a in zip(episodes, token_advantages, strict=True)])
-        self._log(mode, episode_metrics(rows, groups, [w.name for w in self.worlds]))
+        metrics = episode_metrics(rows, groups, [w.name for w in self.worlds])
+        self._log(mode, metrics)
+        advice = no_signal_advice(metrics, self.args) if mode == "train" and self.state.global_step == 0 else None
+        if advice and self.accelerator.is_main_process:
+            logger.warning(advice)
         if mode == "train" and self.args.episode_samples and self.accelerator.is_main_process:
             first = min(self.args.episode_samples, len(episodes))  # the main process's rows come first in `rows`
             step = self.state.global_step + 1  # the optimizer step these episodes are trained in

@@ -1,0 +1,106 @@
+"""A new user's first hour: the run says when its first rollouts can teach nothing (and what to do), an SFT
+warm start from the world's walkthroughs in the train command itself, rollout progress that moves."""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from turngym.agents.backends import ScriptedBackend
+from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.rollout import run_episodes
+from turngym.envs.signals import signal_tasks
+from turngym.envs.vector import LocalPool
+from turngym.trainers.metrics import no_signal_advice
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+FREE_FORM = SimpleNamespace(sft_demos=0, action_protocol="free_form", response_prefix="Action:")
+
+
+def test_advice_only_when_nothing_can_be_learned():
+    for invalid, tied in ((0.9, 0.5), (0.0, 0.99)):
+        metrics = {"episode/invalid_action_rate": invalid, "advantages/frac_zero_groups": tied}
+        assert no_signal_advice(metrics, FREE_FORM) is None
+    invalid = no_signal_advice({"episode/invalid_action_rate": 1.0, "advantages/frac_zero_groups": 0.5}, FREE_FORM)
+    assert invalid.startswith("no learning signal in the first rollouts: 100% of actions invalid, so RL")
+    tied = no_signal_advice({"episode/invalid_action_rate": 0.2, "advantages/frac_zero_groups": 1.0}, FREE_FORM)
+    assert "every task's episodes scored the same" in tied and "invalid" not in tied.split("Try")[0]
+
+
+def test_advice_names_only_the_remedies_not_taken():
+    metrics = {"episode/invalid_action_rate": 1.0, "advantages/frac_zero_groups": 1.0}
+    everything = no_signal_advice(metrics, SimpleNamespace(sft_demos=0, action_protocol="free_form",
+                                                           response_prefix=""))
+    assert all(fix in everything for fix in ("--sft_demos 16", "--action_protocol choose_index",
+                                             "--response_prefix 'Action:'", "a larger model"))
+    taken = no_signal_advice(metrics, SimpleNamespace(sft_demos=8, action_protocol="choose_index",
+                                                      response_prefix="Action:"))
+    assert not any(fix in taken for fix in ("--sft_demos", "choose_index", "--response_prefix"))
+    assert "a larger model" in taken
+
+
+def test_the_rollout_bar_counts_turns_and_tokens(tokenizer, capsys):
+    agent = LLMAgent(ScriptedBackend(lambda request: "Action: 1", tokenizer.encode), tokenizer,
+                     LLMAgentConfig(max_new_tokens=8))
+    pool = LocalPool.from_id("turngym/Signals-v0", 2)
+    run_episodes(agent, pool, list(signal_tasks("train", n=2, turns=3)), progress="rollouts")
+    shown = capsys.readouterr().err
+    assert "turns 6" in shown and f"tokens {agent.sampled_tokens:,}" in shown and agent.sampled_tokens > 0
+
+
+def train_readme_world(tmp_path, tiny_policy, **overrides):
+    from turngym.trainers.config import TurnGymConfig
+    from turngym.trainers.trainer import TurnGymTrainer
+
+    fields = {"output_dir": str(tmp_path / "run"), "model_name_or_path": str(tiny_policy),
+              "env_id": "myorg/GuessNumber-v0", "imports": ["readme_guess_number"], "max_steps": 1,
+              "num_generations": 2, "per_device_train_batch_size": 4, "num_train_tasks": 2, "max_turns": 2,
+              "max_new_tokens_per_turn": 2, "max_completion_length": 64, "action_format": "last_line",
+              "report_to": "none", "save_strategy": "no", "disable_tqdm": True, "logging_steps": 1, **overrides}
+    trainer = TurnGymTrainer(args=TurnGymConfig(**fields))
+    trainer.train()
+    return trainer
+
+
+def test_a_first_step_without_signal_says_what_to_do(readme_world, tiny_policy, caplog):
+    """The tiny policy cannot win a guess in two turns: every group ties, and the run says so, once."""
+    with caplog.at_level(logging.WARNING, logger="turngym.trainers.trainer"):
+        trainer = train_readme_world(readme_world, tiny_policy, max_steps=2)
+    first = next(row for row in trainer.state.log_history if "advantages/frac_zero_groups" in row)
+    assert first["advantages/frac_zero_groups"] == 1.0
+    warned = [r.getMessage() for r in caplog.records if "no learning signal" in r.getMessage()]
+    assert len(warned) == 1 and "--sft_demos 16" in warned[0]
+
+
+def test_sft_demos_warm_starts_the_policy_before_rl(readme_world, tiny_policy):
+    """--sft_demos N: SFT on the oracle's first N train tasks, in the RL run's chat format, saved under the run's
+    folder; RL starts from it (its weights differ from the base's), and a resumed run reuses it."""
+    from safetensors.torch import load_file
+
+    longer = {"max_turns": None, "max_new_tokens_per_turn": 4, "max_completion_length": 256}  # binary search: 4 turns
+    trainer = train_readme_world(readme_world, tiny_policy, sft_demos=3, learning_rate=0.0, **longer)
+    warm = readme_world / "run" / "sft-warm-start"
+    stats = json.loads((warm / "sft_demos.json").read_text())
+    assert stats["kept"] == 3
+    started_from = load_file(warm / "model.safetensors")
+    base = load_file(tiny_policy / "model.safetensors")
+    policy = trainer.accelerator.unwrap_model(trainer.model).state_dict()
+    name = next(n for n in started_from if n.endswith("mlp.down_proj.weight"))
+    assert policy[name].equal(started_from[name]) and not started_from[name].equal(base[name])
+    (warm / "model.safetensors").unlink()  # a reused folder is not trained again: loading it would now fail
+    with pytest.raises(OSError):
+        train_readme_world(readme_world, tiny_policy, sft_demos=3, learning_rate=0.0, **longer)
+
+
+def test_sft_demos_needs_the_model_by_name(tiny_policy, tmp_path):
+    from turngym.trainers.config import TurnGymConfig
+    from turngym.trainers.trainer import TurnGymTrainer
+
+    config = TurnGymConfig(output_dir=str(tmp_path), model_name_or_path=str(tiny_policy), env_id="turngym/Signals-v0",
+                           sft_demos=2, report_to="none")
+    with pytest.raises(ValueError, match="sft_demos warm-starts the policy from its name"):
+        TurnGymTrainer(object(), args=config, processing_class=object())
