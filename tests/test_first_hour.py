@@ -18,7 +18,8 @@ from turngym.trainers.metrics import no_signal_advice
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-FREE_FORM = SimpleNamespace(sft_demos=0, action_protocol="free_form", response_prefix="Action:")
+FREE_FORM = SimpleNamespace(sft_demos=0, skip_train_tasks=0, action_protocol="free_form", response_prefix="Action:",
+                            reward_mode="sparse")
 
 
 def test_advice_only_when_nothing_can_be_learned():
@@ -34,13 +35,25 @@ def test_advice_only_when_nothing_can_be_learned():
 def test_advice_names_only_the_remedies_not_taken():
     metrics = {"episode/invalid_action_rate": 1.0, "advantages/frac_zero_groups": 1.0}
     everything = no_signal_advice(metrics, SimpleNamespace(sft_demos=0, action_protocol="free_form",
-                                                           response_prefix=""))
+                                                           response_prefix="", reward_mode="sparse"))
     assert all(fix in everything for fix in ("--sft_demos 16", "--action_protocol choose_index",
-                                             "--response_prefix 'Action:'", "a larger model"))
+                                             "--response_prefix 'Action:'", "--reward_mode dense", "a larger model"))
     taken = no_signal_advice(metrics, SimpleNamespace(sft_demos=8, action_protocol="choose_index",
-                                                      response_prefix="Action:"))
-    assert not any(fix in taken for fix in ("--sft_demos", "choose_index", "--response_prefix"))
+                                                      response_prefix="Action:", reward_mode="dense"))
+    assert not any(fix in taken for fix in ("--sft_demos", "choose_index", "--response_prefix", "--reward_mode"))
     assert "a larger model" in taken
+
+
+def test_when_every_episode_won_the_advice_is_dense_rewards_or_harder_tasks():
+    """A warm-started policy that wins every training episode: nothing to compare, and a warm start, a protocol or
+    a larger model would not help."""
+    won = {"episode/invalid_action_rate": 0.0, "advantages/frac_zero_groups": 1.0, "episode/success": 1.0}
+    advice = no_signal_advice(won, FREE_FORM)
+    assert "every episode won, so every advantage is 0" in advice
+    assert "--reward_mode dense" in advice and "harder tasks" in advice
+    assert not any(fix in advice for fix in ("--sft_demos", "choose_index", "larger model", "--skip_train_tasks"))
+    warmed = no_signal_advice(won, SimpleNamespace(**{**vars(FREE_FORM), "sft_demos": 8, "reward_mode": "dense"}))
+    assert "RL on tasks the warm start did not see (--skip_train_tasks 8)" in warmed and "--reward_mode" not in warmed
 
 
 def test_the_rollout_bar_counts_turns_and_tokens(tokenizer, capsys):
@@ -104,3 +117,57 @@ def test_sft_demos_needs_the_model_by_name(tiny_policy, tmp_path):
                            sft_demos=2, report_to="none")
     with pytest.raises(ValueError, match="sft_demos warm-starts the policy from its name"):
         TurnGymTrainer(object(), args=config, processing_class=object())
+
+
+def test_train_needs_a_world_not_a_model_name():
+    """The README's command names the world only: the policy defaults to SmolLM2. A bare command still stops."""
+    from turngym.recipes.commands.common import UsageError
+    from turngym.recipes.commands.training import _require_something_to_run
+
+    _require_something_to_run(["--env_id", "myorg/GuessNumber-v0"], "turngym train", "x.yaml")
+    _require_something_to_run(["--config", "x.yaml"], "turngym train", "x.yaml")
+    with pytest.raises(UsageError, match="at least --env_id"):
+        _require_something_to_run(["--learning_rate", "1e-5"], "turngym train", "x.yaml")
+
+
+def test_your_world_trained_as_the_readme_says(readme_world, tiny_policy, capsys):
+    """The README's train and eval commands for its own world, verbatim but for a tiny policy and a tiny budget
+    appended (later options win): the warm start, RL from it, and the trained policy's evaluation all run."""
+    import shlex
+
+    from tests.conftest import README_MODULE
+    from tests.test_core import readme_world_code
+    from turngym.recipes.cli import main
+
+    commands = [shlex.split(line.split("#", 1)[1]) for line in readme_world_code().splitlines()
+                if line.startswith("#   turngym ")]
+    train = next(c for c in commands if c[1] == "train" and "--sft_demos" in c)
+    evaluate = next(c for c in commands if c[1] == "eval" and "llm" in c)
+    rename = {"guess_number": README_MODULE}
+    tiny = ["--model_name_or_path", str(tiny_policy), "--max_steps", "1", "--num_generations", "2",
+            "--per_device_train_batch_size", "2", "--sft_demos", "2", "--max_new_tokens_per_turn", "4",
+            "--max_completion_length", "256", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm",
+            "true", "--threads", "1", "--num_train_epochs", "1"]
+    assert main([rename.get(word, word) for word in train[1:]] + tiny) == 0
+    output = readme_world / train[train.index("--output_dir") + 1]
+    assert (output / "sft-warm-start" / "sft_demos.json").is_file() and (output / "model.safetensors").is_file()
+    assert main([rename.get(word, word) for word in evaluate[1:]] + ["--episodes", "2", "--max-new-tokens", "4",
+                                                                     "--workers", "0"]) == 0
+    assert "| llm" in capsys.readouterr().out
+
+
+def test_a_busy_machine_gets_a_threads_hint(capsys, monkeypatch):
+    import torch
+
+    from turngym.recipes.commands.common import set_threads
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert set_threads(None, load=0.5) is None
+        hint = set_threads(None, load=3.0)
+        assert "load 3.0 on 2 cores" in hint and "--threads 1" in hint and hint in capsys.readouterr().err
+        assert set_threads(1, load=3.0) is None and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)

@@ -86,22 +86,32 @@ def no_signal_advice(metrics: dict[str, float], args: Any) -> str | None:
     """One line when a step's episodes can teach nothing, with what to do; None when they can.
 
     Nothing to learn from: every action invalid (``episode/invalid_action_rate`` 1), or every group's advantages 0
-    (``advantages/frac_zero_groups`` 1: each task's episodes all scored the same, so no comparison exists).
-    The remedies named are those that apply to ``args`` (a TurnGymConfig): an SFT warm start from the world's
-    walkthroughs, the ``choose_index`` protocol, an answer prefix, a larger model.
+    (``advantages/frac_zero_groups`` 1: each task's episodes all scored the same, so no comparison exists). The
+    remedies named are those that apply to ``args`` (a TurnGymConfig): when every episode won, RL on tasks the
+    warm start did not see, dense rewards or harder tasks; otherwise also an SFT warm start from the world's
+    walkthroughs, the ``choose_index`` protocol, an answer prefix and a larger model.
     """
     invalid, silent = metrics.get("episode/invalid_action_rate", 0.0), metrics.get("advantages/frac_zero_groups", 0.0)
     if invalid < 1.0 and silent < 1.0:
         return None
-    why = [f"{invalid:.0%} of actions invalid"] if invalid >= 1.0 else []
-    why += ["every task's episodes scored the same (all advantages 0)"] if silent >= 1.0 else []
-    fixes = [] if getattr(args, "sft_demos", 0) else ["an SFT warm start on the world's walkthroughs (--sft_demos 16)"]
-    if getattr(args, "action_protocol", None) == "free_form":
-        fixes.append("--action_protocol choose_index (answer with the number of an admissible command)")
-    if getattr(args, "response_prefix", None) == "":
-        fixes.append("an answer prefix (--response_prefix 'Action:')")
-    fixes.append("a larger model (--model_name_or_path)")
-    return (f"no learning signal in the first rollouts: {' and '.join(why)}, so RL cannot learn from them. Try "
+    dense = [] if getattr(args, "reward_mode", None) == "dense" else ["dense rewards (--reward_mode dense)"]
+    demos = getattr(args, "sft_demos", 0)
+    unseen = ([f"RL on tasks the warm start did not see (--skip_train_tasks {demos})"]
+              if demos > getattr(args, "skip_train_tasks", 0) else [])
+    if invalid < 1.0 and metrics.get("episode/success", 0.0) >= 1.0:
+        why = "every episode won, so every advantage is 0"
+        fixes = [*unseen, *dense, "harder tasks (--train_split, env_kwargs)"]
+    else:
+        why = " and ".join([f"{invalid:.0%} of actions invalid"] * (invalid >= 1.0)
+                           + ["every task's episodes scored the same (all advantages 0)"] * (silent >= 1.0))
+        warm_start = "an SFT warm start on the world's walkthroughs (--sft_demos 16)"
+        fixes = unseen if demos else [warm_start]
+        if getattr(args, "action_protocol", None) == "free_form":
+            fixes.append("--action_protocol choose_index (answer with the number of an admissible command)")
+        if getattr(args, "response_prefix", None) == "":
+            fixes.append("an answer prefix (--response_prefix 'Action:')")
+        fixes += [*dense, "a larger model (--model_name_or_path)"]
+    return (f"no learning signal in the first rollouts: {why}, so RL cannot learn from them. Try "
             f"{'; '.join(fixes)} (docs/training.md#no-learning-signal)")
 
 

@@ -326,6 +326,15 @@ WARM_START_SETTINGS = {"num_train_epochs": 5, "learning_rate": 1e-4, "per_device
                        "logging_steps": 5, "save_strategy": "no", "report_to": "none"}
 
 
+def starting_policy(args: Any, model_name_or_path: str | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` RL starts from: ``model_name_or_path`` (default ``args.model_name_or_path``), after
+    an SFT warm start on ``args.sft_demos`` demos when that is set (:func:`warm_start`)."""
+    from turngym.agents.models import load_policy
+
+    name = model_name_or_path or args.model_name_or_path
+    return load_policy(warm_start(args, name) if args.sft_demos else name)
+
+
 def warm_start(args: Any, model_name_or_path: str | None = None) -> str:
     """``turngym train --sft_demos N``: SFT on the oracle's first N train tasks, in the RL run's own chat format,
     before RL; returns the folder of the warm-started policy (``output_dir/sft-warm-start``), which RL then

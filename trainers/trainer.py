@@ -62,6 +62,7 @@ from turngym.trainers.metrics import (
 )
 from turngym.trainers.pipeline import PublishWeights, rollout_pipeline
 from turngym.trainers.rollout import BackendFactory, EpisodeRunner, evaluate_worlds, rollout_seed
+from turngym.trainers.sft import starting_policy
 from turngym.trainers.tis import tis_applies, tis_weights
 from turngym.trainers.vllm_colocate import vllm_in_policy_dtype
 from turngym.trainers.worlds import World, given_tasks, parse_worlds, train_tasks, world_eval_tasks, world_train_tasks
@@ -113,15 +114,11 @@ class TurnGymTrainer(GRPOTrainer):
         if args is None:
             raise ValueError("TurnGymTrainer needs args=TurnGymConfig(...)")
         args.resolve()  # imports, registry lookups, the curriculum's check (construction does none of them)
-        if args.sft_demos and not (model is None or isinstance(model, str)):
-            raise ValueError("sft_demos warm-starts the policy from its name or folder: pass model= as a string")
         if model is None or isinstance(model, str):
-            from turngym.agents.models import load_policy
-            from turngym.trainers.sft import warm_start
-
-            model, tokenizer = load_policy(warm_start(args, model) if args.sft_demos
-                                           else model or args.model_name_or_path)
+            model, tokenizer = starting_policy(args, model)
             processing_class = processing_class or tokenizer
+        elif args.sft_demos:
+            raise ValueError("sft_demos warm-starts the policy from its name or folder: pass model= as a string")
         if processing_class is None:
             raise ValueError("pass processing_class= (the policy's tokenizer) with a model object")
         self.worlds: list[World] = parse_worlds(args)

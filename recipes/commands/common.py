@@ -121,8 +121,23 @@ def check_out(out: str | None, option: str = "--out") -> None:
                          "choose another one") from None
 
 
-def set_threads(threads: int | None) -> None:
-    if threads:
-        import torch
+def set_threads(threads: int | None, *, load: float | None = None) -> str | None:
+    """``--threads``: torch's intra-op threads. Without it, on a busy machine (1-minute load average at least the
+    core count), a one-line hint goes to stderr, and is returned: there, torch's default of one thread per core
+    made SmolLM2's decoding steps 3.2x slower than one thread did (docs/benchmarks.md#the-first-hour)."""
+    import os
+    import sys
 
+    import torch
+
+    if threads:
         torch.set_num_threads(threads)
+        return None
+    load = os.getloadavg()[0] if load is None and hasattr(os, "getloadavg") else load
+    cores = os.cpu_count() or 1
+    if load is None or cores < 2 or load < cores or torch.get_num_threads() < 2:
+        return None
+    hint = (f"turngym: this machine is busy (load {load:.1f} on {cores} cores): torch's {torch.get_num_threads()} "
+            "threads will wait on each other; --threads 1 can be several times faster")
+    print(hint, file=sys.stderr)
+    return hint

@@ -68,11 +68,11 @@ def _option_value(argv: Sequence[str], name: str) -> str | None:
 
 
 def _require_something_to_run(argv: Sequence[str], prog: str, example: str) -> None:
-    if _option_value(argv, "config") or (_option_value(argv, "model_name_or_path") and _option_value(argv, "env_id")):
+    if _option_value(argv, "config") or _option_value(argv, "env_id"):  # the model defaults to SmolLM2
         return
     raise UsageError(
         f"{prog}: error: give a config file, e.g. `{prog} --config {example}` (more in recipes/configs/), "
-        "or at least --model_name_or_path and --env_id; `" + prog + " --help` lists the fields")
+        "or at least --env_id (the policy defaults to SmolLM2-135M-Instruct); `" + prog + " --help` lists the fields")
 
 
 def _check_yaml(path: str, config_class: type) -> None:
