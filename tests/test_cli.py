@@ -218,7 +218,8 @@ def test_openai_run_where_every_request_failed_exits_2(capsys):
 @pytest.mark.parametrize("command", ["train", "sft"])
 def test_train_and_sft_without_arguments_explain_what_to_give(capsys, command):
     message = error_of(capsys, [command])
-    assert f"turngym {command} --config recipes/configs/" in message and "at least --env_id (the policy defaults to SmolLM2" in message
+    assert f"turngym {command} --config recipes/configs/" in message
+    assert "at least --env_id (the policy defaults to SmolLM2" in message
 
 
 @pytest.mark.parametrize(("yaml_text", "message"), [
