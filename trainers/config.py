@@ -285,7 +285,7 @@ class CriticOptions:
 @dataclass
 class LoraOptions:
     """The policy: LoRA, with TRL's ``ModelConfig`` field names (``lora_config`` hands them to TRL's
-    ``get_peft_config``), an SFT warm start (:func:`turngym.trainers.sft.warm_start`), activation checkpointing."""
+    ``get_peft_config``) and an SFT warm start (:func:`turngym.trainers.sft.warm_start`)."""
 
     use_peft: bool = field(
         default=False, metadata={"help": "train a LoRA adapter instead of every weight (the saved policy is the "
@@ -301,9 +301,6 @@ class LoraOptions:
     sft_demos: int = field(
         default=0, metadata={"help": "N > 0: first an SFT warm start on the oracle's first N train tasks (the world's"
                                      " walkthroughs)"})
-    # TRL's default is True; a small model on CPU has memory to spare and pays ~50 % more backward time for it.
-    gradient_checkpointing: bool = field(
-        default=False, metadata={"help": "recompute activations in the backward: less memory, slower (large models)"})
 
 
 # The groups of TurnGymConfig, in the order `turngym train --help` shows them: (class, title, description).
@@ -312,7 +309,7 @@ GROUPS: tuple[tuple[type, str, str], ...] = (
     (RolloutOptions, "rollout", "tasks drawn, episodes as samples, evaluation, samples kept"),
     (EstimatorOptions, "estimator", "the advantage estimator and the loss's corrections"),
     (CriticOptions, "critic", "the critic and PPO's GAE: they fill args.critic_config"),
-    (LoraOptions, "model", "the policy: LoRA (TRL ModelConfig's names), an SFT warm start, checkpointing"),
+    (LoraOptions, "model", "the policy: LoRA (TRL ModelConfig's names), an SFT warm start"),
 )
 
 
