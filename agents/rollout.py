@@ -158,10 +158,13 @@ def run_episodes(
     description = progress if isinstance(progress, str) else f"{getattr(agent, 'name', 'agent')} episodes"
     bar = tqdm(total=len(tasks), desc=description, unit="ep", disable=not progress, leave=False)
 
-    turns = 0
+    turns, shown_at = 0, [0.0]
 
     def show_turns() -> None:
-        """Turns and sampled tokens on the bar: it moves while the episodes of a batch are still playing."""
+        """Turns and sampled tokens on the bar (at most twice a second): it moves while a batch's episodes play."""
+        if time.monotonic() - shown_at[0] < 0.5 and (pending or live):
+            return
+        shown_at[0] = time.monotonic()
         tokens = getattr(agent, "sampled_tokens", None)
         bar.set_postfix_str(f"turns {turns}" + (f", tokens {tokens:,}" if tokens is not None else ""), refresh=True)
 
