@@ -1,0 +1,124 @@
+"""Tool calls: the world's check of a call against its JSON Schema tools, and the parsers of each model family's
+native call syntax, on hand-written replies, hostile ones included (truncated JSON, several calls, calls inside
+text, unicode, huge or binary output). A broken call is a reason, never an exception."""
+
+from __future__ import annotations
+
+import pytest
+
+from turngym.agents.tool_calls import parse_tool_calls, syntax_of_template
+from turngym.envs.tools import MAX_CALL_CHARS, ToolCall, ToolCallError, check_call, function_tool
+
+TOOLS = [function_tool("bash", "Run a shell command.", {"command": {"type": "string"}}),
+         function_tool("edit", "Replace text in a file.", {"path": {"type": "string"}, "old": {"type": "string"},
+                                                            "new": {"type": "string"}}),
+         function_tool("submit", "Submit the work.", {})]
+
+
+# ---------------------------------------------------------------------- the world's check
+def test_function_tool_is_the_openai_format():
+    assert TOOLS[0] == {"type": "function", "function": {
+        "name": "bash", "description": "Run a shell command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"],
+                       "additionalProperties": False}}}
+    with pytest.raises(ValueError, match="tool names"):
+        function_tool("rm -rf", "no", {})
+
+
+@pytest.mark.parametrize(("call", "reason"), [
+    (ToolCall("bash", {"command": "ls"}), None),
+    (ToolCall("submit", {}), None),
+    (ToolCall("shell", {"command": "ls"}), "unknown tool 'shell'; the tools are bash, edit, submit"),
+    (ToolCall("bash", {}), "bad arguments for bash: 'command' is a required property"),
+    (ToolCall("bash", {"command": 3}), "bad arguments for bash at command: 3 is not of type 'string'"),
+    (ToolCall("bash", {"command": "ls", "sudo": True}), ("bad arguments for bash: Additional properties are not "
+                                                        "allowed ('sudo' was unexpected)")),
+])
+def test_a_call_is_checked_against_its_tools_schema(call, reason):
+    assert check_call(call, TOOLS) == reason
+
+
+def test_an_action_string_round_trips_and_a_broken_one_says_why():
+    call = ToolCall("edit", {"path": "a.py", "old": "é", "new": "ü\n"})
+    assert ToolCall.from_action(call.to_action()) == call
+    for action, reason in (("", "not valid JSON"), ("[1, 2]", "got list"), ('{"name": 3}', "must be a tool's name"),
+                           ('{"name": "bash", "arguments": [1]}', "must be a JSON object, got list"),
+                           ('{"name": "bash", "arguments": "{oops"}', "a string that is not a JSON object"),
+                           ("x" * (MAX_CALL_CHARS + 1), "characters long"), ("[" * 50_000, "not valid JSON")):
+        with pytest.raises(ToolCallError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+            ToolCall.from_action(action)
+
+
+def test_arguments_written_as_a_json_string_are_read():
+    assert ToolCall.from_action('{"name": "bash", "arguments": "{\\"command\\": \\"ls\\"}"}') == \
+        ToolCall("bash", {"command": "ls"})
+
+
+# ---------------------------------------------------------------------- the parsers
+@pytest.mark.parametrize(("template", "syntax"), [
+    ("{% for tool in tools %}...<tool_call>\n{\"name\": ...}\n</tool_call>", "hermes"),
+    ("{{ '[AVAILABLE_TOOLS]' }}...{{ '[TOOL_CALLS]' }}", "mistral"),
+    ("{%- if tools %}<|start_header_id|>ipython<|end_header_id|>", "llama3"),
+    ("{% for message in messages %}{{ message.content }}{% endfor %}", None),
+    (None, None),
+])
+def test_the_syntax_comes_from_the_template(template, syntax):
+    assert syntax_of_template(template) == syntax
+
+
+BASH_LS = ToolCall("bash", {"command": "ls -la"})
+
+
+@pytest.mark.parametrize(("syntax", "reply", "calls"), [
+    ("hermes", '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>', [BASH_LS]),
+    ("hermes", 'Let me look first.\n<tool_call>{"name": "bash", "arguments": {"command": "ls -la"}}</tool_call>',
+     [BASH_LS]),
+    ("hermes", ('<think>maybe <tool_call>{"name": "submit"}</tool_call>?</think>'
+               '<tool_call>{"name": "bash", "arguments": {"command": "ls -la"}}</tool_call>'), [BASH_LS]),
+    ("hermes", ('<tool_call>{"name": "bash", "arguments": {"command": "ls -la"}}</tool_call>'
+               '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'), [BASH_LS, ToolCall("submit", {})]),
+    ("hermes", "No tools needed: the answer is 4.", []),
+    ("hermes", '<tool_call>{"name": "edit", "arguments": {"path": "ü.py", "old": "→", "new": "😀"}}</tool_call>',
+     [ToolCall("edit", {"path": "ü.py", "old": "→", "new": "😀"})]),
+    ("llama3", '{"name": "bash", "parameters": {"command": "ls -la"}}', [BASH_LS]),
+    ("llama3", '<|python_tag|>{"name": "bash", "parameters": {"command": "ls -la"}}<|eom_id|>', [BASH_LS]),
+    ("llama3", "The files are listed above.", []),
+    ("mistral", '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls -la"}}]', [BASH_LS]),
+    ("mistral", '[TOOL_CALLS]bash[ARGS]{"command": "ls -la"}', [BASH_LS]),
+    ("mistral", '[TOOL_CALLS]bash[ARGS]{"command": "ls -la"}[TOOL_CALLS]submit[ARGS]{}',
+     [BASH_LS, ToolCall("submit", {})]),
+    ("mistral", "Done.", []),
+])
+def test_each_syntax_reads_its_calls(syntax, reply, calls):
+    parsed = parse_tool_calls(reply, syntax)
+    assert parsed.calls == calls and parsed.error is None
+
+
+@pytest.mark.parametrize(("syntax", "reply", "reason"), [
+    ("hermes", '<tool_call>{"name": "bash", "arguments": {"command": "ls', "cut off: <tool_call> without"),
+    ("hermes", '<tool_call>{"name": "bash", "arguments": {"command": "ls"</tool_call>', "cut off"),
+    ("hermes", '<tool_call>{"name": "bash", "arguments": {"command": ls}}</tool_call>', "not valid JSON"),
+    ("hermes", "<tool_call>[1, 2]</tool_call>", "got list"),
+    ("hermes", '<tool_call>{"name": "../../etc/passwd"}</tool_call>', "must be a tool's name"),
+    ("hermes", '<tool_call>{"arguments": {}}</tool_call>', "must be a tool's name"),
+    ("llama3", '{"name": "bash", "parameters": {"command": ', "cut off"),
+    ("llama3", '{"name": "bash", "parameters": "rm"}', "a string that is not a JSON object"),
+    ("mistral", '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}', "cut off"),
+    ("mistral", '[TOOL_CALLS]bash[ARGS]{"command": ', "are not valid JSON"),
+])
+def test_a_broken_call_is_a_reason_not_an_exception(syntax, reply, reason):
+    parsed = parse_tool_calls(reply, syntax)
+    assert parsed.calls == [] and reason in parsed.error
+
+
+@pytest.mark.parametrize("syntax", ["hermes", "llama3", "mistral"])
+@pytest.mark.parametrize("reply", ["", "\x00\xff\ufffd" * 1000, "<tool_call>" * 10_000, "{" * 200_000,
+                                   "[TOOL_CALLS]" + "[" * 100_000, "<tool_call>" + "x" * (MAX_CALL_CHARS + 10)])
+def test_hostile_output_never_raises(syntax, reply):
+    parsed = parse_tool_calls(reply, syntax)
+    assert isinstance(parsed.calls, list) and (parsed.error is None or isinstance(parsed.error, str))
+
+
+def test_an_unknown_syntax_is_a_configuration_error():
+    with pytest.raises(ValueError, match="hermes, llama3, mistral"):
+        parse_tool_calls("x", "chatml")
