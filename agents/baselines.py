@@ -5,16 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from turngym.agents.base import EpisodeView, PerEpisodeAgent
-from turngym.envs.core import normalise_command
-
-
-def _as_protocol_action(command: str, info: dict[str, Any]) -> str:
-    """Express ``command`` in the episode's action protocol (a 1-based number for choose_index)."""
-    if info.get("action_protocol") != "choose_index":
-        return command
-    admissible = [normalise_command(c) for c in info.get("admissible_commands") or []]
-    wanted = normalise_command(command)
-    return str(admissible.index(wanted) + 1) if wanted in admissible else command
+from turngym.envs.core import protocol_action
 
 
 class RandomAgent(PerEpisodeAgent):
@@ -27,7 +18,7 @@ class RandomAgent(PerEpisodeAgent):
         if not commands:
             return "look"
         command = commands[int(view.rng.integers(len(commands)))]
-        return _as_protocol_action(command, view.info)
+        return protocol_action(command, view.info)
 
 
 class OracleAgent(PerEpisodeAgent):
@@ -48,7 +39,7 @@ class OracleAgent(PerEpisodeAgent):
             command = walkthrough[step]
         else:
             command = (view.info.get("policy_commands") or ["look"])[0]
-        return _as_protocol_action(command, view.info)
+        return protocol_action(command, view.info)
 
 
 class HumanAgent(PerEpisodeAgent):

@@ -26,7 +26,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
-from turngym.envs.core import INFO_KEYS, TextEnv
+from turngym.envs.core import INFO_KEYS, TextEnv, protocol_action
 
 # Model output a world must survive as an invalid action (it never reaches _execute).
 HOSTILE_ACTIONS = {
@@ -106,7 +106,7 @@ def check_text_env(env: gym.Env, *, seed: int = 0, max_steps: int = 200, check_g
     walkthrough = info.get("walkthrough")
     actions = list(walkthrough or [])
     try:
-        rewards, steps, last = _play(world, actions, max_steps)
+        rewards, steps, last = _play(world, actions, max_steps, info)
     except Exception as error:
         raise TextEnvContractError(f"{type(world).__name__} raised while playing an episode "
                                    f"({'walkthrough' if walkthrough else 'look'} actions): "
@@ -140,12 +140,15 @@ def _check_info(check: Any, info: dict[str, Any], where: str, turn: int) -> None
     check(f"{where} info counts turns", info.get("turn") == turn, f"turn={info.get('turn')!r}, expected {turn}")
 
 
-def _play(world: TextEnv, actions: list[str], max_steps: int) -> tuple[list[float], int, tuple | None]:
-    """Step through ``actions``, then "look" until the episode ends (at most ``max_steps`` steps)."""
+def _play(world: TextEnv, actions: list[str], max_steps: int,
+          world_info: dict[str, Any]) -> tuple[list[float], int, tuple | None]:
+    """Step through ``actions``, then "look" until the episode ends (at most ``max_steps`` steps), each in the
+    episode's action protocol (``world_info``: the reset's info)."""
     rewards: list[float] = []
     last = None
     for steps in range(1, max_steps + 1):
-        last = world.step(actions[steps - 1] if steps <= len(actions) else "look")
+        command = actions[steps - 1] if steps <= len(actions) else "look"
+        last = world.step(protocol_action(command, last[4] if last is not None else world_info))
         rewards.append(float(last[1]))
         if last[2] or last[3]:
             break

@@ -68,6 +68,23 @@ class ActionProtocol(str, enum.Enum):
     FREE_FORM = "free_form"  # the agent writes a command; it is not shown the admissible list
     ADMISSIBLE_IN_PROMPT = "admissible_in_prompt"  # the list is shown; the agent writes a command
     CHOOSE_INDEX = "choose_index"  # the list is numbered; the agent answers with a number
+    TOOLS = "tools"  # the agent calls one of the world's tools (JSON: {"name", "arguments"}); see TextEnv.tools
+
+
+def protocol_action(command: str, info: Mapping[str, Any]) -> str:
+    """``command`` expressed in the episode's action protocol (``info`` is the latest step's or reset's): its
+    1-based number among the admissible commands for ``choose_index``, a call of the ``command`` tool for
+    ``tools``, the command itself otherwise."""
+    protocol = info.get("action_protocol")
+    if protocol == ActionProtocol.TOOLS.value:
+        from turngym.envs.tools import ToolCall
+
+        return ToolCall("command", {"command": command}).to_action()
+    if protocol != ActionProtocol.CHOOSE_INDEX.value:
+        return command
+    admissible = [normalise_command(c) for c in info.get("admissible_commands") or []]
+    wanted = normalise_command(command)
+    return str(admissible.index(wanted) + 1) if wanted in admissible else command
 
 
 class AnyText(spaces.Text):
@@ -228,6 +245,20 @@ class TextEnv(gym.Env[str, str]):
         """Return why ``command`` may not reach the world, or ``None``. Override to restrict."""
         return None
 
+    def tools(self) -> list[dict[str, Any]]:
+        """The world's tools under the ``tools`` protocol, in the OpenAI function format
+        (:func:`~turngym.envs.tools.function_tool`). Default: one ``command`` tool whose argument is what a
+        free-form action would be. A world that offers others overrides this and :meth:`_tool_command`."""
+        from turngym.envs.tools import function_tool
+
+        return [function_tool("command", self.action_hint, {
+            "command": {"type": "string", "description": "the command, as you would type it"}})]
+
+    def _tool_command(self, call: Any) -> str:
+        """The command a valid call (a :class:`~turngym.envs.tools.ToolCall`, checked against :meth:`tools`)
+        stands for; it then goes the way a free-form command goes. Default: the ``command`` tool's argument."""
+        return str(call.arguments["command"])
+
     def _close_world(self) -> None:
         """Release the world's resources (engines, processes, files)."""
 
@@ -256,6 +287,8 @@ class TextEnv(gym.Env[str, str]):
         self._max_turns = self.max_turns_option or self.default_max_turns(state.optimal_length)
         info = self._info(state, turn_reward=0.0, components={}, invalid_reason=None, command=None, truncation=None)
         info.update(state.extra)
+        if self.action_protocol is ActionProtocol.TOOLS:
+            info["tools"] = self.tools()  # for the agent to render (a chat template's tools=)
         observation = self._observation(state.text, state.admissible_commands)
         self._remember(None, observation)
         return observation, info
@@ -364,7 +397,8 @@ class TextEnv(gym.Env[str, str]):
         return self.tasks.sample(self.np_random) if self.tasks is not None else None
 
     def _require_admissible_for_protocol(self, state: WorldState) -> None:
-        if self.action_protocol is not ActionProtocol.FREE_FORM and state.admissible_commands is None:
+        shown = (ActionProtocol.ADMISSIBLE_IN_PROMPT, ActionProtocol.CHOOSE_INDEX)
+        if self.action_protocol in shown and state.admissible_commands is None:
             raise ValueError(
                 f"action_protocol={self.action_protocol.value!r} shows the admissible commands, but "
                 f"{type(self).__name__} does not provide them; use action_protocol='free_form'"
@@ -377,12 +411,34 @@ class TextEnv(gym.Env[str, str]):
             return "", "the action is empty"
         if len(text) > self.max_action_chars:
             return "", f"the action is {len(text)} characters long; the limit is {self.max_action_chars}"
+        if self.action_protocol is ActionProtocol.TOOLS:
+            return self._interpret_call(text)
         if _has_control_characters(text):
             return "", "the action contains line breaks, control characters or undecodable bytes"
         if self.action_protocol is ActionProtocol.CHOOSE_INDEX:
             return self._choose(text)
         reason = self._validate_command(text)
         return (text, reason) if reason is None else ("", reason)
+
+    def _interpret_call(self, text: str) -> tuple[str, str | None]:
+        """A tool call (JSON) as a world command, or why it is invalid: unreadable, an unknown tool, arguments
+        that break the tool's schema, or a command the world refuses."""
+        from turngym.envs.tools import ToolCall, ToolCallError, check_call
+
+        try:
+            call = ToolCall.from_action(text)
+        except ToolCallError as error:
+            return "", str(error)
+        reason = check_call(call, self.tools())
+        if reason is not None:
+            return "", reason
+        command = self._tool_command(call).strip()
+        if not command:
+            return "", f"the call of {call.name} names an empty command"
+        if _has_control_characters(command):
+            return "", "the command contains line breaks, control characters or undecodable bytes"
+        reason = self._validate_command(command)
+        return (command, reason) if reason is None else ("", reason)
 
     def _choose(self, text: str) -> tuple[str, str | None]:
         commands = (self._state.admissible_commands or []) if self._state else []
@@ -398,6 +454,9 @@ class TextEnv(gym.Env[str, str]):
     def _hint(self) -> str:
         if self.action_protocol is ActionProtocol.CHOOSE_INDEX:
             return "Reply with the number of one of the listed actions."
+        if self.action_protocol is ActionProtocol.TOOLS:
+            names = ", ".join(tool["function"]["name"] for tool in self.tools())
+            return f"Call one tool ({names}) with its arguments as a JSON object."
         return self.action_hint
 
     def _observation(self, text: str, admissible: list[str] | None) -> str:

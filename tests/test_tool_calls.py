@@ -122,3 +122,60 @@ def test_hostile_output_never_raises(syntax, reply):
 def test_an_unknown_syntax_is_a_configuration_error():
     with pytest.raises(ValueError, match="hermes, llama3, mistral"):
         parse_tool_calls("x", "chatml")
+
+
+# ---------------------------------------------------------------------- the world's tools protocol
+def signals(**kwargs):
+    import gymnasium as gym
+
+    import turngym.envs  # noqa: F401 - registers the built-in worlds
+
+    return gym.make("turngym/Signals-v0", action_protocol="tools", **kwargs).unwrapped
+
+
+def test_a_world_offers_one_command_tool_by_default_and_runs_a_valid_call():
+    env = signals()
+    _, info = env.reset(seed=0)
+    assert info["action_protocol"] == "tools" and [t["function"]["name"] for t in info["tools"]] == ["command"]
+    command = info["walkthrough"][0]
+    _, _, _, _, step = env.step(ToolCall("command", {"command": command}).to_action())
+    assert not step["invalid_action"] and step["executed_command"] == command
+
+
+@pytest.mark.parametrize(("action", "reason"), [
+    ("go", "not valid JSON"),
+    ('{"name": "bash", "arguments": {"command": "ls"}}', "unknown tool 'bash'; the tools are command"),
+    ('{"name": "command", "arguments": {}}', "'command' is a required property"),
+    ('{"name": "command", "arguments": {"command": ["a"]}}', "is not of type 'string'"),
+    ('{"name": "command", "arguments": {"command": "  "}}', "names an empty command"),
+    ('{"name": "command", "arguments": {"command": "a\\nb"}}', "line breaks, control characters"),
+])
+def test_a_bad_call_is_an_invalid_action_with_its_reason(action, reason):
+    env = signals()
+    env.reset(seed=0)
+    before = env._state.progress
+    observation, _, terminated, _, info = env.step(action)
+    assert info["invalid_action"] and reason in info["invalid_reason"] and not terminated
+    assert "Call one tool (command) with its arguments as a JSON object." in observation
+    assert env._state.progress == before
+
+
+def test_the_tools_protocol_passes_the_world_checker_and_the_oracle_wins_through_it():
+    from turngym.agents import OracleAgent, RandomAgent
+    from turngym.agents.evaluate import evaluate
+    from turngym.envs import check_text_env
+    from turngym.envs.signals import signal_tasks
+
+    assert "the walkthrough wins" in check_text_env(signals())  # it raises on a broken promise
+    tasks = signal_tasks("eval", n=4)
+    oracle = evaluate(OracleAgent(seed=0), "turngym/Signals-v0", tasks, env_kwargs={"action_protocol": "tools"})
+    random = evaluate(RandomAgent(seed=0), "turngym/Signals-v0", tasks, env_kwargs={"action_protocol": "tools"})
+    assert oracle.overall.success_rate == 1.0 and oracle.overall.invalid_action_rate == 0.0
+    assert random.overall.invalid_action_rate < 1.0
+
+
+def test_the_llm_agents_refuse_the_tools_protocol_until_they_speak_it():
+    from turngym.trainers.config import TurnGymConfig
+
+    with pytest.raises(ValueError, match="do not write native tool calls yet"):
+        TurnGymConfig(output_dir="/tmp/unused", env_id="turngym/Signals-v0", action_protocol="tools")

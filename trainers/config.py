@@ -38,7 +38,8 @@ ALGORITHMS = tuple(a.value for a in Algorithm)  # the built-in estimators; train
 # The choices of the world's string options: envs.core.RewardMode / ActionProtocol and agents.actions.ActionFormat
 # as Literal types, which TRL's parser turns into argparse choices (tests/test_config_groups.py keeps them equal).
 RewardModeName = Literal["sparse", "dense"]
-ActionProtocolName = Literal["free_form", "admissible_in_prompt", "choose_index"]
+ActionProtocolName = Literal["free_form", "admissible_in_prompt", "choose_index", "tools"]
+
 ActionFormatName = Literal["prefix", "last_line", "tags", "raw"]
 EnvBackend = Literal["process", "ray", "remote"]
 
@@ -161,6 +162,10 @@ class WorldOptions:
         self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")
         self.imports = [self.imports] if isinstance(self.imports, str) else list(self.imports or [])
         check_choices(self, WorldOptions)
+        if self.action_protocol == "tools":
+            from turngym.envs.tools import TOOLS_NOT_YET
+
+            raise ValueError(f"action_protocol 'tools': {TOOLS_NOT_YET}")
         self.pool_options()  # a bad env_backend / env_server fails here, before any work
 
     def _resolve_world(self) -> None:

@@ -15,6 +15,7 @@ from turngym.recipes.commands.common import (
     DEFAULT_MODEL,
     NON_NEGATIVE,
     POSITIVE,
+    UsageError,
     check_out,
     env_kwargs,
     env_options,
@@ -103,6 +104,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_samples(args)
     if "openai" in args.agent:
         _check_endpoint(args.base_url)
+    if getattr(args, "protocol", None) == "tools" and {"llm", "openai"} & set(args.agent):
+        from turngym.envs.tools import TOOLS_NOT_YET
+
+        raise UsageError(f"turngym eval: error: --protocol tools: {TOOLS_NOT_YET}")
     set_threads(args.threads)
     agents = [_make_agent(name, args) for name in args.agent]  # a missing model fails before games are made
     tasks = _task_set(args, kwargs)
