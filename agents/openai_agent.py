@@ -6,10 +6,15 @@ prompt, the action parser and the sampling settings with the LLM agent, and send
 episodes' requests concurrently. An API failure ends that episode as truncated (``api_error``,
 counted as an infrastructure failure, never as the agent losing); a context overflow ends it as
 ``context_length``.
+
+Under a world's ``tools`` protocol (``info["tools"]`` at reset) the request carries the world's tools and
+the served model answers with ``tool_calls``; the call becomes the action (``{"name", "arguments"}`` as
+JSON, which the world checks) and the world's answer goes back as a ``tool`` message.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -26,10 +31,20 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Conversation:
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     replies: list[str] = field(default_factory=list)
     actions: list[str | None] = field(default_factory=list)
     pending_observation: str | None = None
+    tools: list[dict[str, Any]] | None = None  # the world's, under the tools protocol
+    pending_call_id: str | None = None  # the call the next observation answers
+
+
+def call_action(calls: Sequence[Any]) -> str:
+    """A reply's ``tool_calls`` as the action string: one call is ``{"name", "arguments"}`` (arguments as the
+    server sent them, a JSON string the world reads); several are a list, which the world refuses (one call a
+    turn) with its reason."""
+    written = [{"name": call.function.name, "arguments": call.function.arguments} for call in calls]
+    return json.dumps(written[0] if len(written) == 1 else written, ensure_ascii=False)
 
 
 class ChatAPIAgent(Agent):
@@ -63,14 +78,17 @@ class ChatAPIAgent(Agent):
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
-        self._live[episode] = _Conversation([*system, {"role": "user", "content": observation}])
+        self._live[episode] = _Conversation([*system, {"role": "user", "content": observation}],
+                                            tools=info.get("tools"))
 
     def act(self, episodes: Sequence[int]) -> list[str | EndEpisode]:
         for episode in episodes:
             live = self._live[episode]
             if live.pending_observation is not None:
-                live.messages.append({"role": "user", "content": live.pending_observation})
-                live.pending_observation = None
+                answer = ({"role": "tool", "tool_call_id": live.pending_call_id} if live.pending_call_id
+                          else {"role": "user"})
+                live.messages.append({**answer, "content": live.pending_observation})
+                live.pending_observation, live.pending_call_id = None, None
         with ThreadPoolExecutor(max_workers=max(1, min(self.max_concurrency, len(episodes)))) as pool:
             return list(pool.map(self._act_one, episodes))
 
@@ -82,6 +100,7 @@ class ChatAPIAgent(Agent):
             response = self.client.chat.completions.create(
                 model=self.model, messages=live.messages, temperature=self.config.temperature,
                 top_p=self.config.top_p, max_tokens=self.config.max_new_tokens, seed=self.config.seed,
+                **({"tools": live.tools} if live.tools else {}),
             )
         except BadRequestError as error:
             if "context" in str(error).lower() or "too long" in str(error).lower():
@@ -91,9 +110,16 @@ class ChatAPIAgent(Agent):
         except APIError as error:
             logger.warning("episode %s: API error: %s", episode, error)
             return EndEpisode("api_error")
-        reply = (response.choices[0].message.content or "") if response.choices else ""
-        action = self.parser.parse(self.config.response_prefix + reply)
-        live.messages.append({"role": "assistant", "content": reply})
+        message = response.choices[0].message if response.choices else None
+        reply = (message.content or "") if message is not None else ""
+        calls = list(getattr(message, "tool_calls", None) or [])
+        if live.tools is not None:  # the tools protocol: the call is the action; no call, an invalid action
+            action = call_action(calls) if calls else None
+            live.pending_call_id = calls[0].id if len(calls) == 1 else None
+        else:
+            action = self.parser.parse(self.config.response_prefix + reply)
+        written = [call.model_dump() for call in calls] if live.tools is not None and calls else None
+        live.messages.append({"role": "assistant", "content": reply, **({"tool_calls": written} if written else {})})
         live.replies.append(reply)
         live.actions.append(action)
         return action if action is not None else ""

@@ -177,5 +177,54 @@ def test_the_tools_protocol_passes_the_world_checker_and_the_oracle_wins_through
 def test_the_llm_agents_refuse_the_tools_protocol_until_they_speak_it():
     from turngym.trainers.config import TurnGymConfig
 
-    with pytest.raises(ValueError, match="do not write native tool calls yet"):
+    with pytest.raises(ValueError, match="does not write native tool calls yet"):
         TurnGymConfig(output_dir="/tmp/unused", env_id="turngym/Signals-v0", action_protocol="tools")
+
+
+# ---------------------------------------------------------------------- a served model's tool_calls
+def test_the_openai_agent_sends_the_worlds_tools_and_acts_by_its_calls():
+    """Over real HTTP: the request carries the world's tools; a tool call is the action, its answer goes back as a
+    tool message; bad arguments and two calls at once are invalid actions with their reasons."""
+    import json
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from tests.helpers_http import JSONHandler
+    from turngym.agents.openai_agent import ChatAPIAgent
+    from turngym.agents.rollout import run_episodes
+    from turngym.envs.signals import signal_tasks
+    from turngym.envs.vector import make_pool
+
+    def call(number, arguments):
+        return {"id": f"call_{number}", "type": "function",
+                "function": {"name": "command", "arguments": json.dumps(arguments)}}
+
+    turns = [[call(0, {"command": "wait"})], [call(1, {"cmd": "wait"})], [call(2, {"command": "a"}),
+                                                                          call(3, {"command": "b"})]]
+    requests = []
+
+    class ToolServer(JSONHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            requests.append(body)
+            self.answer(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                              "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                                  "role": "assistant", "content": None, "tool_calls": turns[len(requests) - 1]}}]})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ToolServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pool = make_pool("turngym/Signals-v0", 1, env_kwargs={"action_protocol": "tools", "max_turns": 3})
+    try:
+        agent = ChatAPIAgent("served", base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="x")
+        (played,) = run_episodes(agent, pool, list(signal_tasks("train", n=1, turns=5)))
+    finally:
+        pool.close()
+        server.shutdown()
+    assert [t["function"]["name"] for t in requests[0]["tools"]] == ["command"]
+    assert [m["role"] for m in played.record.messages] == ["system", "user", "assistant", "tool", "assistant",
+                                                           "tool", "assistant"]
+    assert played.record.messages[3]["tool_call_id"] == "call_0"
+    assert played.record.messages[5]["tool_call_id"] == "call_1"
+    assert played.invalid_actions[1:] == [True, True]
+    reasons = [m["content"] for m in requests[2]["messages"] if m["role"] == "tool"]
+    assert "'command' is a required property" in reasons[-1]
