@@ -411,8 +411,10 @@ class TextEnv(gym.Env[str, str]):
             return "", "the action is empty"
         if len(text) > self.max_action_chars:
             return "", f"the action is {len(text)} characters long; the limit is {self.max_action_chars}"
-        if self.action_protocol is ActionProtocol.TOOLS:
-            return self._interpret_call(text)
+        if self.action_protocol is ActionProtocol.TOOLS:  # the call's command, then the free-form checks
+            text, reason = self._called_command(text)
+            if reason is not None:
+                return "", reason
         if _has_control_characters(text):
             return "", "the action contains line breaks, control characters or undecodable bytes"
         if self.action_protocol is ActionProtocol.CHOOSE_INDEX:
@@ -420,9 +422,9 @@ class TextEnv(gym.Env[str, str]):
         reason = self._validate_command(text)
         return (text, reason) if reason is None else ("", reason)
 
-    def _interpret_call(self, text: str) -> tuple[str, str | None]:
-        """A tool call (JSON) as a world command, or why it is invalid: unreadable, an unknown tool, arguments
-        that break the tool's schema, or a command the world refuses."""
+    def _called_command(self, text: str) -> tuple[str, str | None]:
+        """The command a tool call (JSON) stands for, or why there is none: unreadable, an unknown tool,
+        arguments that break the tool's schema, an empty command."""
         from turngym.envs.tools import ToolCall, ToolCallError, check_call
 
         try:
@@ -433,12 +435,7 @@ class TextEnv(gym.Env[str, str]):
         if reason is not None:
             return "", reason
         command = self._tool_command(call).strip()
-        if not command:
-            return "", f"the call of {call.name} names an empty command"
-        if _has_control_characters(command):
-            return "", "the command contains line breaks, control characters or undecodable bytes"
-        reason = self._validate_command(command)
-        return (command, reason) if reason is None else ("", reason)
+        return (command, None) if command else ("", f"the call of {call.name} names an empty command")
 
     def _choose(self, text: str) -> tuple[str, str | None]:
         commands = (self._state.admissible_commands or []) if self._state else []

@@ -41,25 +41,21 @@ class ToolCall:
 
     @classmethod
     def from_action(cls, action: str) -> ToolCall:
-        """The call an action string holds (:meth:`to_action`'s form); :class:`ToolCallError` when it holds none."""
-        return call_from_json(action)
-
-
-def call_from_json(text: str, *, arguments_key: str = "arguments") -> ToolCall:
-    """``{"name": ..., "arguments": {...}}`` (or another ``arguments_key``, e.g. Llama's ``parameters``) as a
-    :class:`ToolCall`. Arguments given as a JSON string holding an object are accepted (some models write
-    them so). Raises :class:`ToolCallError` with a reason a model can act on."""
-    if len(text) > MAX_CALL_CHARS:
-        raise ToolCallError(f"the tool call is {len(text)} characters long; at most {MAX_CALL_CHARS}")
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise ToolCallError(f"the tool call is not valid JSON ({_short(str(error))})") from None
-    return call_from_object(value, arguments_key=arguments_key)
+        """The call an action string holds (:meth:`to_action`'s form); :class:`ToolCallError`, with a reason a
+        model can act on, when it holds none."""
+        if len(action) > MAX_CALL_CHARS:
+            raise ToolCallError(f"the tool call is {len(action)} characters long; at most {MAX_CALL_CHARS}")
+        try:
+            value = json.loads(action)
+        except (json.JSONDecodeError, RecursionError) as error:
+            raise ToolCallError(f"the tool call is not valid JSON ({_short(str(error))})") from None
+        return call_from_object(value)
 
 
 def call_from_object(value: Any, *, arguments_key: str = "arguments") -> ToolCall:
-    """A decoded JSON value as a :class:`ToolCall` (see :func:`call_from_json`)."""
+    """A decoded JSON value, ``{"name": ..., "arguments": {...}}`` (or another ``arguments_key``, e.g. Llama's
+    ``parameters``), as a :class:`ToolCall`. Arguments given as a JSON string holding an object are accepted
+    (some models write them so)."""
     if not isinstance(value, dict):
         raise ToolCallError(f"a tool call is a JSON object with \"name\" and \"{arguments_key}\", "
                             f"got {type(value).__name__}")

@@ -126,7 +126,7 @@ def check_out(out: str | None, option: str = "--out") -> None:
 def set_threads(threads: int | None, *, load: float | None = None) -> str | None:
     """``--threads``: torch's intra-op threads. Without it, on a busy machine (1-minute load average at least the
     core count), a one-line hint goes to stderr, and is returned: there, torch's default of one thread per core
-    made SmolLM2's decoding steps 3.2x slower than one thread did (docs/benchmarks.md#the-first-hour)."""
+    made SmolLM2's decoding steps 3-4x slower than one thread did (bench/decode_step.py --busy 2)."""
     import os
     import sys
 

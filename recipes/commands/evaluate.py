@@ -104,7 +104,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_samples(args)
     if "openai" in args.agent:
         _check_endpoint(args.base_url)
-    if getattr(args, "protocol", None) == "tools" and "llm" in args.agent:
+    if args.protocol == "tools" and "llm" in args.agent:
         from turngym.envs.tools import TOOLS_NOT_YET
 
         raise UsageError(f"turngym eval: error: --protocol tools: {TOOLS_NOT_YET}")
