@@ -601,7 +601,8 @@ class ScriptedBackend:
     """Replays replies chosen by a function of the request (tests; the oracle-through-LLM check).
 
     ``reply(request) -> str | list[int]``: text is encoded with ``encode`` and ended with
-    ``stop_ids[0]``; a list of ids is returned as is (stopped only if it ends with a stop id).
+    ``stop_ids[0]``; a list of ids is returned as is (stopped only if it ends with a stop id). Either is cut
+    after its first stop id, as a sampling model would be.
     Logprobs are 0.
     """
 
@@ -623,6 +624,8 @@ class ScriptedBackend:
         for request in requests:
             reply = self.reply(request)
             ids = self.encode(reply) + [stop_ids[0]] if isinstance(reply, str) else list(reply)
-            ids = ids[: sampling.max_new_tokens]
-            results.append(Generation(ids, [0.0] * len(ids), bool(ids) and ids[-1] in set(stop_ids)))
+            stop = set(stop_ids)
+            first_stop = next((at + 1 for at, token in enumerate(ids) if token in stop), len(ids))
+            ids = ids[: min(first_stop, sampling.max_new_tokens)]  # a model stops at its first stop id
+            results.append(Generation(ids, [0.0] * len(ids), bool(ids) and ids[-1] in stop))
         return results

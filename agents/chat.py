@@ -21,6 +21,7 @@ token it was conditioned on while sampling is the token it is trained on, so tra
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,11 @@ class ChatFormat:
         if isinstance(eos, int):
             ids.add(eos)
         return sorted(ids)
+
+    def line_break_ids(self) -> list[int]:
+        """Every token whose text holds a line break (``\\n``): with a response prefix the action is the rest of
+        its line, so these end the turn too (``LLMAgentConfig.stop_after_action``)."""
+        return line_break_ids(self.tokenizer)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
@@ -280,3 +286,24 @@ def _first_difference(a: Sequence[Any], b: Sequence[Any]) -> int:
         if x != y:
             return i
     return min(len(a), len(b))
+
+
+_LINE_BREAKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def line_break_ids(tokenizer: Any) -> list[int]:
+    """Ids of the vocabulary's tokens that decode to text holding ``\\n`` (each tokenizer's, found once).
+
+    Decoded rather than matched by token string: byte-level BPE writes a newline as ``Ċ``, SentencePiece as
+    ``<0x0A>``, and a token may carry one inside (``".\\n"``)."""
+    try:
+        return _LINE_BREAKS[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    ids = [i for i, text in enumerate(texts) if "\n" in text]
+    try:
+        _LINE_BREAKS[tokenizer] = ids
+    except TypeError:  # a tokenizer that cannot be weakly referenced is not cached
+        pass
+    return ids

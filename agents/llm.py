@@ -10,7 +10,10 @@ Per episode the agent keeps a :class:`~turngym.agents.records.TokenRecord`, the 
 ``act`` asks the backend for every live episode in one batched call. A reply with no parseable
 action is stepped as the empty string, which the world answers as an invalid action with feedback.
 A turn that hits ``max_new_tokens`` gets an end-of-turn token appended that was not sampled, so it
-is masked out of the loss like environment tokens. When the next turn would not fit in
+is masked out of the loss like environment tokens. With the ``prefix`` format and a response prefix the
+action is the rest of the prefix's line, so by default (``stop_after_action``) a sampled line break ends the
+turn too (kept, trained on) and the end-of-turn token is appended the same way: an untrained model's chatter
+after its command costs no decoding and no training. When the next turn would not fit in
 ``max_context_tokens`` (or its completion past ``max_completion_tokens``), the episode ends as
 truncated (``context_length``).
 
@@ -40,6 +43,10 @@ DEFAULT_SYSTEM_PROMPT = (
 
 
 DEFAULT_ACTION_PREFIX = "Action:"  # small models (SmolLM2) write no parseable command without an answer prefix
+DEFAULT_MAX_NEW_TOKENS = 48  # tokens a turn may sample
+# ... when the turn is one line of command: TextWorld's and ALFWorld's longest take ~12 tokens, while an untrained
+# model rambles to any cap (the first-hour step, docs/benchmarks.md).
+ONE_LINE_ACTION_TOKENS = 16
 
 
 def reply_format(env_id: str, action_format: str | None = None, response_prefix: str | None = None) -> tuple[str, str]:
@@ -77,14 +84,22 @@ class LLMAgentConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
-    max_new_tokens: int = 48
+    max_new_tokens: int | None = None  # default: ONE_LINE_ACTION_TOKENS when a line break ends the turn, else 48
     max_context_tokens: int = 4096
     max_completion_tokens: int | None = None  # cap on tokens after the prompt (training's max_completion_length)
     seed: int = 0
     history_window: int | None = None  # K: the model sees the first prompt and the last K turns (None: all turns)
     join: Join = "token"  # continuous batching: turns join between decoding steps, or once the batch is done ("turn")
+    stop_after_action: bool = True  # prefix format with a response prefix: a line break ends the turn
+
+    @property
+    def stops_at_line_break(self) -> bool:
+        """The action is the response prefix's line, so a line break ends the turn."""
+        return self.stop_after_action and self.action_format == "prefix" and bool(self.response_prefix.strip())
 
     def __post_init__(self) -> None:
+        if self.max_new_tokens is None:
+            self.max_new_tokens = ONE_LINE_ACTION_TOKENS if self.stops_at_line_break else DEFAULT_MAX_NEW_TOKENS
         if self.history_window is not None and self.history_window < 1:
             raise ValueError(f"history_window must be >= 1 turn (None: the whole episode), got {self.history_window}")
 
@@ -129,6 +144,11 @@ class LLMAgent(Agent):
         self.name = name
         self._live: dict[int, _Live] = {}
         self._decoder: Decoder | None = None  # continuous batching's, made at the first submit()
+        self._end_of_turn_ids = self.chat.stop_ids()
+        # The end-of-turn ids first: a scripted backend ends a text reply with stop_ids[0].
+        self.stop_ids = self._end_of_turn_ids + (
+            [i for i in self.chat.line_break_ids() if i not in self._end_of_turn_ids]
+            if self.config.stops_at_line_break else [])
         self.sampled_tokens = 0  # over every episode, for progress bars
         backend.cache_prefix(self.chat.shared_prefix_ids())  # the shared system prompt, encoded once
 
@@ -141,7 +161,7 @@ class LLMAgent(Agent):
         """The next action of every episode listed, from one batched generation call."""
         turns = [self._next_turn(episode) for episode in episodes]
         requests = [turn for turn in turns if isinstance(turn, GenerationRequest)]
-        generations = iter(self.backend.generate(requests, self.config.sampling, self.chat.stop_ids())
+        generations = iter(self.backend.generate(requests, self.config.sampling, self.stop_ids)
                            if requests else [])
         return [self._take(turn.key, next(generations)) if isinstance(turn, GenerationRequest) else turn
                 for turn in turns]
@@ -151,7 +171,7 @@ class LLMAgent(Agent):
         """Queue the next turn of each episode listed (its actions come from :meth:`advance`); those that
         cannot go on (the context is full) end now, and are returned."""
         if self._decoder is None:
-            self._decoder = decoder_for(self.backend, self.config.sampling, self.chat.stop_ids(),
+            self._decoder = decoder_for(self.backend, self.config.sampling, self.stop_ids,
                                         join=self.config.join)
         ended = []
         for episode in episodes:
@@ -189,7 +209,8 @@ class LLMAgent(Agent):
     def _take(self, episode: int, generation: Generation) -> str:
         """Record a generated turn; the action parsed from it ("" when none parses: an invalid action)."""
         record = self._live[episode].record
-        record.add_model_turn(generation, self.chat.end_of_turn_id)
+        closed = generation.stopped and generation.ids[-1] in self._end_of_turn_ids
+        record.add_model_turn(generation, self.chat.end_of_turn_id, closed=closed)
         self.sampled_tokens += len(generation.ids)
         reply = self.chat.decode(generation.ids, skip_special_tokens=True)
         action = self.parser.parse(self.config.response_prefix + reply)

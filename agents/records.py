@@ -93,18 +93,21 @@ class TokenRecord:
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
 
-    def add_model_turn(self, generation: Generation, end_of_turn_id: int) -> None:
-        """Append one turn's sampled ids (``env_mask`` 1) and close it with the end-of-turn token."""
+    def add_model_turn(self, generation: Generation, end_of_turn_id: int, *, closed: bool | None = None) -> None:
+        """Append one turn's sampled ids (``env_mask`` 1) and close it with the end-of-turn token.
+
+        ``closed``: the sampled ids end with the end-of-turn token themselves (default: ``generation.stopped``).
+        A turn that stopped on another stop token (the line break after an action) is closed like one that
+        hit ``max_new_tokens``, with an end-of-turn token appended as context, but is not counted as forced."""
         turn = self.num_turns
         self.completion_ids += generation.ids
         self.env_mask += [1] * len(generation.ids)
         self.logprobs += generation.logprobs
         self.turn_index += [turn] * len(generation.ids)
         self.turn_ends.append(len(self.completion_ids) - 1)
-        forced = not generation.stopped
-        if forced:  # close the turn with a token the model did not sample: context, not loss
+        if not (generation.stopped if closed is None else closed):  # a token the model did not sample: context
             self._add_env(turn, [end_of_turn_id])
-        self.forced_end_of_turn.append(forced)
+        self.forced_end_of_turn.append(not generation.stopped)
 
     def add_env_turn(self, ids: list[int]) -> None:
         """Append context the model did not sample (an observation's template delta): ``env_mask`` 0,

@@ -16,6 +16,11 @@ _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _workers > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
 
+# Training runs in fp32 here whatever the CPU: a run's default precision follows the CPU's native bf16
+# (trainers.config.cpu_computes_bf16), and the exact and recorded numbers must not depend on the machine.
+# Set in the environment so that the `turngym` processes tests start inherit it.
+os.environ["TURNGYM_CPU_BF16"] = "0"
+
 # ``import tests.helpers_engines`` must work whatever directory pytest is started from.
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))

@@ -289,6 +289,56 @@ def test_a_turn_that_hits_the_token_cap_gets_an_unsampled_end_of_turn(tokenizer,
     assert record.turn_ends[0] == 6  # the turn's reward sits on its last *sampled* token
 
 
+def test_a_line_break_ends_the_action_line_and_the_turn_is_closed_as_context(tokenizer, games):
+    """With a response prefix the action is the rest of its line: the turn stops at the line break (sampled,
+    trained on), the end-of-turn token is appended unsampled, and what the model would have written after it
+    is never generated. Without ``stop_after_action`` the whole reply is the turn, as before."""
+    reply = "go east\nI went east. Action: take key\n"
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
+    stopping = LLMAgent(ScriptedBackend(lambda r: reply, encode), tokenizer, LLMAgentConfig(response_prefix="Action:"))
+    [trajectory] = run_episodes(stopping, pool(games, max_turns=1), list(games)[:1])
+    record, eot = trajectory.tokens, stopping.chat.end_of_turn_id
+    line = encode("go east\n")
+    assert record.completion_ids == [*line, eot] and record.env_mask == [1] * len(line) + [0]
+    assert record.actions == ["go east"] and record.forced_end_of_turn == [False]
+    assert record.turn_ends == [len(line) - 1]  # the reward sits on the sampled line break
+    assert set(stopping.stop_ids) >= {eot, *(t for t in line if "\n" in tokenizer.decode([t]))}
+
+    whole = LLMAgent(ScriptedBackend(lambda r: reply, encode), tokenizer,
+                     LLMAgentConfig(response_prefix="Action:", stop_after_action=False))
+    [trajectory] = run_episodes(whole, pool(games, max_turns=1), list(games)[:1])
+    assert trajectory.tokens.completion_ids == [*encode(reply), eot] and trajectory.tokens.actions == ["take key"]
+    assert whole.stop_ids == whole.chat.stop_ids()
+    # only the prefix format with a response prefix reads the action from one line
+    assert LLMAgent(ScriptedBackend(lambda r: reply, encode), tokenizer).stop_ids == whole.chat.stop_ids()
+
+
+def test_line_break_ids_are_exactly_the_tokens_holding_a_newline(tokenizer):
+    from turngym.agents.chat import line_break_ids
+
+    ids = line_break_ids(tokenizer)
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    assert ids and ids == [i for i, text in enumerate(texts) if "\n" in text]
+    assert line_break_ids(tokenizer) is ids  # found once per tokenizer
+
+
+def test_sampled_turns_end_at_their_first_line_break(model, tokenizer, games):
+    """The real decoder, sampling: no turn holds a line break before its last token, and some turns end on one."""
+    backend = RecordingBackend(HFBackend(model, pad_id=tokenizer.pad_token_id))
+    agent = LLMAgent(backend, tokenizer, LLMAgentConfig(max_new_tokens=24, temperature=1.0, seed=5,
+                                                       response_prefix="Action:"))
+    trajectories = run_episodes(agent, pool(games, max_turns=4), list(games)[:4], seed=0)
+    breaks = set(agent.chat.line_break_ids())
+    generations = [g for _, _, g in backend.log]
+    assert all(not breaks & set(g.ids[:-1]) for g in generations)
+    ended_on_break = [g for g in generations if g.ids[-1] in breaks]
+    assert ended_on_break and all(g.stopped for g in ended_on_break)
+    for trajectory in trajectories:
+        record = trajectory.tokens
+        for end in record.turn_ends:  # every turn is closed by an end-of-turn token: sampled or appended
+            assert agent.chat.end_of_turn_id in record.completion_ids[end : end + 2]
+
+
 # ---------------------------------------------------------------------- oracle through the LLM path
 class _OracleThroughLLM(LLMAgent):
     """The full LLM-agent path (prompt, token record, generation call, parsing), with a scripted

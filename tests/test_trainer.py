@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -492,6 +493,24 @@ def test_bf16_on_cpu_trains_under_autocast_and_generates_in_the_weights_dtype(tm
     assert "_original_forward" in trainer.model.__dict__  # accelerate did wrap the forward in autocast
     assert trainer.state.log_history[0]["episode/sampled_tokens"] > 0
     assert "eval/success" in trainer.evaluate()  # the trained, still wrapped, model evaluates too
+
+
+@pytest.mark.parametrize(("forced", "native", "expected"), [("", True, True), ("", False, False), ("0", True, False),
+                                                             ("1", False, True)])
+def test_cpu_runs_default_to_bf16_where_the_cpu_computes_it(monkeypatch, forced, native, expected):
+    """TRL's bf16=None means bf16 on an accelerator; on CPU it means bf16 autocast where the CPU has native bf16
+    (AVX512-BF16 or AMX), which TURNGYM_CPU_BF16 overrides; an explicit value is always kept."""
+    from turngym.trainers import config as config_module
+
+    monkeypatch.setenv(config_module.CPU_BF16_VARIABLE, forced)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    assert config_module.cpu_computes_bf16() is expected
+    for given, kept in ((None, expected), (False, False), (True, True)):
+        args = SimpleNamespace(use_cpu=True, bf16=given, fp16=True)
+        config_module.fix_device(args)
+        assert args.bf16 is kept and args.fp16 is False
 
 
 # ---------------------------------------------------------------------- inside the real TRL step

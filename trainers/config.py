@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,7 +100,10 @@ class WorldOptions:
     response_prefix: str | None = field(
         default=None, metadata={"help": "text every reply starts with (default: 'Action:' with the prefix "
                                         "format, else none); '' for none"})
-    max_new_tokens_per_turn: int = field(default=48, metadata={"help": "cap on sampled tokens per turn"})
+    max_new_tokens_per_turn: int | None = field(
+        default=None, metadata={"help": "cap on sampled tokens per turn (default: 16 for a one-line action, else 48)"})
+    stop_after_action: bool = field(
+        default=True, metadata={"help": "with a response prefix, a line break ends the turn (the action's line)"})
     num_env_workers: int = field(default=0, metadata={"help": "worker processes for the worlds (0: in this process)"})
     env_backend: EnvBackend = field(
         default="process", metadata={"help": "where the worlds run: 'process' (num_env_workers processes, or this "
@@ -152,7 +156,8 @@ class WorldOptions:
 
         action_format, response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix)
         fields: dict[str, Any] = {"action_format": action_format, "response_prefix": response_prefix,
-                                  "max_new_tokens": self.max_new_tokens_per_turn}
+                                  "max_new_tokens": self.max_new_tokens_per_turn,
+                                  "stop_after_action": self.stop_after_action}
         if self.system_prompt is not None:
             fields["system_prompt"] = self.system_prompt or None
         return LLMAgentConfig(**{**fields, **overrides})
@@ -354,8 +359,25 @@ def check_choices(config: Any, *groups: type) -> None:
                              f"{' or None' if optional else ''}, got {value!r}{note}")
 
 
+CPU_BF16_VARIABLE = "TURNGYM_CPU_BF16"  # "1"/"0": overrides the detection (the test suite sets "0")
+
+
+def cpu_computes_bf16() -> bool:
+    """Does this CPU compute bf16 natively (AVX512-BF16 or AMX), with torch's oneDNN to use it?
+
+    ``TURNGYM_CPU_BF16=1|0`` overrides the answer."""
+    import torch
+
+    forced = os.environ.get(CPU_BF16_VARIABLE, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return bool(native and torch.backends.mkldnn.is_available())
+
+
 def fix_device(config: Any) -> None:
-    """CPU runs work out of the box: without CUDA, ``use_cpu``; on CPU, bf16 only if asked for, never fp16.
+    """CPU runs work out of the box: without CUDA, ``use_cpu``; on CPU never fp16, and bf16 autocast by default
+    where the CPU computes bf16 natively (:func:`cpu_computes_bf16`), as TRL's default does on accelerators.
 
     It must run before ``TrainingArguments.__post_init__``, which refuses bf16 without an accelerator.
     """
@@ -364,9 +386,10 @@ def fix_device(config: Any) -> None:
     if not torch.cuda.is_available() and not config.use_cpu:
         config.use_cpu = True
     if config.use_cpu:
-        # TRL's default (bf16=None) means bf16 on an accelerator; on CPU it stays off unless asked
-        # for. An explicit bf16=True runs the fp32 weights under CPU autocast (mixed precision),
-        # 2.5x faster for SmolLM2 on CPUs with AVX512-BF16 (docs/benchmarks.md).
+        # bf16 runs the fp32 weights under CPU autocast (mixed precision): a training step of SmolLM2 is 2.6x
+        # faster on AVX512-BF16 (docs/benchmarks.md). Rollouts keep the fp32 weights; TIS corrects the gap.
+        if config.bf16 is None:
+            config.bf16 = cpu_computes_bf16()
         if config.bf16 and not torch.backends.mkldnn.is_available():
             raise ValueError("bf16=True on CPU needs torch's oneDNN (mkldnn) backend; drop bf16 or run on a GPU")
         config.bf16 = bool(config.bf16)

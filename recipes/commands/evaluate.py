@@ -52,7 +52,8 @@ def _agent_config(args: argparse.Namespace):
         fields["system_prompt"] = args.system_prompt or None
     return LLMAgentConfig(
         action_format=action_format, response_prefix=prefix, temperature=args.temperature, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context, seed=args.seed, **fields,
+        max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context, seed=args.seed,
+        stop_after_action=args.stop_after_action, **fields,
     )
 
 
@@ -208,7 +209,8 @@ def _llm_options(p: argparse.ArgumentParser) -> None:
     llm.add_argument("--device", default="cpu")
     llm.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the default for evaluation)")
     llm.add_argument("--top-p", type=float, default=1.0)
-    llm.add_argument("--max-new-tokens", type=POSITIVE, default=48, help="cap per turn")
+    llm.add_argument("--max-new-tokens", type=POSITIVE, default=None,
+                     help="cap per turn (default: 16 when a line break ends the turn, else 48)")
     llm.add_argument("--max-context", type=POSITIVE, default=4096,
                      help="tokens; past it the episode ends as truncated")
     llm.add_argument("--action-format", default=None, choices=["prefix", "last_line", "tags", "raw"],
@@ -216,6 +218,8 @@ def _llm_options(p: argparse.ArgumentParser) -> None:
     llm.add_argument("--response-prefix", default=None,
                      help="text each reply starts with (default: 'Action:' with the prefix format, else none); "
                           "match the training config's response_prefix")
+    llm.add_argument("--stop-after-action", action=argparse.BooleanOptionalAction, default=True,
+                     help="with a response prefix, a line break ends the turn (match the training config's)")
     llm.add_argument("--system-prompt", default=None,
                      help="default: the agent's; '' for none; may contain {format_instruction}. Match the "
                           "training config's system_prompt to reproduce its evaluation")
