@@ -43,6 +43,8 @@ class ChatFormat:
         tokenizer: a Hugging Face tokenizer with a chat template.
         system_prompt: the system message (``None``: no system message; note that some templates,
             SmolLM2's among them, then insert their own).
+        tools: the world's tools under the ``tools`` protocol, passed to the template as ``tools=``; a tool's
+            answer to a call is then rendered as the template's tool message (:meth:`tool_delta_ids`).
         response_prefix: text the model's turn starts with, placed after the generation prompt
             (e.g. ``"Action:"``). It is part of the prompt side (masked out of the loss).
     """
@@ -50,6 +52,7 @@ class ChatFormat:
     tokenizer: Any
     system_prompt: str | None = None
     response_prefix: str = ""
+    tools: Any = None  # the world's tools (OpenAI function format), rendered by the template (``tools=``)
 
     def __post_init__(self) -> None:
         if not getattr(self.tokenizer, "chat_template", None):
@@ -138,9 +141,35 @@ class ChatFormat:
             )
         return full[at + len(anchor) :]
 
+    def tool_delta_ids(self, result: str, name: str, call_id: str) -> list[int]:
+        """The ids the template adds for a tool's answer (``role: tool``) to the call ``name`` the assistant turn
+        made, after that turn's end-of-turn token, through the next generation prompt."""
+        return self.encode(self.tool_delta_text(result, name, call_id)) + self._prefix_ids
+
+    def tool_delta_text(self, result: str, name: str, call_id: str) -> str:
+        # The stand-in turn makes the call, so templates that check a tool message follows one (Mistral's) render it.
+        before = [*self.messages(_USER_STAND_IN), tool_call_message(name, {}, call_id)]
+        closed = self._render(before, add_generation_prompt=False)
+        full = self._render([*before, {"role": "tool", "tool_call_id": call_id, "name": name, "content": result}],
+                            add_generation_prompt=True)
+        cut = closed.rfind(self._eot_text)
+        if cut < 0 or full[: cut + len(self._eot_text)] != closed[: cut + len(self._eot_text)]:
+            raise ChatTemplateError(
+                f"the chat template does not close a tool-calling assistant turn with {self._eot_text!r} and keep it "
+                "when the tool's answer follows; cannot locate a tool message's delta")
+        return full[cut + len(self._eot_text) :]
+
     # ------------------------------------------------------------------ helpers
-    def _render(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    def _render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool) -> str:
+        extra = {"tools": self.tools} if self.tools else {}
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                                  **extra)
+
+
+def tool_call_message(name: str, arguments: dict[str, Any], call_id: str, content: str = "") -> dict[str, Any]:
+    """An assistant message that calls ``name``, as chat templates take it."""
+    return {"role": "assistant", "content": content,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}
 
 
 def _end_of_turn_text(chat: ChatFormat) -> str:
@@ -232,27 +261,49 @@ def check_chat_template(
     *,
     system_prompt: str | None = "You are playing a text game.",
     turns: Sequence[tuple[str, str]] = _PROBE_TURNS,
+    tools: bool = False,
+    tool_syntax: str | None = None,
 ) -> TemplateReport:
     """Play a scripted episode through :class:`ChatFormat` and compare with the template's own
     rendering of the whole history after every turn.
 
     ``turns`` are (user message, assistant reply) pairs; the default includes ``<think>`` blocks,
-    so a template that strips earlier thinking shows up as ``history_rewritten``.
+    so a template that strips earlier thinking shows up as ``history_rewritten``. With ``tools`` the
+    template is given a ``command`` tool, every reply calls it (written in ``tool_syntax``, default the
+    template's) with the reply's last line, and every later message is the tool's answer (a ``tool`` message).
     """
-    chat = ChatFormat(tokenizer, system_prompt=system_prompt)
+    from turngym.agents.tool_calls import format_tool_call, syntax_of_template
+    from turngym.envs.tools import ToolCall, function_tool
+
+    probe_tools = [function_tool("command", "A command for the world.", {"command": {"type": "string"}})]
+    chat = ChatFormat(tokenizer, system_prompt=system_prompt, tools=probe_tools if tools else None)
+    syntax = (tool_syntax or syntax_of_template(tokenizer.chat_template)) if tools else None
+    if tools and syntax is None:
+        raise ChatTemplateError("the chat template shows no tool-call syntax; name one (tool_syntax)")
     messages = chat.messages(turns[0][0])
     ids = chat.prompt_ids(turns[0][0])
     drifts: list[Drift] = []
     append_only = token_exact = True
     previous_text = chat._render(messages, add_generation_prompt=True)
     for turn, (_, reply) in enumerate(turns, start=1):
-        ids += chat.encode(reply) + [chat.end_of_turn_id]
-        messages.append({"role": "assistant", "content": reply})
+        call_id = f"call{turn:05d}"
+        if tools:
+            call = ToolCall("command", {"command": reply.split("\n")[-1]})
+            ids += chat.encode(format_tool_call(call, syntax)) + [chat.end_of_turn_id]
+            messages.append(tool_call_message(call.name, dict(call.arguments), call_id))
+        else:
+            ids += chat.encode(reply) + [chat.end_of_turn_id]
+            messages.append({"role": "assistant", "content": reply})
         renders = [chat._render(messages, add_generation_prompt=False)]
         more = turn < len(turns)
         if more:
-            ids += chat.env_delta_ids(turns[turn][0])
-            messages.append({"role": "user", "content": turns[turn][0]})
+            answer = turns[turn][0]
+            if tools:
+                ids += chat.tool_delta_ids(answer, "command", call_id)
+                messages.append({"role": "tool", "tool_call_id": call_id, "name": "command", "content": answer})
+            else:
+                ids += chat.env_delta_ids(answer)
+                messages.append({"role": "user", "content": answer})
             renders.append(chat._render(messages, add_generation_prompt=True))
         for rendered in renders:
             if append_only and not rendered.startswith(previous_text):

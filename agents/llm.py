@@ -25,6 +25,7 @@ trainer then trains each turn on exactly the context it was sampled from.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +33,10 @@ from typing import Any
 from turngym.agents.actions import ActionParser
 from turngym.agents.backends import Generation, GenerationRequest, SamplingConfig, TokenBackend
 from turngym.agents.base import Agent, EndEpisode, stable_seed
-from turngym.agents.chat import ChatFormat
+from turngym.agents.chat import ChatFormat, ChatTemplateError
 from turngym.agents.decoding import Decoder, Join, decoder_for
 from turngym.agents.records import TokenRecord
+from turngym.agents.tool_calls import SYNTAXES, calls_action, parse_tool_calls, syntax_of_template
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent in a text-based world. Each turn you read what happened and reply with one command "
@@ -47,16 +49,24 @@ DEFAULT_MAX_NEW_TOKENS = 48  # tokens a turn may sample
 # ... when the turn is one line of command: TextWorld's and ALFWorld's longest take ~12 tokens, while an untrained
 # model rambles to any cap (the first-hour step, docs/benchmarks.md).
 ONE_LINE_ACTION_TOKENS = 16
+TOOLS_INSTRUCTION = "Act by calling one of the tools, one call a turn."
 
 
-def reply_format(env_id: str, action_format: str | None = None, response_prefix: str | None = None) -> tuple[str, str]:
+def reply_format(env_id: str, action_format: str | None = None, response_prefix: str | None = None, *,
+                 tools: bool = False) -> tuple[str, str]:
     """``(action_format, response_prefix)`` for an LLM agent in ``env_id``, filling what is unset.
 
     The action format defaults to the world's own (``TextEnv.agent_action_format``: the SWE world
     reads a fenced command from the whole reply, ``"raw"``), else ``"prefix"``. The response prefix
-    defaults to :data:`DEFAULT_ACTION_PREFIX` with the ``prefix`` format, else none. Evaluation, SFT
-    and RL all resolve their defaults here, so they share one chat format.
+    defaults to :data:`DEFAULT_ACTION_PREFIX` with the ``prefix`` format, else none; under the ``tools``
+    protocol (``tools``) it is none, and may not be set: the model's reply is its tool call. Evaluation,
+    SFT and RL all resolve their defaults here, so they share one chat format.
     """
+    if tools:
+        if response_prefix:
+            raise ValueError(f"the tools protocol reads the model's native tool calls; a response prefix "
+                             f"({response_prefix!r}) would be written before them: leave it unset or ''")
+        response_prefix = ""
     if action_format is None:
         from turngym.envs.registry import world_creator
 
@@ -91,6 +101,7 @@ class LLMAgentConfig:
     history_window: int | None = None  # K: the model sees the first prompt and the last K turns (None: all turns)
     join: Join = "token"  # continuous batching: turns join between decoding steps, or once the batch is done ("turn")
     stop_after_action: bool = True  # prefix format with a response prefix: a line break ends the turn
+    tool_syntax: str | None = None  # tools protocol: the model's call syntax (default: the chat template's)
 
     @property
     def stops_at_line_break(self) -> bool:
@@ -107,11 +118,12 @@ class LLMAgentConfig:
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(self.temperature, self.top_p, self.top_k, self.max_new_tokens)
 
-    def system_message(self, parser: ActionParser) -> str | None:
-        """The system prompt with ``{format_instruction}`` filled from the action parser."""
+    def system_message(self, parser: ActionParser, *, tools: bool = False) -> str | None:
+        """The system prompt with ``{format_instruction}`` filled from the action parser (or, when the world
+        offers tools, the instruction to call one)."""
         if self.system_prompt is None or "{format_instruction}" not in self.system_prompt:
             return self.system_prompt
-        return self.system_prompt.format(format_instruction=parser.instruction())
+        return self.system_prompt.format(format_instruction=TOOLS_INSTRUCTION if tools else parser.instruction())
 
     def parser(self) -> ActionParser:
         prefix = self.response_prefix.strip() or self.action_prefix
@@ -122,7 +134,10 @@ class LLMAgentConfig:
 class _Live:
     record: TokenRecord
     seed: int
+    chat: ChatFormat
+    tools: bool = False  # the world's tools protocol: replies are read as the model's native tool calls
     pending_observation: str | None = None
+    pending_call: tuple[str, str] | None = None  # (tool, call id) the pending observation answers
 
 
 class LLMAgent(Agent):
@@ -144,6 +159,8 @@ class LLMAgent(Agent):
         self.name = name
         self._live: dict[int, _Live] = {}
         self._decoder: Decoder | None = None  # continuous batching's, made at the first submit()
+        self._tool_chats: dict[str, ChatFormat] = {}  # per tool set (the tools protocol)
+        self.tool_syntax: str | None = None
         self._end_of_turn_ids = self.chat.stop_ids()
         # The end-of-turn ids first: a scripted backend ends a text reply with stop_ids[0].
         self.stop_ids = self._end_of_turn_ids + (
@@ -154,8 +171,32 @@ class LLMAgent(Agent):
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
         task_id = (info.get("task") or {}).get("id")
-        record = TokenRecord(prompt_ids=self.chat.prompt_ids(observation), history_window=self.config.history_window)
-        self._live[episode] = _Live(record, stable_seed(self.config.seed, episode, task_id) % 2**62)
+        tools = info.get("tools")
+        chat = self._tools_chat(tools) if tools else self.chat
+        record = TokenRecord(prompt_ids=chat.prompt_ids(observation), history_window=self.config.history_window)
+        self._live[episode] = _Live(record, stable_seed(self.config.seed, episode, task_id) % 2**62, chat, bool(tools))
+
+    def tool_syntax_of(self, episode: int) -> str | None:
+        """The call syntax the episode's replies are read in (None: the world offers no tools)."""
+        return self.tool_syntax if self._live[episode].tools else None
+
+    def _tools_chat(self, tools: list[dict[str, Any]]) -> ChatFormat:
+        """The chat format that renders ``tools`` with the template (made once per tool set), and the call syntax
+        replies are read in."""
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self._tool_chats:
+            if self.config.response_prefix:
+                raise ValueError(f"the world offers tools, and a response prefix ({self.config.response_prefix!r}) "
+                                 "would be written before the model's tool call: set response_prefix to ''")
+            self.tool_syntax = self.config.tool_syntax or syntax_of_template(self.chat.tokenizer.chat_template)
+            if self.tool_syntax is None:
+                raise ChatTemplateError("the world offers tools, but the chat template shows no tool-call syntax "
+                                        f"(one of {', '.join(SYNTAXES)}); set tool_syntax if the model writes one")
+            chat = ChatFormat(self.chat.tokenizer, system_prompt=self.config.system_message(self.parser, tools=True),
+                              tools=tools)
+            self.backend.cache_prefix(chat.shared_prefix_ids())
+            self._tool_chats[key] = chat
+        return self._tool_chats[key]
 
     def act(self, episodes: Sequence[int]) -> list[str | EndEpisode]:
         """The next action of every episode listed, from one batched generation call."""
@@ -197,7 +238,10 @@ class LLMAgent(Agent):
     def _next_turn(self, episode: int) -> GenerationRequest | EndEpisode:
         """The request for an episode's next turn (its pending observation appended), or why it must end."""
         live = self._live[episode]
-        delta = self.chat.env_delta_ids(live.pending_observation) if live.pending_observation is not None else []
+        delta = []
+        if live.pending_observation is not None:
+            delta = (live.chat.tool_delta_ids(live.pending_observation, *live.pending_call) if live.pending_call
+                     else live.chat.env_delta_ids(live.pending_observation))
         if self._would_overflow(live.record, len(delta), self.config.sampling.max_new_tokens):
             live.record.context_truncated = True
             return EndEpisode("context_length")
@@ -208,12 +252,20 @@ class LLMAgent(Agent):
 
     def _take(self, episode: int, generation: Generation) -> str:
         """Record a generated turn; the action parsed from it ("" when none parses: an invalid action)."""
-        record = self._live[episode].record
+        live = self._live[episode]
+        record = live.record
         closed = generation.stopped and generation.ids[-1] in self._end_of_turn_ids
         record.add_model_turn(generation, self.chat.end_of_turn_id, closed=closed)
         self.sampled_tokens += len(generation.ids)
-        reply = self.chat.decode(generation.ids, skip_special_tokens=True)
-        action = self.parser.parse(self.config.response_prefix + reply)
+        if live.tools:  # call syntax may be special tokens (<tool_call>, [TOOL_CALLS]): kept, less the end of turn
+            reply = self.chat.decode(generation.ids[:-1] if closed else generation.ids)
+            calls = parse_tool_calls(reply, self.tool_syntax).calls
+            action = calls_action(calls)
+            # the world's answer to one call returns as the template's tool message; Mistral's ids are 9 characters
+            live.pending_call = (calls[0].name, f"call{len(record.turn_ends):05d}") if len(calls) == 1 else None
+        else:
+            reply = self.chat.decode(generation.ids, skip_special_tokens=True)
+            action = self.parser.parse(self.config.response_prefix + reply)
         record.replies.append(reply)
         record.actions.append(action)
         return action if action is not None else ""

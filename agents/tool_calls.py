@@ -92,11 +92,11 @@ def _mistral(text: str) -> ParsedReply:
                 raise ToolCallError(f"the arguments of {match.group(1)!r} are not valid JSON") from None
             calls.append(call_from_object({"name": match.group(1), "arguments": arguments}))
         return ParsedReply(calls)
-    body = text.split("[TOOL_CALLS]", 1)[1].strip()
-    value = _decode(body)
-    if not isinstance(value, list):
-        value = [value]
-    return ParsedReply([call_from_object(item) for item in value])
+    calls = []
+    for body in text.split("[TOOL_CALLS]")[1:]:  # each marker opens a list (or one object) of calls
+        value = _decode(body.strip())
+        calls += [call_from_object(item) for item in (value if isinstance(value, list) else [value])]
+    return ParsedReply(calls)
 
 
 def _decode_call(body: str, *, arguments_key: str = "arguments") -> ToolCall:
@@ -113,3 +113,27 @@ def _decode(body: str):
         reason = "cut off" if "Expecting" in str(error) and error.pos >= len(body.rstrip()) - 1 else "not valid JSON"
         raise ToolCallError(f"the tool call is {reason} ({str(error)[:120]})") from None
     return value
+
+
+def format_tool_call(call: ToolCall, syntax: str) -> str:
+    """The reply a model of ``syntax`` writes to make ``call`` (what SFT demos of tool-call episodes are);
+    :func:`parse_tool_calls` reads it back as exactly ``call``."""
+    arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
+    name = json.dumps(call.name)
+    if syntax == "hermes":
+        return f'<tool_call>\n{{"name": {name}, "arguments": {arguments}}}\n</tool_call>'
+    if syntax == "llama3":
+        return f'{{"name": {name}, "parameters": {arguments}}}'
+    if syntax == "mistral":
+        return f'[TOOL_CALLS][{{"name": {name}, "arguments": {arguments}}}]'
+    raise ValueError(f"tool-call syntax must be one of {', '.join(SYNTAXES)}, got {syntax!r}")
+
+
+def calls_action(calls: list[ToolCall]) -> str | None:
+    """The action a reply's calls make: one call as its JSON; several, a JSON list (which a world refuses: one
+    call a turn); none, None (an invalid action)."""
+    if not calls:
+        return None
+    if len(calls) == 1:
+        return calls[0].to_action()
+    return json.dumps([{"name": c.name, "arguments": dict(c.arguments)} for c in calls], ensure_ascii=False)

@@ -74,12 +74,15 @@ class ActionProtocol(str, enum.Enum):
 def protocol_action(command: str, info: Mapping[str, Any]) -> str:
     """``command`` expressed in the episode's action protocol (``info`` is the latest step's or reset's): its
     1-based number among the admissible commands for ``choose_index``, a call of the ``command`` tool for
-    ``tools``, the command itself otherwise."""
+    ``tools`` (unless it is a call already), the command itself otherwise."""
     protocol = info.get("action_protocol")
     if protocol == ActionProtocol.TOOLS.value:
-        from turngym.envs.tools import ToolCall
+        from turngym.envs.tools import ToolCall, ToolCallError
 
-        return ToolCall("command", {"command": command}).to_action()
+        try:  # a world whose walkthrough is already calls (the SWE world's bash and submit)
+            return ToolCall.from_action(command).to_action()
+        except ToolCallError:
+            return ToolCall("command", {"command": command}).to_action()
     if protocol != ActionProtocol.CHOOSE_INDEX.value:
         return command
     admissible = [normalise_command(c) for c in info.get("admissible_commands") or []]

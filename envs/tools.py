@@ -19,9 +19,6 @@ from typing import Any
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # OpenAI's rule for function names
 MAX_CALL_CHARS = 65_536  # a call longer than this is refused unread (model output can be huge)
-TOOLS_NOT_YET = ("the LLM agent (HF/vLLM backends) does not write native tool calls yet (issue 29: the world side, "
-                 "the parsers, the oracle, random and openai agents are): use free_form, admissible_in_prompt or "
-                 "choose_index")
 
 
 class ToolCallError(ValueError):

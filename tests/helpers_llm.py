@@ -34,7 +34,91 @@ THINK_STRIPPING_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 
+# Templates that take tools=, one per call syntax, written here after each family's published format (not copied):
+# Hermes / Qwen 2.5: the tools in the system message, calls in <tool_call> blocks, results as <tool_response> in a
+# user turn (consecutive results share one).
+HERMES_TOOLS_TEMPLATE = (
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0].role == 'system' %}"
+    "{{- messages[0].content + '\\n\\n' }}{%- endif %}"
+    "{{- '# Tools\\n\\nYou may call one or more functions.\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nReturn each call within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
+    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\\n</tool_call><|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' or (message.role == 'assistant' and not message.tool_calls) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}{{- '<|im_start|>assistant' }}"
+    "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
+    "{%- for call in message.tool_calls %}{%- set f = call.function %}"
+    "{{- '\\n<tool_call>\\n{\"name\": \"' + f.name + '\", \"arguments\": ' + (f.arguments | tojson) "
+    "+ '}\\n</tool_call>' }}"
+    "{%- endfor %}{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+# Llama 3.1 (JSON calls): the tools in the first user message, a call is the whole reply, results in ipython turns.
+LLAMA3_TOOLS_TEMPLATE = (
+    "{{- '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\\n\\n' }}"
+    "{%- if tools %}{{- 'Environment: ipython\\n' }}{%- endif %}"
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content }}{%- endif %}{{- '<|eot_id|>' }}"
+    "{%- set ns = namespace(tools_shown=false) %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' %}{{- '<|start_header_id|>user<|end_header_id|>\\n\\n' }}"
+    "{%- if tools and not ns.tools_shown %}{{- 'Respond with a JSON function call {\"name\": function name, "
+    "\"parameters\": dictionary of arguments}.\\n\\n' }}{%- for tool in tools %}{{- (tool | tojson) + '\\n\\n' }}"
+    "{%- endfor %}{%- set ns.tools_shown = true %}{%- endif %}{{- message.content + '<|eot_id|>' }}"
+    "{%- elif message.role == 'assistant' and message.tool_calls %}{%- set f = message.tool_calls[0].function %}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n{\"name\": \"' + f.name + '\", \"parameters\": ' "
+    "+ (f.arguments | tojson) + '}<|eot_id|>' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' + message.content + '<|eot_id|>' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{{- '<|start_header_id|>ipython<|end_header_id|>\\n\\n' + message.content + '<|eot_id|>' }}"
+    "{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
+)
+
+# Mistral (v3): the tools and the system prompt go before the *last* user message (so the history is rewritten each
+# turn), calls after [TOOL_CALLS] as a JSON list, results in [TOOL_RESULTS] with the call's 9-character id.
+MISTRAL_TOOLS_TEMPLATE = (
+    "{%- set ns = namespace(last_user=-1) %}{%- for m in messages %}{%- if m.role == 'user' %}"
+    "{%- set ns.last_user = loop.index0 %}{%- endif %}{%- endfor %}{{- '<s>' }}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' %}"
+    "{%- if tools and loop.index0 == ns.last_user %}"
+    "{{- '[AVAILABLE_TOOLS]' + (tools | tojson) + '[/AVAILABLE_TOOLS]' }}"
+    "{%- endif %}{{- '[INST]' }}"
+    "{%- if loop.index0 == ns.last_user and messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}"
+    "{%- endif %}{{- message.content + '[/INST]' }}"
+    "{%- elif message.role == 'assistant' and message.tool_calls %}{{- '[TOOL_CALLS][' }}"
+    "{%- for call in message.tool_calls %}{%- if call.id | length != 9 %}"
+    "{{- raise_exception('Tool call ids must be 9 characters') }}{%- endif %}"
+    "{{- '{\"name\": \"' + call.function.name + '\", \"arguments\": ' + (call.function.arguments | tojson) + '}' }}"
+    "{%- if not loop.last %}{{- ', ' }}{%- endif %}{%- endfor %}{{- ']</s>' }}"
+    "{%- elif message.role == 'assistant' %}{{- message.content + '</s>' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{{- '[TOOL_RESULTS]' + ({'content': message.content, 'call_id': message.tool_call_id} | tojson) "
+    "+ '[/TOOL_RESULTS]' }}"
+    "{%- endif %}{%- endfor %}"
+)
+
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TOOL_TEMPLATES = {  # syntax -> (template, special tokens, end-of-turn token, start token)
+    "hermes": (HERMES_TOOLS_TEMPLATE, [*SPECIAL_TOKENS, "<tool_call>", "</tool_call>"], "<|im_end|>", "<|im_start|>"),
+    "llama3": (LLAMA3_TOOLS_TEMPLATE, ["<|endoftext|>", "<|begin_of_text|>", "<|start_header_id|>",
+                                       "<|end_header_id|>", "<|eot_id|>", "<|python_tag|>"], "<|eot_id|>",
+               "<|begin_of_text|>"),
+    "mistral": (MISTRAL_TOOLS_TEMPLATE, ["<|endoftext|>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]",
+                                         "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+                                         "[/TOOL_RESULTS]"], "</s>", "<s>"),
+}
 
 _CORPUS = [
     "You are in a kitchen. There is a fridge, a table and a closed door to the east.",
@@ -48,7 +132,8 @@ _CORPUS = [
 ]
 
 
-def train_tokenizer(directory: Path, chat_template: str = SMOLLM2_TEMPLATE):
+def train_tokenizer(directory: Path, chat_template: str = SMOLLM2_TEMPLATE, *, special_tokens: list[str] | None = None,
+                    eos_token: str = "<|im_end|>", bos_token: str = "<|im_start|>"):
     """A 600-token byte-level BPE trained on a small text-game corpus, saved to ``directory``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -56,11 +141,11 @@ def train_tokenizer(directory: Path, chat_template: str = SMOLLM2_TEMPLATE):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=special_tokens or SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(_CORPUS * 20, trainer=trainer)
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                      bos_token="<|im_start|>", unk_token="<|endoftext|>")
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos_token, pad_token="<|endoftext|>",
+                                      bos_token=bos_token, unk_token="<|endoftext|>")
     wrapped.chat_template = chat_template
     wrapped.save_pretrained(directory)
     return wrapped

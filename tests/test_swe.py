@@ -731,3 +731,48 @@ def test_tests_py_cannot_replace_a_test_directory_without_init(make_env, tmp_pat
     assert info["tests"]["tests/test_core.py::TestInterval::test_touching_intervals_do_not_overlap"] == "FAILED"
     assert info["tests"]["tests/test_core.py::TestInterval::test_length"] == "PASSED"  # the real tests ran
     assert "tests.py" not in info["patch"]
+
+
+# --------------------------------------------------------------------------- the tools protocol (bwrap)
+def call(name, **arguments):
+    from turngym.envs.tools import ToolCall
+
+    return ToolCall(name, arguments).to_action()
+
+
+@needs_bwrap
+def test_the_oracle_resolves_through_tools(make_env):
+    env = make_env(action_protocol="tools")
+    obs, info = env.reset(options={"task": TASK})
+    assert [t["function"]["name"] for t in info["tools"]] == ["bash", "edit", "view", "submit"]
+    assert "Call one tool per turn" in obs and "```bash" not in obs
+    assert [json.loads(a)["name"] for a in info["walkthrough"]] == ["bash", "submit"]
+    *_, terminated, _, info = play(env, info["walkthrough"])[-1]
+    assert terminated and info["won"] and info["pass_ratio"] == 1.0
+
+
+@needs_bwrap
+def test_edit_view_and_bash_tools_with_clear_errors(make_env):
+    env = make_env(action_protocol="tools")
+    env.reset(options={"task": TASK})
+    obs, _, _, _, info = env.step(call("view", path="intervals/core.py", start=1, end=3))
+    assert not info["invalid_action"] and obs.startswith("<returncode>0</returncode>") and "     1\t" in obs
+    hostile = "x'; rm -rf / #\nTURNGYM_TOOL\n$(reboot) `id` \\ \" é"
+    obs, *_ = env.step(call("edit", path="intervals/core.py", old_str="no such text" + hostile, new_str="y"))
+    assert "old_str occurs 0 times" in obs and "Nothing changed" in obs and "<returncode>1</returncode>" in obs
+    obs, *_ = env.step(call("edit", path="intervals/core.py", old_str="self", new_str="me"))
+    assert "times in intervals/core.py; it must occur exactly once; include more" in obs
+    naive = "self.start <= other.end and other.start <= self.end"
+    obs, *_ = env.step(call("edit", path="intervals/core.py", old_str=naive, new_str=naive + "  # " + hostile[:12]))
+    assert "edited intervals/core.py" in obs
+    obs, *_ = env.step(call("bash", command="grep -c 'rm -rf' intervals/core.py; printf 'a\\nb\\n'"))
+    assert obs == "<returncode>0</returncode>\n<output>\n1\na\nb\n</output>"  # the text arrived as text, untouched
+    for action, reason in ((call("edit", path="a.py", old_str="", new_str="x"), "should be non-empty"),
+                           (call("view", path="a.py", start=0), "less than the minimum of 1"),
+                           (call("command", command="ls"), "unknown tool 'command'"),
+                           (call("bash", command="ls\x00"), "control characters"),
+                           ("```bash\nls\n```", "not valid JSON")):
+        _, _, _, _, info = env.step(action)
+        assert info["invalid_action"] and reason in info["invalid_reason"], (action, info["invalid_reason"])
+    *_, terminated, _, info = env.step(call("submit"))
+    assert terminated and not info["won"]

@@ -154,7 +154,8 @@ class WorldOptions:
         """
         from turngym.agents.llm import LLMAgentConfig, reply_format
 
-        action_format, response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix)
+        action_format, response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix,
+                                                      tools=self.action_protocol == "tools")
         fields: dict[str, Any] = {"action_format": action_format, "response_prefix": response_prefix,
                                   "max_new_tokens": self.max_new_tokens_per_turn,
                                   "stop_after_action": self.stop_after_action}
@@ -167,10 +168,6 @@ class WorldOptions:
         self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")
         self.imports = [self.imports] if isinstance(self.imports, str) else list(self.imports or [])
         check_choices(self, WorldOptions)
-        if self.action_protocol == "tools":
-            from turngym.envs.tools import TOOLS_NOT_YET
-
-            raise ValueError(f"action_protocol 'tools': {TOOLS_NOT_YET}")
         self.pool_options()  # a bad env_backend / env_server fails here, before any work
 
     def _resolve_world(self) -> None:
@@ -185,7 +182,8 @@ class WorldOptions:
         self.env_id = resolve_env(self.env_id)
         require_registered(self.env_id)
         check_world_options(self.env_id, self.world_kwargs())
-        self.action_format, self.response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix)
+        self.action_format, self.response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix,
+                                                                tools=self.action_protocol == "tools")
 
     def _check_world_fields(self) -> None:
         """Validate and resolve one world (what a world entry of ``worlds`` goes through)."""

@@ -53,6 +53,8 @@ from turngym.agents.base import Agent, EndEpisode
 from turngym.agents.llm import LLMAgent, LLMAgentConfig
 from turngym.agents.records import TokenRecord
 from turngym.agents.rollout import Trajectory
+from turngym.agents.tool_calls import format_tool_call
+from turngym.envs.tools import ToolCall
 from turngym.trainers.config import ConfigParser, WorldOptions, check_choices, fix_device
 from turngym.trainers.episodes import Episode
 from turngym.trainers.rollout import evaluate_policy, policy_pool
@@ -139,7 +141,8 @@ def _candidate_replies(command: str, config: LLMAgentConfig) -> list[str]:
 class OracleThroughLLM(Agent):
     """An :class:`LLMAgent` whose replies are the oracle's commands: a demo is an RL rollout record.
 
-    Each turn the oracle chooses a command; it is written as a reply (:func:`demo_reply`), encoded
+    Each turn the oracle chooses a command; it is written as a reply (:func:`demo_reply`; under the ``tools``
+    protocol, the call in the model's own syntax, :func:`~turngym.agents.tool_calls.format_tool_call`), encoded
     and closed with the chat template's end-of-turn token (not ``stop_ids[0]``, which may be EOS),
     and replayed by a :class:`~turngym.agents.backends.ScriptedBackend`. The LLM agent then does exactly
     what it does in RL: records the ids, parses the action, appends environment deltas. An episode
@@ -171,7 +174,10 @@ class OracleThroughLLM(Agent):
         commands = self.oracle.act(episodes)
         chat = self.llm.chat
         for episode, command in zip(episodes, commands, strict=True):
-            self._replies[episode] = chat.encode(demo_reply(str(command), self.llm.config)) + [chat.end_of_turn_id]
+            syntax = self.llm.tool_syntax_of(episode)  # under the tools protocol the command is a call (JSON)
+            reply = (format_tool_call(ToolCall.from_action(str(command)), syntax) if syntax
+                     else demo_reply(str(command), self.llm.config))
+            self._replies[episode] = chat.encode(reply) + [chat.end_of_turn_id]
         actions = self.llm.act(episodes)
         for episode, command, action in zip(episodes, commands, actions, strict=True):
             self._replies.pop(episode, None)  # not asked: the episode ended on its context cap

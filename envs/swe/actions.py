@@ -36,7 +36,7 @@ class ParsedAction:
     error: str | None = None
 
 
-def _bad_characters(text: str) -> bool:
+def bad_characters(text: str) -> bool:
     """Control characters (except newline and tab), lone surrogates from undecodable bytes, NUL."""
     return any(ch not in _ALLOWED_CONTROLS and unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn") for ch in text)
 
@@ -63,8 +63,73 @@ def parse_action(text: str, max_chars: int) -> ParsedAction:
     command = blocks[0].strip("\n").rstrip()
     if not command.strip():
         return ParsedAction(error="the command block is empty")
-    if _bad_characters(command):
+    if bad_characters(command):
         return ParsedAction(error="the command contains control characters or undecodable bytes")
     if _is_submit(command):
         return ParsedAction(submit=True)
     return ParsedAction(command=command)
+
+
+# ---------------------------------------------------------------------- the tools protocol (SWE-agent style)
+def swe_tools() -> list[dict]:
+    """The SWE world's tools under the ``tools`` protocol: ``bash``, ``edit`` (str_replace), ``view``, ``submit``."""
+    from turngym.envs.tools import function_tool
+
+    text = {"type": "string"}
+    return [
+        function_tool("bash", "Run one shell command in a fresh bash shell in the repository; the exit code and "
+                      "output come back.", {"command": {**text, "description": "the command"}}),
+        function_tool("edit", "Replace the one occurrence of old_str in a file with new_str; an error, and no "
+                      "change, when old_str occurs zero or several times.",
+                      {"path": {**text, "description": "the file, relative to the repository or absolute"},
+                       "old_str": {**text, "minLength": 1, "description": "the exact text to replace"},
+                       "new_str": {**text, "description": "the text to put in its place"}}),
+        function_tool("view", "Show a file with line numbers, whole or lines start to end (1-based, inclusive).",
+                      {"path": text, "start": {"type": "integer", "minimum": 1},
+                       "end": {"type": "integer", "minimum": 1}}, required=["path"]),
+        function_tool("submit", "Submit the repository for grading; this ends the episode.", {}),
+    ]
+
+
+# Run inside the sandbox by python3 with `args` (the call's arguments) defined. The arguments travel base64-encoded,
+# so no text of theirs is ever shell syntax.
+_EDIT = """
+import pathlib, sys
+path = pathlib.Path(args["path"])
+try:
+    text = path.read_text()
+except (OSError, UnicodeDecodeError) as error:
+    sys.exit(f"edit: cannot read {path}: {error}")
+count = text.count(args["old_str"])
+if count != 1:
+    more = "; include more of the surrounding lines to make it unique" if count else ""
+    sys.exit(f"edit: old_str occurs {count} times in {path}; it must occur exactly once{more}. Nothing changed.")
+path.write_text(text.replace(args["old_str"], args["new_str"], 1))
+print(f"edited {path}")
+"""
+_VIEW = """
+import pathlib, sys
+path = pathlib.Path(args["path"])
+try:
+    lines = path.read_text().splitlines()
+except (OSError, UnicodeDecodeError) as error:
+    sys.exit(f"view: cannot read {path}: {error}")
+start, end = args.get("start", 1), args.get("end", len(lines))
+for number in range(start, min(end, len(lines)) + 1):
+    print(f"{number:6d}\\t{lines[number - 1]}")
+"""
+
+
+def tool_command(name: str, arguments: dict) -> str:
+    """The shell command (or :data:`SUBMIT`) a checked call of :func:`swe_tools` stands for."""
+    import base64
+    import json
+
+    if name == "bash":
+        return arguments["command"]
+    if name == "submit":
+        return SUBMIT
+    payload = base64.b64encode(json.dumps(arguments).encode()).decode()
+    script = {"edit": _EDIT, "view": _VIEW}[name]
+    return (f"python3 - <<'TURNGYM_TOOL'\nimport base64, json\nargs = json.loads(base64.b64decode('{payload}'))\n"
+            f"{script}TURNGYM_TOOL")

@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from turngym.envs.core import RewardMode, TextEnv, WorldState, truncate_text
-from turngym.envs.swe.actions import FORMAT_HINT, SUBMIT, parse_action
+from turngym.envs.core import ActionProtocol, RewardMode, TextEnv, WorldState, truncate_text
+from turngym.envs.swe.actions import FORMAT_HINT, SUBMIT, bad_characters, parse_action, swe_tools, tool_command
 from turngym.envs.swe.grading import GradeReport
 from turngym.envs.swe.instances import SWEInstance, local_repo_dir, oracle_actions
 from turngym.envs.swe.sandbox import (
@@ -68,7 +68,9 @@ PROMPT = """You are fixing an issue in the repository {repo}, checked out at {wo
 </issue>
 
 How to work:
-- Reply with exactly one shell command per turn, in a fenced block, for example:
+{how}"""
+
+FREE_FORM_HOW = """- Reply with exactly one shell command per turn, in a fenced block, for example:
 ```bash
 grep -rn "def main" {workdir}
 ```
@@ -81,6 +83,14 @@ grep -rn "def main" {workdir}
 ```bash
 submit
 ```"""
+
+TOOLS_HOW = """- Call one tool per turn: `bash` runs one shell command, `view` shows a file with line numbers,
+  `edit` replaces one exact occurrence of a text in a file, `submit` ends the episode for grading.
+- Each command runs in a fresh bash shell in {workdir}: `cd` and variables do not carry over, and
+  processes do not outlive the command. There is no network. A command may run {exec_limit:g} s.
+- You have {max_turns} turns and {wall_limit:g} s in all. Python is `python3`.
+- The tests that judge your fix are hidden; the repository's test files are restored before grading.
+- When the issue is fixed, call `submit`."""
 
 
 def _dataclass_from(kind, value):
@@ -134,8 +144,9 @@ class SWEEnv(TextEnv):
             raise ValueError(f"reward must be 'ratio' or 'resolved', got {reward!r}")
         if regression_penalty < 0:
             raise ValueError(f"regression_penalty must be >= 0, got {regression_penalty}")
-        if kwargs.get("action_protocol", "free_form") not in ("free_form",):
-            raise ValueError("the SWE world has no admissible commands: use action_protocol='free_form'")
+        if kwargs.get("action_protocol", "free_form") not in ("free_form", "tools"):
+            raise ValueError("the SWE world has no admissible commands: use action_protocol='free_form' (fenced "
+                             "commands) or 'tools' (bash, edit, view, submit)")
         kwargs.setdefault("max_action_chars", 32_768)
         kwargs.setdefault("max_observation_chars", 10_000)
         if tasks is None:
@@ -203,8 +214,10 @@ class SWEEnv(TextEnv):
             return WorldState(text="", failure=f"sandbox_error: {escape_controls(str(error))}")
         self._deadline = time.monotonic() + self.wall_clock_limit
         max_turns = self.max_turns_option or self.default_max_turns(None)
-        text = PROMPT.format(repo=instance.repo, workdir=WORKDIR, problem=instance.problem_statement.strip(),
-                             exec_limit=self.timeouts.exec, max_turns=max_turns, wall_limit=self.wall_clock_limit)
+        tools = self.action_protocol is ActionProtocol.TOOLS
+        how = (TOOLS_HOW if tools else FREE_FORM_HOW).format(
+            workdir=WORKDIR, exec_limit=self.timeouts.exec, max_turns=max_turns, wall_limit=self.wall_clock_limit)
+        text = PROMPT.format(repo=instance.repo, workdir=WORKDIR, problem=instance.problem_statement.strip(), how=how)
         return WorldState(
             text=text,
             progress=0.0,
@@ -214,17 +227,37 @@ class SWEEnv(TextEnv):
                 "base_commit": base_commit,
                 "sandbox": self.sandbox_backend,
                 "wall_clock_limit": self.wall_clock_limit,
-                "walkthrough": oracle_actions(instance),
+                "walkthrough": oracle_actions(instance, tools=tools),
             },
         )
+
+    def tools(self) -> list[dict[str, Any]]:
+        return swe_tools()
+
+    def _tool_command(self, call: Any) -> str:
+        return tool_command(call.name, dict(call.arguments))
 
     def _interpret(self, action: str) -> tuple[str, str | None]:
         if time.monotonic() >= self._deadline:
             return WALL_CLOCK, None
+        if self.action_protocol is ActionProtocol.TOOLS:
+            return self._interpret_call(action.strip())
         parsed = parse_action(action, self.max_action_chars)
         if parsed.error is not None:
             return "", parsed.error
         return (SUBMIT, None) if parsed.submit else (parsed.command, None)
+
+    def _interpret_call(self, text: str) -> tuple[str, str | None]:
+        """A call (JSON) as the command to run, or why it is invalid; multi-line commands are allowed, as in
+        fenced blocks."""
+        if not text:
+            return "", "the action is empty"
+        if len(text) > self.max_action_chars:
+            return "", f"the action is {len(text)} characters long; the limit is {self.max_action_chars}"
+        command, reason = self._called_command(text)
+        if reason is None and bad_characters(command):
+            reason = "the command contains control characters or undecodable bytes"
+        return (command, None) if reason is None else ("", reason)
 
     def _execute(self, command: str) -> WorldState:
         remaining = self._deadline - time.monotonic()

@@ -15,7 +15,6 @@ from turngym.recipes.commands.common import (
     DEFAULT_MODEL,
     NON_NEGATIVE,
     POSITIVE,
-    UsageError,
     check_out,
     env_kwargs,
     env_options,
@@ -46,7 +45,8 @@ def _agent_config(args: argparse.Namespace):
     """The LLM agent's prompt, parsing and sampling; the response prefix follows the action format."""
     from turngym.agents.llm import LLMAgentConfig, reply_format
 
-    action_format, prefix = reply_format(args.env, args.action_format, args.response_prefix)
+    action_format, prefix = reply_format(args.env, args.action_format, args.response_prefix,
+                                         tools=args.protocol == "tools")
     fields: dict[str, Any] = {}
     if args.system_prompt is not None:  # as in training configs: "" means no system message
         fields["system_prompt"] = args.system_prompt or None
@@ -105,10 +105,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_samples(args)
     if "openai" in args.agent:
         _check_endpoint(args.base_url)
-    if args.protocol == "tools" and "llm" in args.agent:
-        from turngym.envs.tools import TOOLS_NOT_YET
-
-        raise UsageError(f"turngym eval: error: --protocol tools: {TOOLS_NOT_YET}")
     set_threads(args.threads)
     agents = [_make_agent(name, args) for name in args.agent]  # a missing model fails before games are made
     tasks = _task_set(args, kwargs)
