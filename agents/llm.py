@@ -36,7 +36,13 @@ from turngym.agents.base import Agent, EndEpisode, stable_seed
 from turngym.agents.chat import ChatFormat, ChatTemplateError
 from turngym.agents.decoding import Decoder, Join, decoder_for
 from turngym.agents.records import TokenRecord
-from turngym.agents.tool_calls import SYNTAXES, calls_action, parse_tool_calls, syntax_of_template
+from turngym.agents.tool_calls import (
+    SYNTAXES,
+    calls_action,
+    parse_tool_calls,
+    syntax_of_template,
+    tools_instructions,
+)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent in a text-based world. Each turn you read what happened and reply with one command "
@@ -188,12 +194,18 @@ class LLMAgent(Agent):
             if self.config.response_prefix:
                 raise ValueError(f"the world offers tools, and a response prefix ({self.config.response_prefix!r}) "
                                  "would be written before the model's tool call: set response_prefix to ''")
-            self.tool_syntax = self.config.tool_syntax or syntax_of_template(self.chat.tokenizer.chat_template)
-            if self.tool_syntax is None:
-                raise ChatTemplateError("the world offers tools, but the chat template shows no tool-call syntax "
-                                        f"(one of {', '.join(SYNTAXES)}); set tool_syntax if the model writes one")
-            chat = ChatFormat(self.chat.tokenizer, system_prompt=self.config.system_message(self.parser, tools=True),
-                              tools=tools)
+            tokenizer, system = self.chat.tokenizer, self.config.system_message(self.parser, tools=True)
+            chat = ChatFormat(tokenizer, system_prompt=system, tools=tools)
+            if chat.prompt_ids("?") != ChatFormat(tokenizer, system_prompt=system).prompt_ids("?"):
+                self.tool_syntax = self.config.tool_syntax or syntax_of_template(tokenizer.chat_template)
+                if self.tool_syntax is None:
+                    raise ChatTemplateError(
+                        "the world offers tools, but the chat template shows no tool-call syntax "
+                        f"(one of {', '.join(SYNTAXES)}); set tool_syntax if the model writes one")
+            else:  # the template ignores tools= (SmolLM2's): the system message describes them, in Hermes' syntax
+                self.tool_syntax = self.config.tool_syntax or "hermes"
+                described = (f"{system}\n\n" if system else "") + tools_instructions(tools, self.tool_syntax)
+                chat = ChatFormat(tokenizer, system_prompt=described)
             self.backend.cache_prefix(chat.shared_prefix_ids())
             self._tool_chats[key] = chat
         return self._tool_chats[key]

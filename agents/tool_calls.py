@@ -137,3 +137,12 @@ def calls_action(calls: list[ToolCall]) -> str | None:
     if len(calls) == 1:
         return calls[0].to_action()
     return json.dumps([{"name": c.name, "arguments": dict(c.arguments)} for c in calls], ensure_ascii=False)
+
+
+def tools_instructions(tools: list[dict], syntax: str) -> str:
+    """The tools and how to call them, for the system message of a model whose chat template ignores ``tools=``
+    (written after Hermes' own instructions; the example call is in ``syntax``)."""
+    signatures = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+    example = format_tool_call(ToolCall("<function-name>", {"<argument>": "<value>"}), syntax)
+    return ("You may call one of these tools, given as JSON function signatures within <tools></tools> XML tags:\n"
+            f"<tools>\n{signatures}\n</tools>\nTo call one, reply with exactly:\n{example}")

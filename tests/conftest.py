@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -41,12 +42,19 @@ def engine_pythonpath(monkeypatch: pytest.MonkeyPatch) -> str:
 README_MODULE = "readme_guess_number"
 
 
+def readme_world_code() -> str:
+    """The README's GuessNumber block, as written. (Here, not in test_core: importing a test module under a
+    second name would register its worlds again, with other classes.)"""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO_ROOT / "README.md").read_text(), flags=re.DOTALL)
+    matches = [block for block in blocks if "class GuessNumber" in block]
+    assert len(matches) == 1, "README.md should hold exactly one GuessNumber example"
+    return matches[0]
+
+
 @pytest.fixture
 def readme_world(tmp_path, monkeypatch) -> Path:
     """The README's GuessNumber block, saved verbatim as an importable module (``README_MODULE``) in a fresh
     folder, which is the working directory."""
-    from tests.test_core import readme_world_code
-
     (tmp_path / f"{README_MODULE}.py").write_text(readme_world_code())
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, README_MODULE, raising=False)

@@ -11,6 +11,7 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from tests.conftest import readme_world_code
 from turngym import envs
 from turngym.envs.core import normalise_command, truncate_text
 from turngym.envs.tasks import Task, TaskSet
@@ -138,13 +139,6 @@ def test_worked_example_registers_makes_and_wins():
 
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-def readme_world_code() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
-    matches = [block for block in blocks if "class GuessNumber" in block]
-    assert len(matches) == 1, "README.md should hold exactly one GuessNumber example"
-    return matches[0]
 
 
 def test_readme_example_runs_verbatim_and_wins():

@@ -136,8 +136,7 @@ def test_your_world_trained_as_the_readme_says(readme_world, tiny_policy, capsys
     appended (later options win): the warm start, RL from it, and the trained policy's evaluation all run."""
     import shlex
 
-    from tests.conftest import README_MODULE
-    from tests.test_core import readme_world_code
+    from tests.conftest import README_MODULE, readme_world_code
     from turngym.recipes.cli import main
 
     commands = [shlex.split(line.split("#", 1)[1]) for line in readme_world_code().splitlines()

@@ -269,3 +269,28 @@ def test_the_training_config_says_where_the_worlds_run(tmp_path):
         make_args(tmp_path, env_server="ws://a:1")
     with pytest.raises(ValueError, match="env_backend must be one of 'process', 'ray', 'remote', got 'grpc'"):
         make_args(tmp_path, env_backend="grpc")
+
+
+@pytest.mark.timeout(300)
+def test_a_served_tools_world_publishes_its_tool_schema_and_takes_calls():
+    """Under the tools protocol the schema is in every reset's info (solutions hidden, tools not), and a call
+    steps the served world as it steps a local one."""
+    from turngym.envs.tools import ToolCall
+
+    world = {**WORLD, "action_protocol": "tools"}
+    task = task_panel(SIGNALS, "eval", 1, world)[0]
+    local = LocalPool.from_id(SIGNALS, 1, env_kwargs=world)
+    with ServerProcess(SIGNALS, env_kwargs=world, max_sessions=2, panel_size=4) as hidden:
+        remote = RemotePool(hidden.url, 1, env_id=SIGNALS, env_kwargs=world)
+        try:
+            here = local.reset_some({0: {"task": task}}, {0: 3})[0][1]
+            there = remote.reset_some({0: {"task": task}}, {0: 3})[0][1]
+            assert there["tools"] == jsonable(here["tools"]) and there["action_protocol"] == "tools"
+            assert "walkthrough" not in there  # served without --reveal-solutions
+            for action in ('{"name": "shell"}', ToolCall("command", {"command": here["walkthrough"][0]}).to_action()):
+                a, b = local.step_some({0: action})[0], remote.step_some({0: action})[0]
+                assert (b.observation, b.reward, b.info["invalid_action"]) == (a.observation, a.reward,
+                                                                              a.info["invalid_action"])
+        finally:
+            remote.close()
+            local.close()

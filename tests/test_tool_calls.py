@@ -250,6 +250,26 @@ def test_the_llm_agent_renders_the_tools_and_the_oracle_wins_by_native_calls(too
         assert parse_tool_calls(tokenizer.decode(sampled), syntax).calls  # the calls are what was sampled
 
 
+def test_a_template_that_ignores_tools_gets_them_in_the_system_message(tokenizer):
+    """SmolLM2's template renders no tools=: the agent describes them in the system message, in Hermes' syntax
+    (or ``tool_syntax``'s), and reads that syntax back."""
+    from turngym.agents.evaluate import evaluate
+    from turngym.agents.llm import LLMAgentConfig
+    from turngym.envs.signals import signal_tasks
+    from turngym.trainers.sft import OracleThroughLLM
+
+    for syntax in (None, "llama3"):
+        agent = OracleThroughLLM(tokenizer, LLMAgentConfig(max_new_tokens=200, tool_syntax=syntax))
+        report = evaluate(agent, "turngym/Signals-v0", signal_tasks("eval", n=2),
+                          env_kwargs={"action_protocol": "tools"}, progress=False)
+        assert report.overall.success_rate == 1.0 and report.overall.invalid_action_rate == 0.0
+        assert agent.llm.tool_syntax == (syntax or "hermes")
+        prompt = tokenizer.decode(report.trajectories[0].tokens.prompt_ids)
+        assert "<tools>" in prompt and '"name": "command"' in prompt
+        assert ("<tool_call>" in prompt) is (syntax is None)
+        assert ('"parameters": {"<argument>"' in prompt) is (syntax == "llama3")  # the example call's syntax
+
+
 def test_bad_replies_under_tools_are_invalid_actions_and_only_a_call_gets_a_tool_answer(tool_tokenizer):
     from turngym.agents.backends import ScriptedBackend
     from turngym.agents.llm import LLMAgent, LLMAgentConfig

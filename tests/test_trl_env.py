@@ -125,6 +125,32 @@ def test_trl_sees_exactly_one_tool_with_a_schema_built_from_its_docstring():
     assert schema["parameters"]["properties"]["command"]["type"] == "string"
 
 
+def test_under_the_tools_protocol_trl_sees_the_worlds_own_tools():
+    """The SWE world's bash, edit, view and submit, listed the way GRPOTrainer lists tools, with the schemas
+    transformers builds from them (what the chat template renders); a call steps the world through its checks."""
+    from turngym.envs.swe.actions import swe_tools
+
+    factory = pickle.loads(pickle.dumps(trl_env.environment_factory("turngym/SWE-v0", action_protocol="tools")))
+    environment = factory()
+    members = [name for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)]
+    tools = [name for name in members if name not in ("reset", "get_reward") and not name.startswith("_")]
+    assert sorted(tools) == ["bash", "edit", "submit", "view"] and "act" not in members
+    transformers = pytest.importorskip("transformers")
+    for spec in swe_tools():
+        spec = spec["function"]
+        schema = transformers.utils.get_json_schema(getattr(environment, spec["name"]))["function"]
+        assert schema["name"] == spec["name"] and schema["description"] == spec["description"]
+        assert set(schema["parameters"]["properties"]) == set(spec["parameters"]["properties"])
+        assert set(schema["parameters"].get("required", [])) == set(spec["parameters"]["required"])
+    signals = trl_env.environment_factory(SIGNALS, action_protocol="tools")()
+    signals.reset(task_id="signals/train/0")
+    assert signals.command(command="go") == "Right. The light is green."
+    assert "unknown tool" not in signals.command(command=["not", "text"])  # the world's schema check answers
+    assert signals.invalid_actions == 1 and "is not of type 'string'" in signals.info["invalid_reason"]
+    signals.command(command="go", sudo=True)  # an argument the schema forbids: an invalid action, not an exception
+    assert signals.invalid_actions == 2 and "'sudo' was unexpected" in signals.info["invalid_reason"]
+
+
 def test_task_dataset_writes_one_row_per_task_with_the_task_itself():
     pytest.importorskip("datasets")
     dataset = trl_env.task_dataset(SIGNALS, "eval", 5, env_kwargs={"turns": 2})

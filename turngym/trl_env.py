@@ -52,14 +52,14 @@ SYSTEM_PROMPT = (
 METRICS = ("won", "finished", "invalid_action_rate", "turns", "episode_reward")
 
 
-class TurnGymEnvironment:
-    """One turngym world behind TRL's ``environment_factory`` contract.
+class WorldSession:
+    """One turngym world behind TRL's ``environment_factory`` contract, without tools: ``reset(**row)`` starts
+    the row's task and returns the first observation, ``get_reward()`` is the episode return. TRL exposes every
+    other public function of the class as a tool: :class:`TurnGymEnvironment` adds ``act(command)``, and
+    :func:`tools_environment` the world's own tools (the ``tools`` protocol).
 
-    ``reset(**row)`` starts the row's task and returns the first observation, ``act(command)`` is
-    the model's one tool, ``get_reward()`` is the episode return. TRL builds one instance per
-    concurrent rollout and reuses it (``reset`` between episodes); the world is made on the first
-    ``reset``. Only ``act`` is public besides ``reset`` and ``get_reward``: TRL exposes every public
-    method as a tool. The episode's state is readable through properties (``turns``, ``done``,
+    TRL builds one instance per concurrent rollout and reuses it (``reset`` between episodes); the world is
+    made on the first ``reset``. The episode's state is readable through properties (``turns``, ``done``,
     ``won``, ``turn_rewards``, ``info``...), which TRL does not expose.
 
     Args:
@@ -104,30 +104,23 @@ class TurnGymEnvironment:
         self._invalid_actions = 0
         return observation
 
-    def act(self, command: str) -> str:
-        """Execute one command in the text world and return what the world answers.
-
-        Args:
-            command: The command to execute, one short line of plain text (for example "go north").
-
-        Returns:
-            The world's answer to the command. When the episode ends, the answer says so and gives the episode reward.
-        """
+    def _step(self, action: str, tool: str) -> str:
+        """Step the world with ``action``; its answer (with the episode's end, if it ended)."""
         if not self._started:
             raise ValueError("no episode is running: reset() starts one (GRPOTrainer calls it with each dataset row)")
         if self._done:
             raise ValueError(
-                f"the episode is over ({self._ending()} after {self.turns} turns); act accepts no more commands. "
+                f"the episode is over ({self._ending()} after {self.turns} turns); {tool} accepts no more calls. "
                 "Stop calling tools and end your turn."
             )
-        observation, reward, terminated, truncated, info = self._world.step(_as_text(command))
+        observation, reward, terminated, truncated, info = self._world.step(action)
         self._turn_rewards.append(float(reward))
         self._invalid_actions += bool(info.get("invalid_action"))
         self._info = info
         self._done = bool(terminated or truncated)
         if self._done:
             observation += (f"\n\n[Episode over: {self._ending()} after {self.turns} turns; episode reward "
-                            f"{self.episode_reward:g}. Do not call {TOOL_NAME} again.]")
+                            f"{self.episode_reward:g}. Do not call {tool} again.]")
         return observation
 
     def get_reward(self) -> float:
@@ -218,6 +211,82 @@ class TurnGymEnvironment:
         self._close()
 
 
+class TurnGymEnvironment(WorldSession):
+    """A world whose one tool is ``act(command)``: a free-form command, as the world's ``free_form`` protocol."""
+
+    def act(self, command: str) -> str:
+        """Execute one command in the text world and return what the world answers.
+
+        Args:
+            command: The command to execute, one short line of plain text (for example "go north").
+
+        Returns:
+            The world's answer to the command. When the episode ends, the answer says so and gives the episode reward.
+        """
+        return self._step(_as_text(command), TOOL_NAME)
+
+
+_JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
+
+
+@functools.cache
+def _tools_class(env_id: str, tools_json: str) -> type:
+    """A :class:`WorldSession` subclass with one method per tool (OpenAI function format, as JSON), each named,
+    typed and documented so that transformers' ``get_json_schema`` (what TRL renders) gives the tool back."""
+    import inspect
+
+    from turngym.envs.tools import ToolCall
+
+    methods = {}
+    for tool in json.loads(tools_json):
+        spec = tool["function"]
+        properties = spec.get("parameters", {}).get("properties", {})
+        required = set(spec.get("parameters", {}).get("required", list(properties)))
+        annotations = {name: _JSON_TYPES.get(schema.get("type"), str) for name, schema in properties.items()}
+        parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotations[name],
+                              default=inspect.Parameter.empty if name in required else None)
+            for name in properties]
+        described = "\n".join(f"    {name}: {schema.get('description') or name}" for name, schema in properties.items())
+
+        method = _tool_method(spec["name"], ToolCall)
+        method.__name__ = method.__qualname__ = spec["name"]
+        method.__signature__ = inspect.Signature(parameters, return_annotation=str)
+        method.__annotations__ = {**annotations, "return": str}
+        method.__doc__ = (f"{spec.get('description') or spec['name']}\n\n"
+                          + (f"Args:\n{described}\n\n" if properties else "")
+                          + "Returns:\n    The world's answer.")
+        methods[spec["name"]] = method
+    name = "".join(part for part in env_id.replace("/", "-").replace("_", "-").split("-") if part.isalnum())
+    return type(f"{name or 'World'}Tools", (WorldSession,), methods)
+
+
+def _tool_method(name: str, tool_call: type) -> Callable[..., str]:
+    def method(self, **arguments: Any) -> str:  # every argument goes to the world, which checks it (its schema)
+        given = {key: value for key, value in arguments.items() if value is not None}
+        return self._step(tool_call(name, given).to_action(), name)
+
+    return method
+
+
+class ToolsEnvironmentFactory:
+    """``environment_factory`` for a world under the ``tools`` protocol: each instance exposes the world's own
+    tools (``bash``, ``edit``...) as TRL tools. It pickles (the class is rebuilt from the schema per process)."""
+
+    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any]) -> None:
+        from turngym.envs.registry import make
+
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
+        world = make(env_id, **self.env_kwargs)
+        try:
+            self.tools_json = json.dumps(world.unwrapped.tools(), sort_keys=True)
+        finally:
+            world.close()
+
+    def __call__(self) -> WorldSession:
+        return _tools_class(self.env_id, self.tools_json)(self.env_id, **self.env_kwargs)
+
+
 def _as_text(command: Any) -> str:
     """The command as text: model output parsed from JSON may be a number, a list or bytes. Whatever it is,
     the world's validation judges it (an invalid action with feedback, never a crash)."""
@@ -229,13 +298,16 @@ def _as_text(command: Any) -> str:
 
 
 # ---------------------------------------------------------------------- what GRPOTrainer takes
-def environment_factory(env_id: str, **env_kwargs: Any) -> Callable[[], TurnGymEnvironment]:
-    """``GRPOTrainer(environment_factory=...)``: a zero-argument callable making one
-    :class:`TurnGymEnvironment` of ``env_id`` per rollout. It pickles (``AsyncGRPOTrainer`` sends it to a
-    worker process). The world and its options are checked now, not at the first rollout."""
+def environment_factory(env_id: str, **env_kwargs: Any) -> Callable[[], WorldSession]:
+    """``GRPOTrainer(environment_factory=...)``: a zero-argument callable making one environment of ``env_id``
+    per rollout: a :class:`TurnGymEnvironment` (one ``act`` tool), or with ``action_protocol="tools"`` one whose
+    tools are the world's own (:class:`ToolsEnvironmentFactory`). It pickles (``AsyncGRPOTrainer`` sends it to
+    a worker process). The world and its options are checked now, not at the first rollout."""
     from turngym.envs.registry import check_world_options
 
     check_world_options(env_id, env_kwargs)  # unknown id or option: a clear error here
+    if env_kwargs.get("action_protocol") == "tools":
+        return ToolsEnvironmentFactory(env_id, env_kwargs)
     return functools.partial(TurnGymEnvironment, env_id, **env_kwargs)
 
 
@@ -261,8 +333,11 @@ def task_dataset(env_id: str, split: str = "train", n: int | None = None, *, tas
         chosen = chosen.take(n) if n else chosen
     else:
         chosen = task_panel(env_id, split, n, dict(env_kwargs or {}), progress=False)
-    hint = getattr(world_creator(env_id), "action_hint", "Reply with one short command.")
-    user = f"{hint} Send each command with the `{TOOL_NAME}` tool.\n\n"
+    if (env_kwargs or {}).get("action_protocol") == "tools":
+        user = "Act by calling the world's tools, one call at a time.\n\n"
+    else:
+        hint = getattr(world_creator(env_id), "action_hint", "Reply with one short command.")
+        user = f"{hint} Send each command with the `{TOOL_NAME}` tool.\n\n"
     prompt = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
         {"role": "user", "content": user}]
     rows = [{"prompt": prompt, "env_id": env_id, "environment": env_id, "task_id": task.id, "split": task.split,
@@ -277,7 +352,7 @@ def episode_metrics(environments: list[Any] | None = None, log_metric: Callable[
     ``turngym/episode_reward``) and returns None for every completion (TRL leaves such a term out of the
     sum, so ``rewards/episode_metrics/mean`` reads None). The reward is each environment's ``get_reward``."""
     completions = len(kwargs.get("prompts") or environments or [])
-    environments = [e for e in environments or [] if isinstance(e, TurnGymEnvironment) and e._started]
+    environments = [e for e in environments or [] if isinstance(e, WorldSession) and e._started]
     if log_metric is not None and environments:
         values = {
             "won": [float(e.won) for e in environments],
@@ -301,7 +376,9 @@ def reward_functions() -> list[Callable[..., list[Any]]]:
 __all__ = [
     "SYSTEM_PROMPT",
     "TOOL_NAME",
+    "ToolsEnvironmentFactory",
     "TurnGymEnvironment",
+    "WorldSession",
     "environment_factory",
     "episode_metrics",
     "reward_functions",

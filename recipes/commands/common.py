@@ -61,7 +61,7 @@ def env_options(p: argparse.ArgumentParser, *, env_positional: bool = False, env
     p.add_argument("--reward-mode", default="sparse", choices=["sparse", "dense"])
     p.add_argument("--protocol", default="free_form",
                    choices=["free_form", "admissible_in_prompt", "choose_index", "tools"],
-                   help="tools: the world's tools, called as JSON (oracle, random and openai agents)")
+                   help="tools: the world's tools, called in the model's own tool-call syntax")
     p.add_argument("--max-turns", type=POSITIVE, default=None, help="default: the world's (2x the optimal length)")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE",
                    help="a constructor option of the world (VALUE may be JSON); repeatable")
