@@ -79,7 +79,7 @@ def protocol_action(command: str, info: Mapping[str, Any]) -> str:
     if protocol == ActionProtocol.TOOLS.value:
         from turngym.envs.tools import ToolCall, ToolCallError
 
-        try:  # a world whose walkthrough is already calls (the SWE world's bash and submit)
+        try:  # a walkthrough under the tools protocol is calls already (TextEnv._command_call)
             return ToolCall.from_action(command).to_action()
         except ToolCallError:
             return ToolCall("command", {"command": command}).to_action()
@@ -257,6 +257,14 @@ class TextEnv(gym.Env[str, str]):
         return [function_tool("command", self.action_hint, {
             "command": {"type": "string", "description": "the command, as you would type it"}})]
 
+    def _command_call(self, command: str) -> Any:
+        """The call (a :class:`~turngym.envs.tools.ToolCall`) that stands for ``command``, :meth:`_tool_command`'s
+        inverse: how the walkthrough reaches the oracle under the ``tools`` protocol. Default: the ``command``
+        tool."""
+        from turngym.envs.tools import ToolCall
+
+        return ToolCall("command", {"command": command})
+
     def _tool_command(self, call: Any) -> str:
         """The command a valid call (a :class:`~turngym.envs.tools.ToolCall`, checked against :meth:`tools`)
         stands for; it then goes the way a free-form command goes. Default: the ``command`` tool's argument."""
@@ -292,6 +300,8 @@ class TextEnv(gym.Env[str, str]):
         info.update(state.extra)
         if self.action_protocol is ActionProtocol.TOOLS:
             info["tools"] = self.tools()  # for the agent to render (a chat template's tools=)
+            if isinstance(info.get("walkthrough"), list):  # the expert's commands as calls of this world's tools
+                info["walkthrough"] = [self._command_call(c).to_action() for c in info["walkthrough"]]
         observation = self._observation(state.text, state.admissible_commands)
         self._remember(None, observation)
         return observation, info

@@ -204,14 +204,18 @@ def word_tokenizer(directory: Path, words: list[str] | None = None, chat_templat
     return wrapped
 
 
-def scripted_signals_backend(tokenizer):
+def scripted_signals_backend(tokenizer, tool_syntax: str | None = None):
     """A backend factory whose replies are Signals commands chosen by the episode and the turn: deterministic
-    and varied (so groups have advantages), with no model in the loop."""
+    and varied (so groups have advantages), with no model in the loop. With ``tool_syntax``, each is a call of
+    the ``command`` tool written in that syntax."""
     from turngym.agents.backends import ScriptedBackend
     from turngym.agents.base import stable_seed
+    from turngym.agents.tool_calls import format_tool_call
     from turngym.envs.signals import COMMANDS
+    from turngym.envs.tools import ToolCall
 
     def reply(request):
-        return COMMANDS[stable_seed(request.key, len(request.ids)) % len(COMMANDS)]
+        command = COMMANDS[stable_seed(request.key, len(request.ids)) % len(COMMANDS)]
+        return format_tool_call(ToolCall("command", {"command": command}), tool_syntax) if tool_syntax else command
 
     return lambda model: ScriptedBackend(reply, lambda text: tokenizer.encode(text, add_special_tokens=False))

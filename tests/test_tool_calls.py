@@ -307,6 +307,41 @@ def test_bad_replies_under_tools_are_invalid_actions_and_only_a_call_gets_a_tool
     assert text.count(user_answer) >= 4 and tool_answer in text
 
 
+@pytest.mark.usefixtures("one_torch_thread")
+def test_an_rl_step_trains_on_tool_call_episodes(tool_tokenizer, tmp_path):
+    """turngym train under the tools protocol: the episodes are calls in the model's syntax answered by tool
+    messages; groups get advantages; the step moves the weights; only the sampled call tokens are trained on."""
+    import torch
+
+    from tests.helpers_llm import scripted_signals_backend, tiny_llama
+    from turngym.envs.signals import signal_tasks
+    from turngym.trainers.config import TurnGymConfig
+    from turngym.trainers.trainer import TurnGymTrainer
+
+    syntax, tokenizer = tool_tokenizer
+    args = TurnGymConfig(output_dir=str(tmp_path), env_id="turngym/Signals-v0", env_kwargs={"turns": 3, "colours": 2},
+                         action_protocol="tools", reward_mode="dense", max_new_tokens_per_turn=64,
+                         algorithm="turn_rloo", num_generations=4, per_device_train_batch_size=8, max_steps=1,
+                         learning_rate=1e-2, logging_steps=1, report_to="none", save_strategy="no",
+                         max_completion_length=1024, tis_cap=None, seed=0, disable_tqdm=True)
+    model = tiny_llama(len(tokenizer)).train()
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = TurnGymTrainer(model, args, tasks=signal_tasks("train", 8, turns=3, colours=2),
+                             processing_class=tokenizer, backend=scripted_signals_backend(tokenizer, syntax))
+    batch = next(iter(trainer.get_train_dataloader()))
+    output = trainer._generate_and_score_completions(batch)
+    episodes = [row["episode"] for row in batch]
+    assert any(e.turn_rewards != episodes[0].turn_rewards for e in episodes)
+    assert output["advantages"].abs().sum() > 0
+    for row, episode in enumerate(episodes):
+        sampled = [t for t, m in zip(episode.completion_ids, episode.env_mask, strict=True) if m]
+        assert parse_tool_calls(tokenizer.decode(sampled), syntax).calls  # the trained tokens are the calls
+    trainer.train()
+    log = trainer.state.log_history[0]
+    assert log["episode/invalid_action_rate"] == 0.0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
 def test_check_template_covers_tool_turns(tool_tokenizer):
     from turngym.agents.chat import check_chat_template
 

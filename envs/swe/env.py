@@ -227,7 +227,7 @@ class SWEEnv(TextEnv):
                 "base_commit": base_commit,
                 "sandbox": self.sandbox_backend,
                 "wall_clock_limit": self.wall_clock_limit,
-                "walkthrough": oracle_actions(instance, tools=tools),
+                "walkthrough": oracle_actions(instance),
             },
         )
 
@@ -236,6 +236,12 @@ class SWEEnv(TextEnv):
 
     def _tool_command(self, call: Any) -> str:
         return tool_command(call.name, dict(call.arguments))
+
+    def _command_call(self, command: str) -> Any:
+        from turngym.envs.tools import ToolCall
+
+        parsed = parse_action(command, self.max_action_chars)  # a fenced command: bash, or submit
+        return ToolCall("submit", {}) if parsed.submit else ToolCall("bash", {"command": parsed.command or command})
 
     def _interpret(self, action: str) -> tuple[str, str | None]:
         if time.monotonic() >= self._deadline:

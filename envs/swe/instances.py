@@ -258,14 +258,8 @@ def local_repo_dir(repo_path: str) -> Path:
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else target
 
 
-def oracle_actions(instance: SWEInstance, *, tools: bool = False) -> list[str]:
-    """The gold solution as actions: apply the gold patch, then submit (used by the oracle agent); as calls of
-    the ``bash`` and ``submit`` tools under the tools protocol."""
+def oracle_actions(instance: SWEInstance) -> list[str]:
+    """The gold solution as actions: apply the gold patch, then submit (used by the oracle agent)."""
     patch = instance.patch if instance.patch.endswith("\n") else instance.patch + "\n"
-    apply = f"git apply <<'TURNGYM_GOLD_PATCH'\n{patch}TURNGYM_GOLD_PATCH"
-    if tools:
-        from turngym.envs.tools import ToolCall
-
-        return [ToolCall("bash", {"command": apply}).to_action(), ToolCall("submit", {}).to_action()]
-    return [f"```bash\n{apply}\n```", f"```bash\n{SUBMIT}\n```"]
+    return [f"```bash\ngit apply <<'TURNGYM_GOLD_PATCH'\n{patch}TURNGYM_GOLD_PATCH\n```", f"```bash\n{SUBMIT}\n```"]
 
