@@ -142,8 +142,10 @@ def test_a_world_offers_one_command_tool_by_default_and_runs_a_valid_call():
     env = signals()
     _, info = env.reset(seed=0)
     assert info["action_protocol"] == "tools" and [t["function"]["name"] for t in info["tools"]] == ["command"]
-    command = info["walkthrough"][0]
-    _, _, _, _, step = env.step(ToolCall("command", {"command": command}).to_action())
+    call = ToolCall.from_action(info["walkthrough"][0])  # the walkthrough comes as this world's calls
+    command = call.arguments["command"]
+    assert call.name == "command" and command in ("stop", "go", "wait", "turn")
+    _, _, _, _, step = env.step(call.to_action())
     assert not step["invalid_action"] and step["executed_command"] == command
 
 
