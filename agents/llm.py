@@ -17,6 +17,11 @@ after its command costs no decoding and no training. When the next turn would no
 ``max_context_tokens`` (or its completion past ``max_completion_tokens``), the episode ends as
 truncated (``context_length``).
 
+Under the ``tools`` protocol (the world's ``info["tools"]`` at reset) the template renders the tools
+(``tools=``; a template that ignores them gets them in the system message), replies are read in the
+model's own call syntax (:mod:`turngym.agents.tool_calls`), and the world's answer to one call is the
+template's tool message (``ChatFormat.tool_delta_ids``); the record stays exactly what was sampled.
+
 ``history_window = K`` bounds the context of long episodes: each turn the model is given the first
 prompt (system prompt and first observation) and the last K turns only
 (:meth:`~turngym.agents.records.TokenRecord.context_ids`); the record still holds every id, and the
