@@ -320,3 +320,27 @@ def test_compare_only_names_unknown_arms(capsys):
     message = error_of(capsys, ["compare", "--config", "recipes/configs/compare/textworld-demo.yaml",
                                 "--only", "turn_rloo", "ppo2"])
     assert "--only: no algorithm entry ppo2" in message and "it has ppo, grpo" in message
+
+
+def test_eval_plays_llm_episodes_side_by_side_in_process_by_default(monkeypatch, capsys):
+    """An LLM decodes many episodes' turns for about the price of one: `turngym eval --agent llm` plays --batch of
+    them in this process unless --workers is given; the baselines keep 2 worker processes."""
+    from turngym.recipes.commands import evaluate as command
+
+    seen = []
+
+    def record(agent, env_id, tasks, **kwargs):
+        seen.append((agent.name, kwargs["num_workers"], kwargs["batch"]))
+        raise SystemExit(0)  # the call is all this test looks at
+
+    monkeypatch.setattr("turngym.agents.evaluate", record)
+    monkeypatch.setattr(command, "_make_agent", lambda name, args: type("A", (), {"name": name})())
+    monkeypatch.setattr(command, "_task_set", lambda args, kwargs: [])
+    for extra, expected in (([], ("llm", 0, 16)), (["--batch", "4"], ("llm", 0, 4)),
+                            (["--workers", "3"], ("llm", 3, 16))):
+        with pytest.raises(SystemExit):
+            main(["eval", "--env", "turngym/Signals-v0", "--agent", "llm", *extra])
+        assert seen.pop() == expected
+    with pytest.raises(SystemExit):
+        main(["eval", "--env", "turngym/Signals-v0", "--agent", "oracle"])
+    assert seen.pop() == ("oracle", 2, 16)

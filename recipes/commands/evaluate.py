@@ -98,6 +98,8 @@ def _require_answers(report, args: argparse.Namespace) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from turngym.agents import evaluate, markdown_table
 
+    if args.workers is None:  # an LLM decodes many episodes' turns for about the price of one: play them together
+        args.workers = 0 if "llm" in args.agent else 2
     load_worlds(args)
     kwargs = env_kwargs(args)
     check_out(args.out)
@@ -111,9 +113,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     reports = []
     for agent in agents:
         out = Path(args.out) / f"{_file_name(agent.name)}.jsonl" if args.out else None
-        report = evaluate(agent, args.env, tasks, env_kwargs=kwargs, num_workers=args.workers, seed=args.seed,
-                          trajectories_path=out, samples_per_task=args.samples_per_task, pass_at=args.pass_at,
-                          pool_options=pool_options)
+        report = evaluate(agent, args.env, tasks, env_kwargs=kwargs, num_workers=args.workers, batch=args.batch,
+                          seed=args.seed, trajectories_path=out, samples_per_task=args.samples_per_task,
+                          pass_at=args.pass_at, pool_options=pool_options)
         _require_answers(report, args)
         reports.append(report)
         if args.out:
@@ -236,7 +238,10 @@ def add(sub) -> None:
     p.add_argument("--pass-at", type=POSITIVE, nargs="+", default=None, metavar="K",
                    help="report the unbiased pass@K for each K <= N, with a bootstrap 95 %% CI over tasks "
                         "(default with N > 1: 1 and N)")
-    p.add_argument("--workers", type=NON_NEGATIVE, default=2, help="env worker processes (0: in this process)")
+    p.add_argument("--workers", type=NON_NEGATIVE, default=None,
+                   help="env worker processes (0: in this process; default 0 with --agent llm, else 2)")
+    p.add_argument("--batch", type=POSITIVE, default=16,
+                   help="with --workers 0: episodes side by side (an LLM decodes their turns in one pass)")
     p.add_argument("--env-backend", default=None, choices=["process", "ray", "remote"],
                    help="where the worlds run: --workers worker processes (default), --workers Ray actors, or "
                         "sessions on --env-server")
