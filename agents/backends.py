@@ -620,11 +620,10 @@ class ScriptedBackend:
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
                  stop_ids: Sequence[int]) -> list[Generation]:
         self.calls.append(len(requests))
-        results = []
+        results, stop = [], set(stop_ids)
         for request in requests:
             reply = self.reply(request)
             ids = self.encode(reply) + [stop_ids[0]] if isinstance(reply, str) else list(reply)
-            stop = set(stop_ids)
             first_stop = next((at + 1 for at, token in enumerate(ids) if token in stop), len(ids))
             ids = ids[: min(first_stop, sampling.max_new_tokens)]  # a model stops at its first stop id
             results.append(Generation(ids, [0.0] * len(ids), bool(ids) and ids[-1] in stop))

@@ -43,10 +43,10 @@ class ChatFormat:
         tokenizer: a Hugging Face tokenizer with a chat template.
         system_prompt: the system message (``None``: no system message; note that some templates,
             SmolLM2's among them, then insert their own).
-        tools: the world's tools under the ``tools`` protocol, passed to the template as ``tools=``; a tool's
-            answer to a call is then rendered as the template's tool message (:meth:`tool_delta_ids`).
         response_prefix: text the model's turn starts with, placed after the generation prompt
             (e.g. ``"Action:"``). It is part of the prompt side (masked out of the loss).
+        tools: the world's tools under the ``tools`` protocol, passed to the template as ``tools=``; a tool's
+            answer to a call is then rendered as the template's tool message (:meth:`tool_delta_ids`).
     """
 
     tokenizer: Any

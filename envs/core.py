@@ -428,12 +428,20 @@ class TextEnv(gym.Env[str, str]):
             text, reason = self._called_command(text)
             if reason is not None:
                 return "", reason
-        if _has_control_characters(text):
-            return "", "the action contains line breaks, control characters or undecodable bytes"
+        reason = self._character_problem(text)
+        if reason is not None:
+            return "", reason
         if self.action_protocol is ActionProtocol.CHOOSE_INDEX:
             return self._choose(text)
         reason = self._validate_command(text)
         return (text, reason) if reason is None else ("", reason)
+
+    def _character_problem(self, command: str) -> str | None:
+        """Why ``command``'s characters may not reach the world (None when they may): a one-line command has no
+        line breaks, control characters or undecodable bytes. A world of multi-line commands overrides it."""
+        if _has_control_characters(command):
+            return "the action contains line breaks, control characters or undecodable bytes"
+        return None
 
     def _called_command(self, text: str) -> tuple[str, str | None]:
         """The command a tool call (JSON) stands for, or why there is none: unreadable, an unknown tool,

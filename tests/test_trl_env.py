@@ -3,6 +3,7 @@ GRPOTrainer (a tiny model that calls the ``act`` tool, two training steps on Sig
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import pickle
@@ -142,6 +143,9 @@ def test_under_the_tools_protocol_trl_sees_the_worlds_own_tools():
         assert schema["name"] == spec["name"] and schema["description"] == spec["description"]
         assert set(schema["parameters"]["properties"]) == set(spec["parameters"]["properties"])
         assert set(schema["parameters"].get("required", [])) == set(spec["parameters"]["required"])
+    if importlib.util.find_spec("datasets"):
+        prompt = trl_env.task_dataset(SIGNALS, "eval", 1, env_kwargs={"action_protocol": "tools"})[0]["prompt"]
+        assert "`act`" not in str(prompt) and prompt[0]["content"] == trl_env.TOOLS_SYSTEM_PROMPT
     signals = trl_env.environment_factory(SIGNALS, action_protocol="tools")()
     signals.reset(task_id="signals/train/0")
     assert signals.command(command="go") == "Right. The light is green."

@@ -40,7 +40,6 @@ ALGORITHMS = tuple(a.value for a in Algorithm)  # the built-in estimators; train
 # as Literal types, which TRL's parser turns into argparse choices (tests/test_config_groups.py keeps them equal).
 RewardModeName = Literal["sparse", "dense"]
 ActionProtocolName = Literal["free_form", "admissible_in_prompt", "choose_index", "tools"]
-
 ActionFormatName = Literal["prefix", "last_line", "tags", "raw"]
 EnvBackend = Literal["process", "ray", "remote"]
 

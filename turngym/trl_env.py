@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Self
 
 from turngym.envs.tasks import Task, TaskSet, canonical_json
+from turngym.envs.tools import ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ SYSTEM_PROMPT = (
     "You are an agent in a text-based world. Each turn, call the `act` tool with one command; it returns what "
     "the world answers. Keep acting until the tool says the episode is over."
 )
+TOOLS_SYSTEM_PROMPT = (  # SYSTEM_PROMPT under the tools protocol, where the world's own tools replace `act`
+    "You are an agent in a text-based world. Each turn, call one of the world's tools; it returns what the world "
+    "answers. Keep acting until a tool says the episode is over."
+)
 METRICS = ("won", "finished", "invalid_action_rate", "turns", "episode_reward")
 
 
@@ -56,7 +61,7 @@ class WorldSession:
     """One turngym world behind TRL's ``environment_factory`` contract, without tools: ``reset(**row)`` starts
     the row's task and returns the first observation, ``get_reward()`` is the episode return. TRL exposes every
     other public function of the class as a tool: :class:`TurnGymEnvironment` adds ``act(command)``, and
-    :func:`tools_environment` the world's own tools (the ``tools`` protocol).
+    :class:`ToolsEnvironmentFactory` the world's own tools (the ``tools`` protocol).
 
     TRL builds one instance per concurrent rollout and reuses it (``reset`` between episodes); the world is
     made on the first ``reset``. The episode's state is readable through properties (``turns``, ``done``,
@@ -235,8 +240,6 @@ def _tools_class(env_id: str, tools_json: str) -> type:
     typed and documented so that transformers' ``get_json_schema`` (what TRL renders) gives the tool back."""
     import inspect
 
-    from turngym.envs.tools import ToolCall
-
     methods = {}
     for tool in json.loads(tools_json):
         spec = tool["function"]
@@ -249,7 +252,7 @@ def _tools_class(env_id: str, tools_json: str) -> type:
             for name in properties]
         described = "\n".join(f"    {name}: {schema.get('description') or name}" for name, schema in properties.items())
 
-        method = _tool_method(spec["name"], ToolCall)
+        method = _tool_method(spec["name"])
         method.__name__ = method.__qualname__ = spec["name"]
         method.__signature__ = inspect.Signature(parameters, return_annotation=str)
         method.__annotations__ = {**annotations, "return": str}
@@ -261,10 +264,10 @@ def _tools_class(env_id: str, tools_json: str) -> type:
     return type(f"{name or 'World'}Tools", (WorldSession,), methods)
 
 
-def _tool_method(name: str, tool_call: type) -> Callable[..., str]:
+def _tool_method(name: str) -> Callable[..., str]:
     def method(self, **arguments: Any) -> str:  # every argument goes to the world, which checks it (its schema)
         given = {key: value for key, value in arguments.items() if value is not None}
-        return self._step(tool_call(name, given).to_action(), name)
+        return self._step(ToolCall(name, given).to_action(), name)
 
     return method
 
@@ -318,7 +321,9 @@ def task_dataset(env_id: str, split: str = "train", n: int | None = None, *, tas
     The tasks are ``tasks`` (those of ``split``) or the first ``n`` of the world's task panel. Each row
     has a conversational ``prompt`` (system prompt, then the world's action hint; ``reset`` appends the
     first observation to it), the task (``task`` as JSON, ``task_id``, ``split``, ``difficulty``), and
-    ``env_id`` and ``environment`` for a dict ``environment_factory`` mixing worlds.
+    ``env_id`` and ``environment`` for a dict ``environment_factory`` mixing worlds. With
+    ``env_kwargs={"action_protocol": "tools"}`` the prompt asks for the world's own tools, not ``act`` (the
+    default system prompt becomes :data:`TOOLS_SYSTEM_PROMPT`).
     """
     from turngym._extras import require
 
@@ -335,6 +340,7 @@ def task_dataset(env_id: str, split: str = "train", n: int | None = None, *, tas
         chosen = task_panel(env_id, split, n, dict(env_kwargs or {}), progress=False)
     if (env_kwargs or {}).get("action_protocol") == "tools":
         user = "Act by calling the world's tools, one call at a time.\n\n"
+        system_prompt = TOOLS_SYSTEM_PROMPT if system_prompt == SYSTEM_PROMPT else system_prompt
     else:
         hint = getattr(world_creator(env_id), "action_hint", "Reply with one short command.")
         user = f"{hint} Send each command with the `{TOOL_NAME}` tool.\n\n"
@@ -375,6 +381,7 @@ def reward_functions() -> list[Callable[..., list[Any]]]:
 
 __all__ = [
     "SYSTEM_PROMPT",
+    "TOOLS_SYSTEM_PROMPT",
     "TOOL_NAME",
     "ToolsEnvironmentFactory",
     "TurnGymEnvironment",

@@ -246,24 +246,16 @@ class SWEEnv(TextEnv):
     def _interpret(self, action: str) -> tuple[str, str | None]:
         if time.monotonic() >= self._deadline:
             return WALL_CLOCK, None
-        if self.action_protocol is ActionProtocol.TOOLS:
-            return self._interpret_call(action.strip())
+        if self.action_protocol is ActionProtocol.TOOLS:  # TextEnv's: read and check the call, then _character_problem
+            return super()._interpret(action)
         parsed = parse_action(action, self.max_action_chars)
         if parsed.error is not None:
             return "", parsed.error
         return (SUBMIT, None) if parsed.submit else (parsed.command, None)
 
-    def _interpret_call(self, text: str) -> tuple[str, str | None]:
-        """A call (JSON) as the command to run, or why it is invalid; multi-line commands are allowed, as in
-        fenced blocks."""
-        if not text:
-            return "", "the action is empty"
-        if len(text) > self.max_action_chars:
-            return "", f"the action is {len(text)} characters long; the limit is {self.max_action_chars}"
-        command, reason = self._called_command(text)
-        if reason is None and bad_characters(command):
-            reason = "the command contains control characters or undecodable bytes"
-        return (command, None) if reason is None else ("", reason)
+    def _character_problem(self, command: str) -> str | None:
+        """Commands are shell scripts: line breaks and tabs are allowed, as in fenced blocks."""
+        return "the command contains control characters or undecodable bytes" if bad_characters(command) else None
 
     def _execute(self, command: str) -> WorldState:
         remaining = self._deadline - time.monotonic()
