@@ -154,3 +154,26 @@ def test_the_published_seed_level_intervals_are_the_committed_rates():
             assert cell in results, (label, cell)
             checked += 1
     assert checked == 9 and "+5.7 (-5.5 to +16.9)" in readme and "+2.7 (-10.1 to +15.4)" in readme
+
+
+def test_the_published_headline_is_recomputed_from_its_committed_outcomes():
+    """README and docs/results.md print the pre-registered headline's intervals; the committed per-game outcomes
+    (docs/outcomes/textworld-headline.json) give them back, arm by arm and against the null."""
+    import json
+    from pathlib import Path
+
+    from turngym.recipes.study import difference_cell, recompute, seeds_cell
+
+    root = Path(__file__).resolve().parents[1]
+    record = json.loads((root / "docs" / "outcomes" / "textworld-headline.json").read_text())
+    results, readme = (root / "docs" / "results.md").read_text(), (root / "README.md").read_text()
+    against_sft = recompute(record)["arms"]
+    rloo = against_sft["turn_rloo"]["vs_reference"]
+    assert difference_cell(rloo) == "+4.7 (+0.5 to +8.9) **+**"
+    assert "**+4.7 (+0.5 to +8.9) +**" in results and "+4.7 points" in readme and "+0.5 to +8.9" in readme
+    assert seeds_cell(rloo) == "+0.4 to +9.0; per seed +10 / +4 / +4 / +5 / +0"
+    assert difference_cell(against_sft["turn_rloo-null"]["vs_reference"]) in results
+    against_null = recompute(record, reference="turn_rloo-null")["arms"]["turn_rloo"]["vs_reference"]
+    assert difference_cell(against_null) == "+4.1 (+0.2 to +8.0) **+**"
+    assert "+4.1 (+0.2 to +8.0)" in results and "+4.1 (+0.2 to +8.0)" in readme
+    assert len(rloo["per_seed"]) == 5 and sum(map(len, record["arms"]["sft-only"]["outcomes"].values())) == 5
