@@ -215,6 +215,30 @@ def test_the_quick_demo_is_the_demo_at_half_the_step_and_twice_the_episodes_a_st
         assert rl.skip_train_tasks == quick.sft["num_demos"]
 
 
+def test_the_rl_gain_search_candidates_are_quick_demo_plus_the_plans_changes(tmp_path):
+    """docs/plans/2026-11-26-rl-gain-search.md: E1 is demo-quick at lr 1e-5 for 1024 episodes (no null while
+    screening, 200 eval games, a 5-point curve on 100); E2-E4 change one thing each; every training game once."""
+    quick = load_config(CONFIGS / "compare" / "textworld-demo-quick.yaml", results_dir=str(tmp_path))
+    long = load_config(CONFIGS / "compare" / "textworld-rl-gain-long.yaml", results_dir=str(tmp_path))
+    assert long.sft == quick.sft and long.world == {**quick.world, "num_train_tasks": 256}
+    assert long.rl == {**quick.rl, "learning_rate": 1e-5} and long.episodes == 1024
+    assert (long.evaluation.split, long.evaluation.num_tasks, long.evaluation.curve_tasks,
+            long.evaluation.curve_points) == ("eval", 200, 100, 5)
+    changes = {"kl": ({"beta": 0.05}, {}), "5demos": ({}, {"num_demos": 5}),
+               "lora": ({"learning_rate": 1e-4, "use_peft": True, "lora_r": 16, "lora_alpha": 32,
+                         "lora_target_modules": "all-linear"}, {})}
+    for name, (rl_change, sft_change) in changes.items():
+        candidate = load_config(CONFIGS / "compare" / f"textworld-rl-gain-{name}.yaml", results_dir=str(tmp_path))
+        assert candidate.rl == {**long.rl, **rl_change} and candidate.sft == {**long.sft, **sft_change}, name
+        assert (candidate.world, candidate.episodes, candidate.evaluation) == (long.world, 1024, long.evaluation)
+        arms = compare_algorithms.arms_of(candidate)
+        assert [a.label for a in arms] == ["base", "sft-only", "turn_rloo"]
+        rl = Study(candidate, arms, progress=False).rl_config(arms[2], "start", 0, tmp_path / name)
+        assert rl.max_steps == 32 and rl.skip_train_tasks == candidate.sft["num_demos"]
+        assert rl.max_steps * rl.per_device_train_batch_size // rl.num_generations == 256  # each game once
+        assert rl.use_peft == (name == "lora") and rl.beta == candidate.rl["beta"]
+
+
 def test_the_gigpo_config_builds_gigpo_turn_rloo_and_grpo_at_an_equal_budget(tmp_path):
     demo = load_config(CONFIGS / "compare" / "textworld-demo.yaml", results_dir=str(tmp_path))
     config = load_config(CONFIGS / "compare" / "textworld-gigpo.yaml", results_dir=str(tmp_path))
