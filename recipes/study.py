@@ -34,6 +34,12 @@ RESERVED_SPLITS = frozenset({"test"})  # held out from every recipe's tuning (en
 
 
 # ---------------------------------------------------------------------- configuration
+def adds_seeds(before: Sequence[Any], current: Sequence[Any]) -> bool:
+    """Whether ``current`` is a study's seeds ``before`` (in order) and more after them: the finished seeds'
+    stages stay valid, and the first seed, whose evaluations seed-independent arms reuse, stays first."""
+    return len(current) > len(before) > 0 and list(current[:len(before)]) == list(before)
+
+
 @dataclass
 class EvaluationOptions:
     """How every arm is evaluated: the held-out panel, extra panels, and the learning curve."""
@@ -222,6 +228,8 @@ class Study:
         before, current = json.loads(saved.read_text()), json.loads(json.dumps(config.to_dict()))
         # A run saved before an evaluation option existed ran with that option's default.
         before["evaluation"] = {**asdict(EvaluationOptions()), **(before.get("evaluation") or {})}
+        if adds_seeds(before.get("seeds") or [], current.get("seeds") or []):
+            before["seeds"] = current["seeds"]  # more seeds of the same study: each seed's stages are its own
         return sorted(k for k in set(before) | set(current) if before.get(k) != current.get(k))
 
     def _check_same_config(self) -> None:
@@ -232,9 +240,9 @@ class Study:
             if changed:
                 raise ValueError(
                     f"{self.out} holds a study run with a different config (changed: {', '.join(changed)}); resume it "
-                    "with the same config, pick another name, or start over with --restart")
-        else:
-            saved.write_text(json.dumps(current, indent=1))
+                    "with the same config (or the same seeds and more after them), pick another name, or start over "
+                    "with --restart")
+        saved.write_text(json.dumps(current, indent=1))  # seeds added to a study are saved with it
 
     @staticmethod
     def _done(folder: Path) -> dict[str, Any] | None:

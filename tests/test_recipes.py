@@ -381,9 +381,17 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
     again, _ = compare_algorithms.run(config, progress=False)
     assert json.loads(json.dumps(again["arms"])) == json.loads(json.dumps(summary["arms"]))
 
+    # More seeds after the finished ones extend the study (and are saved with it); other seed changes are refused.
+    assert Study.changed_options(tiny_study(tmp_path, policy, seeds=[0, 1])) == []
+    for seeds in ([1], [1, 0], [2, 3]):
+        assert Study.changed_options(tiny_study(tmp_path, policy, seeds=seeds)) == ["seeds"], seeds
+    Study(tiny_study(tmp_path, policy, seeds=[0, 1]), compare_algorithms.arms_of(config), progress=False)
+    assert json.loads((out / "config.json").read_text())["seeds"] == [0, 1]
+    assert Study.changed_options(config) == ["seeds"]  # the study now has 2 seeds: one alone is not it
+
     # A different config in the same folder is refused; --restart starts over.
-    changed = tiny_study(tmp_path, policy, episodes=12)
-    assert Study.changed_options(config) == [] and Study.changed_options(changed) == ["episodes"]
+    changed = tiny_study(tmp_path, policy, episodes=12, seeds=[0, 1])
+    assert Study.changed_options(changed) == ["episodes"]
     with pytest.raises(ValueError, match="different config.*episodes"):
         compare_algorithms.run(changed, progress=False)
     Study(changed, compare_algorithms.arms_of(changed), restart=True, progress=False)
