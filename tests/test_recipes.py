@@ -197,6 +197,22 @@ def test_the_headline_is_the_quick_demo_on_fresh_seeds_and_the_reserved_panel(tm
     assert Path(headline.preregistered).is_file() and "## Analysis" in Path(headline.preregistered).read_text()
 
 
+def test_the_rl_gain_confirmatory_study_is_e1_with_its_fair_null_on_fresh_seeds_and_the_reserved_panel(tmp_path):
+    """docs/plans/2026-11-26-rl-gain-confirmatory.md: E1's recipe unchanged, plus the fair null, 5 fresh seeds,
+    200 test games, no curve."""
+    e1 = load_config(CONFIGS / "compare" / "textworld-rl-gain-long.yaml", results_dir=str(tmp_path))
+    confirm = load_config(CONFIGS / "compare" / "textworld-rl-gain-confirmatory.yaml", results_dir=str(tmp_path))
+    assert (confirm.world, confirm.sft, confirm.rl, confirm.episodes) == (e1.world, e1.sft, e1.rl, e1.episodes)
+    arms = compare_algorithms.arms_of(confirm)
+    assert [a.label for a in arms] == ["base", "sft-only", "turn_rloo", "turn_rloo-null"]
+    assert [a.null for a in arms[2:]] == [False, True]
+    used_before = {0, 1, 2, 100, 101, 102, 103, 104}  # the demos, the search's screening and the headline
+    assert confirm.seeds == [105, 106, 107, 108, 109] and not set(confirm.seeds) & used_before
+    assert (confirm.evaluation.split, confirm.evaluation.num_tasks, confirm.evaluation.curve_points) == ("test", 200, 0)
+    plan = Path(confirm.preregistered)
+    assert plan.is_file() and "## Analysis" in plan.read_text() and "105, 106, 107, 108, 109" in plan.read_text()
+
+
 def test_the_quick_demo_is_the_demo_at_half_the_step_and_twice_the_episodes_a_step(tmp_path):
     demo = load_config(CONFIGS / "compare" / "textworld-demo.yaml", results_dir=str(tmp_path))
     quick = load_config(CONFIGS / "compare" / "textworld-demo-quick.yaml", results_dir=str(tmp_path))
