@@ -795,7 +795,7 @@ def seeds_cell(d: Mapping[str, Any]) -> str:
         (p,) = d["mcnemar_p"].values()
         return f"{d['gained']} gained, {d['lost']} lost; McNemar p = {p:.3g}"
     low, high = d.get("seed_t_ci95") or (float("nan"), float("nan"))
-    seeds = " / ".join(f"{100 * v:+.0f}" for v in per_seed.values())
+    seeds = " / ".join(f"{100 * v:+.1f}" for v in per_seed.values())  # 200 games: half points (+4.5), not +4
     return f"{100 * low:+.1f} to {100 * high:+.1f}; per seed {seeds}"
 
 

@@ -171,9 +171,12 @@ def test_the_published_headline_is_recomputed_from_its_committed_outcomes():
     rloo = against_sft["turn_rloo"]["vs_reference"]
     assert difference_cell(rloo) == "+4.7 (+0.5 to +8.9) **+**"
     assert "**+4.7 (+0.5 to +8.9) +**" in results and "+4.7 points" in readme and "+0.5 to +8.9" in readme
-    assert seeds_cell(rloo) == "+0.4 to +9.0; per seed +10 / +4 / +4 / +5 / +0"
+    assert seeds_cell(rloo) == "+0.4 to +9.0; per seed +10.0 / +4.5 / +3.5 / +5.0 / +0.5"
+    assert "+10.0 / +4.5 / +3.5 / +5.0 / +0.5" in results and "+10/+4.5/+3.5/+5/+0.5" in readme
+    assert seeds_cell(against_sft["base"]["vs_reference"]).split("; per seed ")[1] in results
     assert difference_cell(against_sft["turn_rloo-null"]["vs_reference"]) in results
     against_null = recompute(record, reference="turn_rloo-null")["arms"]["turn_rloo"]["vs_reference"]
     assert difference_cell(against_null) == "+4.1 (+0.2 to +8.0) **+**"
+    assert "per seed " + seeds_cell(against_null).split("per seed ")[1] in results
     assert "+4.1 (+0.2 to +8.0)" in results and "+4.1 (+0.2 to +8.0)" in readme
     assert len(rloo["per_seed"]) == 5 and sum(map(len, record["arms"]["sft-only"]["outcomes"].values())) == 5

@@ -53,7 +53,7 @@ def test_pairwise_differences_pair_by_seed_and_task_by_hand():
                                                                                                 {0: 1.0})
     assert pairs["grpo", "null"]["mean"] == pytest.approx(-0.5) and pairs["grpo", "null"]["pairs"] == 2
     table = "\n".join(compare_algorithms.pairwise_table(list(pairs.values())))
-    assert "| ppo | grpo | +50.0 (-585.3 to +685.3) | +50.0 to +50.0; per seed +50 / +50 |" in table
+    assert "| ppo | grpo | +50.0 (-585.3 to +685.3) | +50.0 to +50.0; per seed +50.0 / +50.0 |" in table
     assert "| grpo | null | -50.0" in table and "1 gained" not in table and "0 gained, 1 lost; McNemar p = 1" in table
 
 
