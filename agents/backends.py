@@ -426,12 +426,14 @@ class VLLMBackend:
     """vLLM generation: a ``vllm.LLM`` in this process (colocated), or TRL's ``VLLMClient`` (server mode).
 
     Pass ``llm``, a ``vllm.LLM`` (build one with :meth:`colocated`: the policy's dtype, logprobs after
-    temperature), or ``client``, a :class:`trl.generation.vllm_client.VLLMClient` talking to ``trl vllm-serve``.
+    temperature), or ``client``, a :class:`trl.generation.vllm_client.VLLMClient` talking to a vLLM server
+    (``vllm serve``, which ``trl vllm-serve`` launches; start it with ``--logprobs-mode processed_logprobs``).
     Token ids in, token ids out: vLLM gets each episode's full ids (its prefix cache reuses the history) and
     returns the ids it sampled, which are the ids trained on. Only ``stop_ids`` end a turn (the model's own EOS
-    is ignored, as in :class:`HFBackend`). On CUDA each request's seed is the episode's seed and its length, as in
-    :class:`HFBackend`, so a turn's sample does not depend on its batch (on CPU the engine's seeded stream: see
-    :meth:`generate`); the draws differ from HF's (another random stream), greedy turns agree.
+    is ignored, as in :class:`HFBackend`). Colocated on CUDA, each request's seed is the episode's seed and its
+    length, as in :class:`HFBackend`, so a turn's sample does not depend on its batch (on CPU, and in server mode,
+    the engine's seeded stream: see :meth:`generate`); the draws differ from HF's (another random stream), greedy
+    turns agree.
 
     Logprobs are vLLM's ``processed_logprobs``: ``log softmax(logits / T)`` (T = 1 when greedy), after top-k/top-p
     truncation when those are set.
@@ -481,7 +483,10 @@ class VLLMBackend:
                 top_k=sampling.top_k,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
-                generation_kwargs={"stop_token_ids": list(stop_ids), "ignore_eos": True, "seed": requests[0].seed},
+                # No seed: one request's seed applies to every prompt in it, so a group's identical first prompts
+                # drew one reply 4 times, and on vLLM's CPU build a seeded split prefill kills the server
+                # (tests/test_vllm_server.py). Draws come from the server's own stream (`vllm serve --seed`).
+                generation_kwargs={"stop_token_ids": list(stop_ids), "ignore_eos": True},
             )
             return [
                 Generation(list(ids), [float(lp[0]) for lp in lps], bool(ids) and ids[-1] in stop)

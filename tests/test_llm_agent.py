@@ -436,7 +436,7 @@ def test_a_prompt_longer_than_the_context_ends_before_the_first_turn(model, toke
 
 # ---------------------------------------------------------------------- vLLM and OpenAI-compatible
 class _FakeVLLMClient:
-    """Stands in for TRL's VLLMClient (which needs a GPU server) to check the request we send."""
+    """Stands in for TRL's VLLMClient to check the request we send (a real server: tests/test_vllm_server.py)."""
 
     def __init__(self):
         self.calls = []
@@ -457,6 +457,8 @@ def test_vllm_backend_sends_token_ids_and_reads_logprobs():
     assert prompts == [[1, 2, 3], [4]]
     assert kwargs["max_tokens"] == 9 and kwargs["temperature"] == 0.7 and kwargs["logprobs"] == 0
     assert kwargs["generation_kwargs"]["stop_token_ids"] == [2]
+    # one seed per request would apply to every prompt in it: a group's identical prompts would draw alike
+    assert "seed" not in kwargs["generation_kwargs"]
     with pytest.raises(ValueError, match="exactly one"):
         VLLMBackend()
 

@@ -222,7 +222,8 @@ def _llm_options(p: argparse.ArgumentParser) -> None:
                      help="default: the agent's; '' for none; may contain {format_instruction}. Match the "
                           "training config's system_prompt to reproduce its evaluation")
     llm.add_argument("--base-url", help="OpenAI-compatible endpoint for --agent openai, e.g. http://host:8000/v1")
-    llm.add_argument("--vllm-server", help="TRL vllm-serve URL for --backend vllm (default: vLLM in-process)")
+    llm.add_argument("--vllm-server", help="a vLLM server's URL (vllm serve, trl vllm-serve) for --backend vllm "
+                     "(default: vLLM in-process; docs/agents.md)")
 
 
 def add(sub) -> None:
