@@ -104,3 +104,31 @@ def sampled_logprob_gaps(llm, model, tokenizer, tasks) -> list[float]:
     assert sorted(map(tuple, recorded)) == sorted(map(tuple, outputs.sampled))
     return [abs(a - b) for t in trajectories
             for a, b in zip(sampled_logprobs(t.record), model_logprobs(model, t.record), strict=True)]
+
+
+def greedy_logprob_gaps_against_hf(backend, model, tokenizer, tasks) -> list[float]:
+    """Play ``tasks`` greedily through ``backend`` and through the HF backend; check the episodes are the same token
+    for token (and multi-turn), and return |logprob gap| for every sampled token."""
+    config = agent_config()
+    hf = play(hf_backend(model, tokenizer), tokenizer, tasks, config)
+    ours = play(backend, tokenizer, tasks, config)
+    gaps = []
+    for mine, theirs in zip(ours, hf, strict=True):
+        assert mine.record.prompt_ids == theirs.record.prompt_ids
+        assert mine.record.completion_ids == theirs.record.completion_ids, mine.task["id"]
+        assert mine.record.env_mask == theirs.record.env_mask
+        assert (mine.actions, mine.turn_rewards, mine.won) == (theirs.actions, theirs.turn_rewards, theirs.won)
+        gaps += [abs(a - b) for a, b in zip(sampled_logprobs(mine.record), sampled_logprobs(theirs.record),
+                                            strict=True)]
+    assert sum(t.num_turns for t in ours) >= 2 * len(tasks)  # multi-turn episodes, not one-liners
+    return gaps
+
+
+def check_sampling_with_split_prefills(backend) -> None:
+    """Eight 1500-token prompts (12k tokens) overflow one step's 4096-token budget, so prefills are split: vLLM's
+    CPU build then rewinds per-request generators, which CPU generators cannot do; no request may carry a seed."""
+    from turngym.agents.backends import GenerationRequest, SamplingConfig
+
+    requests = [GenerationRequest(key, [1] + [100 + key + i % 500 for i in range(1500)], seed=key) for key in range(8)]
+    generations = backend.generate(requests, SamplingConfig(temperature=1.0, max_new_tokens=2), stop_ids=[2])
+    assert [len(g.ids) for g in generations] == [2] * 8 and all(len(g.logprobs) == 2 for g in generations)

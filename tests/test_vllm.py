@@ -21,7 +21,7 @@ import os
 
 import pytest
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]  # the engine starts in the first test
 
 if os.environ.get("TURNGYM_REQUIRE_VLLM") == "1":  # make test-vllm: a broken vLLM install fails, never skips
     importlib.import_module("vllm")
@@ -31,13 +31,12 @@ else:
 import torch
 
 from tests.helpers_vllm import (
-    agent_config,
+    check_sampling_with_split_prefills,
     forbid_first_token,
+    greedy_logprob_gaps_against_hf,
     greedy_turn,
     hf_backend,
-    play,
     sampled_logprob_gaps,
-    sampled_logprobs,
     textworld_panel,
 )
 from turngym.agents.backends import VLLMBackend
@@ -69,19 +68,7 @@ def tasks():
 
 
 def test_greedy_episodes_equal_the_hf_backends(engine, policy, tasks):
-    model, tokenizer = policy
-    config = agent_config()
-    hf = play(hf_backend(model, tokenizer), tokenizer, tasks, config)
-    vllm = play(engine, tokenizer, tasks, config)
-    gaps = []
-    for ours, theirs in zip(vllm, hf, strict=True):
-        assert ours.record.prompt_ids == theirs.record.prompt_ids
-        assert ours.record.completion_ids == theirs.record.completion_ids, ours.task["id"]
-        assert ours.record.env_mask == theirs.record.env_mask
-        assert (ours.actions, ours.turn_rewards, ours.won) == (theirs.actions, theirs.turn_rewards, theirs.won)
-        gaps += [abs(a - b) for a, b in zip(sampled_logprobs(ours.record), sampled_logprobs(theirs.record),
-                                            strict=True)]
-    assert sum(t.num_turns for t in vllm) >= 2 * len(tasks)  # multi-turn episodes, not one-liners
+    gaps = greedy_logprob_gaps_against_hf(engine, *policy, tasks)
     print(f"greedy: {len(gaps)} sampled tokens equal; |logprob gap| max {max(gaps):.2e}, "
           f"mean {sum(gaps) / len(gaps):.2e}")
     assert max(gaps) < LOGPROB_BOUND
@@ -97,13 +84,7 @@ def test_sampled_ids_are_the_ids_trained_on(engine, policy, tasks):
 
 
 def test_sampling_survives_prefills_split_over_steps(engine):
-    """Eight 1500-token prompts (12k tokens) overflow one step's 4096-token budget, so prefills are split: vLLM's
-    CPU build then rewinds per-request generators, which CPU generators cannot do; the backend must not seed them."""
-    from turngym.agents.backends import GenerationRequest, SamplingConfig
-
-    requests = [GenerationRequest(key, [1] + [100 + key + i % 500 for i in range(1500)], seed=key) for key in range(8)]
-    generations = engine.generate(requests, SamplingConfig(temperature=1.0, max_new_tokens=2), stop_ids=[2])
-    assert [len(g.ids) for g in generations] == [2] * 8 and all(len(g.logprobs) == 2 for g in generations)
+    check_sampling_with_split_prefills(engine)
 
 
 def test_weight_sync_makes_the_engine_generate_with_the_new_weights(engine, policy, tasks):

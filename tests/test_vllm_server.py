@@ -36,7 +36,8 @@ import requests
 
 from tests.helpers_vllm import (
     agent_config,
-    hf_backend,
+    check_sampling_with_split_prefills,
+    greedy_logprob_gaps_against_hf,
     model_logprobs,
     play,
     sampled_logprobs,
@@ -113,18 +114,7 @@ def tasks():
 
 
 def test_greedy_episodes_through_the_server_equal_the_hf_backends(backend, policy, tasks):
-    model, tokenizer = policy
-    config = agent_config()
-    hf = play(hf_backend(model, tokenizer), tokenizer, tasks, config)
-    served = play(backend, tokenizer, tasks, config)
-    gaps = []
-    for ours, theirs in zip(served, hf, strict=True):
-        assert ours.record.prompt_ids == theirs.record.prompt_ids
-        assert ours.record.completion_ids == theirs.record.completion_ids, ours.task["id"]
-        assert (ours.actions, ours.turn_rewards, ours.won) == (theirs.actions, theirs.turn_rewards, theirs.won)
-        gaps += [abs(a - b) for a, b in zip(sampled_logprobs(ours.record), sampled_logprobs(theirs.record),
-                                            strict=True)]
-    assert sum(t.num_turns for t in served) >= 2 * len(tasks)
+    gaps = greedy_logprob_gaps_against_hf(backend, *policy, tasks)
     print(f"server, greedy: {len(gaps)} sampled tokens equal; |logprob gap| max {max(gaps):.2e}")
     assert max(gaps) < LOGPROB_BOUND
 
@@ -164,11 +154,8 @@ def test_a_group_of_identical_prompts_gets_a_draw_per_episode(backend):
 
 
 def test_sampling_through_the_server_survives_prefills_split_over_steps(backend):
-    """As tests/test_vllm.py: 12k prompt tokens overflow a step's budget; a seeded request's split prefill would
-    rewind a CPU generator, which the CPU build cannot do (the server would answer 500)."""
-    requests_ = [GenerationRequest(key, [1] + [100 + key + i % 500 for i in range(1500)], seed=key) for key in range(8)]
-    generations = backend.generate(requests_, SamplingConfig(temperature=1.0, max_new_tokens=2), stop_ids=[2])
-    assert [len(g.ids) for g in generations] == [2] * 8 and all(len(g.logprobs) == 2 for g in generations)
+    """As tests/test_vllm.py; a seeded split prefill would kill the CPU build's server (it answers nothing after)."""
+    check_sampling_with_split_prefills(backend)
 
 
 def test_turngym_eval_plays_through_the_server(server, smollm2, tmp_path):
