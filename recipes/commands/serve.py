@@ -11,6 +11,9 @@ from turngym.recipes.commands.common import NON_NEGATIVE, POSITIVE, env_kwargs, 
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from turngym.envs.openenv.security import check_serving_token, resolve_token
+
+    check_serving_token(args.host, resolve_token(args.token))  # refused before the server's imports (gradio: ~3 s)
     from turngym.envs.openenv.server import serve
 
     load_worlds(args)
