@@ -72,6 +72,19 @@ class EngineOutputs:
         return outputs
 
 
+class ClientOutputs:
+    """TRL's ``VLLMClient`` keeping the token ids of every completion as the server sent them (server mode's
+    ``EngineOutputs``)."""
+
+    def __init__(self, client) -> None:
+        self.client, self.sampled = client, []
+
+    def generate(self, **kwargs):
+        output = self.client.generate(**kwargs)
+        self.sampled.extend(list(ids) for ids in output["completion_ids"])
+        return output
+
+
 def greedy_turn(backend, tokenizer, tasks) -> list[int]:
     """The first turn's sampled ids on the first task (greedy)."""
     record = play(backend, tokenizer, tasks.take(1), agent_config())[0].record
@@ -92,13 +105,19 @@ def forbid_first_token(model, tokenizer, tasks) -> int:
     return token
 
 
-def sampled_logprob_gaps(llm, model, tokenizer, tasks) -> list[float]:
-    """Play ``tasks`` at temperature 1 through ``llm``; check the record holds exactly the ids vLLM sampled, and
-    return |vLLM's logprob - the model's teacher-forced one| for every sampled token."""
+def sampled_logprob_gaps(backend, model, tokenizer, tasks) -> list[float]:
+    """Play ``tasks`` at temperature 1 through ``backend`` (a ``VLLMBackend``, colocated or server mode); check the
+    record holds exactly the ids that left vLLM, and return |vLLM's logprob - the model's teacher-forced one| for
+    every sampled token."""
     from turngym.agents.backends import VLLMBackend
 
-    outputs = EngineOutputs(llm)
-    trajectories = play(VLLMBackend(llm=outputs), tokenizer, tasks, agent_config(temperature=1.0))
+    if backend.llm is not None:
+        outputs = EngineOutputs(backend.llm)
+        recording = VLLMBackend(llm=outputs)
+    else:
+        outputs = ClientOutputs(backend.client)
+        recording = VLLMBackend(client=outputs)
+    trajectories = play(recording, tokenizer, tasks, agent_config(temperature=1.0))
     recorded = [turn for t in trajectories for turn in turns_sampled(t.record)]
     # a turn that hit max_new_tokens gets an end-of-turn token that was not sampled (masked out): never here
     assert sorted(map(tuple, recorded)) == sorted(map(tuple, outputs.sampled))

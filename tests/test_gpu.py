@@ -48,7 +48,7 @@ def test_vllm_on_cuda_samples_the_ids_trained_on_and_follows_weight_sync(cuda):
     engine = VLLMBackend.colocated(path, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.3)
     tasks = textworld_panel(4)
     # bf16 on both sides, different kernels: measured on CPU at 0.03 nats mean, 0.19 max
-    gaps = sampled_logprob_gaps(engine.llm, model, tokenizer, tasks)
+    gaps = sampled_logprob_gaps(engine, model, tokenizer, tasks)
     assert all(math.isfinite(g) for g in gaps) and sum(gaps) / len(gaps) < 0.1
     changed = copy.deepcopy(model)
     token = forbid_first_token(changed, tokenizer, tasks)

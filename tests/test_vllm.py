@@ -77,7 +77,7 @@ def test_greedy_episodes_equal_the_hf_backends(engine, policy, tasks):
 def test_sampled_ids_are_the_ids_trained_on(engine, policy, tasks):
     """Temperature 1: the record holds exactly what vLLM sampled, and vLLM's logprobs of it are the trainer's."""
     model, tokenizer = policy
-    gaps = sampled_logprob_gaps(engine.llm, model, tokenizer, tasks)
+    gaps = sampled_logprob_gaps(engine, model, tokenizer, tasks)
     print(f"sampled: {len(gaps)} tokens; |vLLM - HF teacher-forced logprob| max {max(gaps):.2e}, "
           f"mean {sum(gaps) / len(gaps):.2e}")
     assert all(math.isfinite(g) for g in gaps) and max(gaps) < LOGPROB_BOUND

@@ -35,12 +35,9 @@ else:
 import requests
 
 from tests.helpers_vllm import (
-    agent_config,
     check_sampling_with_split_prefills,
     greedy_logprob_gaps_against_hf,
-    model_logprobs,
-    play,
-    sampled_logprobs,
+    sampled_logprob_gaps,
     textworld_panel,
 )
 from turngym.agents.backends import GenerationRequest, SamplingConfig, VLLMBackend
@@ -120,26 +117,8 @@ def test_greedy_episodes_through_the_server_equal_the_hf_backends(backend, polic
 
 
 def test_sampled_ids_from_the_server_are_the_ids_trained_on(backend, policy, tasks):
-    """Temperature 1: the ids the server returned are the record's, and their logprobs are the trainer's."""
-    model, tokenizer = policy
-    returned: list[list[int]] = []
-    generate = backend.generate
-
-    def keep_returned(requests_, sampling, stop_ids):
-        generations = generate(requests_, sampling, stop_ids)
-        returned.extend(g.ids for g in generations)
-        return generations
-
-    backend.generate = keep_returned
-    try:
-        trajectories = play(backend, tokenizer, tasks, agent_config(temperature=1.0))
-    finally:
-        del backend.generate
-    recorded = [[t for t, m, i in zip(tr.record.completion_ids, tr.record.env_mask, tr.record.turn_index, strict=True)
-                 if m and i == turn] for tr in trajectories for turn in range(len(tr.record.turn_ends))]
-    assert sorted(map(tuple, recorded)) == sorted(map(tuple, returned))
-    gaps = [abs(a - b) for t in trajectories
-            for a, b in zip(sampled_logprobs(t.record), model_logprobs(model, t.record), strict=True)]
+    """Temperature 1: the ids the server sent are the record's, and their logprobs are the trainer's."""
+    gaps = sampled_logprob_gaps(backend, *policy, tasks)
     print(f"server, sampled: {len(gaps)} tokens; |server - HF teacher-forced logprob| max {max(gaps):.2e}")
     assert all(math.isfinite(g) for g in gaps) and max(gaps) < LOGPROB_BOUND
 
