@@ -217,6 +217,7 @@ class Study:
         self._check_same_config()
         self._panels: dict[str, Any] = {}
         self.panel_check: dict[str, Any] | None = None  # check_panels()'s report, once run() made it
+        self._plan: list[PlannedStage] = []  # run()'s stages, for the progress line
 
     # ---------------------------------------------------------------- bookkeeping
     @staticmethod
@@ -257,6 +258,24 @@ class Study:
     def _stage(self, title: str) -> None:
         if self.progress:
             print(f"\n== {title}", flush=True)
+            if self._plan:
+                print(f"   {study_progress(self._plan)}", flush=True)
+
+    def stage_plan(self) -> list[PlannedStage]:
+        """Every stage :meth:`run` runs, in its order (an SFT warm start shared by arms once, reused evaluations not
+        at all), each with the file that marks it finished."""
+        plan, seen = [], set()
+        for seed in self.config.seeds:
+            for arm in self.arms:
+                if arm.demos and (seed, arm.demos) not in seen:
+                    seen.add((seed, arm.demos))
+                    plan.append(PlannedStage("sft", self.out / f"seed{seed}" / f"sft-{arm.demos}demos" / DONE))
+                if arm.trains_rl:
+                    plan.append(PlannedStage("rl", self.out / f"seed{seed}" / arm.label / DONE))
+                if seed == self.config.seeds[0] or not self.seed_independent(arm):
+                    plan += [PlannedStage("eval", self.out / "evals" / arm.label / f"seed{seed}-{panel}.json")
+                             for panel in self.panel_names()]
+        return plan
 
     def world(self, panel: str | None = None) -> Any:
         """World options (a panel's overrides merged in) as a :class:`~turngym.trainers.config.WorldOptions`."""
@@ -468,6 +487,7 @@ class Study:
         evals: dict[str, list[dict[str, Any]]] = {arm.label: [] for arm in self.arms}
         stages: dict[str, dict[str, Any]] = {}
         self.panel_check = self.check_panels()
+        self._plan = self.stage_plan()
         for seed in self.config.seeds:
             for arm in self.arms:
                 start: Path | str = base
@@ -563,6 +583,58 @@ class Study:
         ids = {task.id for task in self._curve_tasks()}
         won = [o["won"] for o in json.loads(file.read_text())["outcomes"] if o["task"] in ids]
         return sum(won) / len(won) if won else None
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """One stage of a study: its kind (``sft``, ``rl`` or ``eval``) and the file that marks it finished."""
+
+    kind: str
+    marker: Path
+
+    @property
+    def finished(self) -> bool:
+        return self.marker.exists()
+
+    def seconds(self) -> float | None:
+        """How long the finished stage took (its last leg, if it was resumed); None if unfinished or untimed."""
+        seconds = json.loads(self.marker.read_text()).get("seconds") if self.finished else None
+        return None if seconds is None else float(seconds)
+
+
+def time_left(finished: Mapping[str, Sequence[float]], kinds_left: Sequence[str]) -> float | None:
+    """Seconds a study still needs at the pace of its finished stages, per kind of stage k:
+
+        T_left = sum over stages s left of mean(seconds of the finished stages of kind(s))
+
+    None while some kind left has no finished stage to measure (the first RL stage of a study, say)."""
+    if any(not finished.get(kind) for kind in kinds_left):
+        return None
+    return sum(sum(finished[kind]) / len(finished[kind]) for kind in kinds_left)
+
+
+def study_progress(plan: Sequence[PlannedStage]) -> str:
+    """'stage 7 of 20; about 5.9 h left ...': where a long study stands, from its stages' markers on disk."""
+    finished: dict[str, list[float]] = {}
+    kinds_left = []
+    for stage in plan:
+        if not stage.finished:
+            kinds_left.append(stage.kind)
+        elif (seconds := stage.seconds()) is not None:
+            finished.setdefault(stage.kind, []).append(seconds)
+    done = len(plan) - len(kinds_left)
+    line = f"study: stage {min(done + 1, len(plan))} of {len(plan)}"
+    left = time_left(finished, kinds_left)
+    if left is None:
+        unmeasured = sorted({kind for kind in kinds_left if kind not in finished})
+        return f"{line}; time left: estimated once a stage of each kind ({', '.join(unmeasured)}) has run"
+    timed = sum(len(seconds) for seconds in finished.values())
+    return f"{line}; about {duration(left)} left at the pace of the {timed} finished"
+
+
+def duration(seconds: float) -> str:
+    """62 -> '1 min', 7200 -> '2.0 h': the unit a person reads a long wait in."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{max(1, round(seconds / 60))} min"
 
 
 def save_policy(trainer: Any, folder: Path) -> None:

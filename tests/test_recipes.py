@@ -15,11 +15,14 @@ from turngym.recipes.study import (
     Study,
     StudyConfig,
     _plan_record,
+    duration,
     episodes_per_step,
     load_config,
     moving_average,
     pairwise_differences,
     recompute,
+    study_progress,
+    time_left,
 )
 
 CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
@@ -80,6 +83,39 @@ def _curve_summary() -> dict:
             "curve_reference": {"base": 0.0, "sft-only": 0.55},
             "config": {"world": {"env_id": "turngym/TextWorld-v0"}, "seeds": [0],
                        "evaluation": {"curve_tasks": 20}}}
+
+
+def test_time_left_is_each_stage_left_at_its_kinds_mean_pace_by_hand():
+    finished = {"rl": [100.0, 200.0], "eval": [10.0]}
+    assert time_left(finished, ["rl", "eval", "eval"]) == 150 + 10 + 10
+    assert time_left(finished, []) == 0
+    assert time_left(finished, ["rl", "sft"]) is None  # no SFT stage has run: no pace to go by
+    assert (duration(62), duration(5399), duration(7200)) == ("1 min", "90 min", "2.0 h")
+
+
+def test_a_long_study_says_which_stage_it_is_on_and_how_long_is_left(tmp_path):
+    config = tiny_study(tmp_path, tmp_path / "model", seeds=[0, 1])
+    study = Study(config, compare_algorithms.arms_of(config), progress=False)
+    plan = study.stage_plan()
+    # Per seed: one SFT warm start shared by the arms, ppo's and turn_rloo's RL, and both panels for each policy;
+    # the greedy base model is evaluated for the first seed only.
+    kinds = [stage.kind for stage in plan]
+    assert (kinds.count("sft"), kinds.count("rl"), kinds.count("eval")) == (2, 4, 8 + 6)
+    assert not any("base/seed1" in str(stage.marker) for stage in plan)
+    assert kinds[:3] == ["eval", "eval", "sft"]  # run()'s order: the base model's evaluations come first
+    assert study_progress(plan).startswith("study: stage 1 of 20; time left: estimated once a stage of each kind")
+
+    def finish(stage, seconds):
+        stage.marker.parent.mkdir(parents=True, exist_ok=True)
+        stage.marker.write_text(json.dumps({"seconds": seconds}))
+
+    for stage, seconds in zip(plan[:3], (30, 90, 60), strict=True):
+        finish(stage, seconds)
+    assert "stage 4 of 20; time left: estimated once a stage of each kind (rl) has run" in study_progress(plan)
+    finish(plan[kinds.index("rl")], 3600)
+    # Left: 1 SFT (60 s), 3 RL (3600 s), 12 evaluations (60 s, the mean of 30 and 90).
+    assert study_progress(plan).endswith(
+        f"stage 5 of 20; about {(60 + 3 * 3600 + 12 * 60) / 3600:.1f} h left at the pace of the 4 finished")
 
 
 def test_the_learning_curve_plot_cannot_mislead(tmp_path):
