@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -366,9 +367,13 @@ def policy(tiny_policy) -> Path:
     return tiny_policy
 
 
-def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, monkeypatch):
+def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, monkeypatch, capsys):
     config = tiny_study(tmp_path, policy)
-    summary, out = compare_algorithms.run(config, progress=False)
+    summary, out = compare_algorithms.run(config)
+
+    # Each stage said where the study stood, in the order the stage plan counts them.
+    said = re.findall(r"study: stage (\d+) of (\d+)", capsys.readouterr().out)
+    assert [int(k) for k, _ in said] == list(range(1, 12)) and {n for _, n in said} == {"11"}  # 4 arms, 2 panels
 
     table = (out / "results.md").read_text()
     for label in ("base", "sft-only", "ppo", "turn_rloo"):
