@@ -54,6 +54,7 @@ from turngym.recipes.study import (
     difference_cell,
     load_config,
     moving_average,
+    peak_memory,
     percent,
     print_outputs,
     seed_table,
@@ -197,7 +198,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
             for difficulty, s in by.items():
                 lines.append(f"| {label} | {panel} | {difficulty} | {s['episodes']} | {success_cell(s)} |")
     minutes = summary.get("wall_seconds") or 0.0
-    lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes / 60:.1f} min. "
+    lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes / 60:.1f} min; "
+                  f"{peak_memory(summary)}. "
                   f"Versions: {', '.join(f'{k} {v}' for k, v in summary['versions'].items())}.")]
     return "\n".join(lines) + "\n"
 

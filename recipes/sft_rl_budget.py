@@ -35,6 +35,7 @@ from turngym.recipes.study import (
     difference_cell,
     episodes_per_step,
     load_config,
+    peak_memory,
     percent,
     print_outputs,
     seed_table,
@@ -107,7 +108,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
                          if label != reference), reference)
     lines += ["", INTERVAL_NOTE]
     minutes = (summary.get("wall_seconds") or 0.0) / 60
-    lines += ["", f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes:.1f} min."]
+    lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes:.1f} min; "
+                   f"{peak_memory(summary)}.")]
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import json
 import shutil
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -253,7 +254,7 @@ class Study:
     @staticmethod
     def _mark_done(folder: Path, data: Mapping[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / DONE).write_text(json.dumps(dict(data), indent=1))
+        (folder / DONE).write_text(json.dumps({**data, "peak_rss_gb": peak_rss_gb()}, indent=1))
 
     def _stage(self, title: str) -> None:
         if self.progress:
@@ -427,7 +428,7 @@ class Study:
         gc.collect()
         result = {
             "label": label, "seed": seed, "panel": panel, "seconds": time.perf_counter() - started,
-            "report": report.to_dict(),
+            "peak_rss_gb": peak_rss_gb(), "report": report.to_dict(),
             "outcomes": [{"task": t.task.get("id"), "difficulty": t.task.get("difficulty"), "won": t.won,
                           "return": t.episode_reward, "turns": t.num_turns, "invalid": sum(t.invalid_actions),
                           "sample": t.sample}
@@ -531,6 +532,9 @@ class Study:
             "curve_reference": self.curve_reference(),
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),
+            "peak_rss_gb": max((s["peak_rss_gb"] for s in [*stages.values(), *(e for rows in evals.values()
+                                                                                for e in rows)]
+                                if s.get("peak_rss_gb") is not None), default=None),
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}
                        for p in self.panel_names()},
             "panel_check": self.panel_check,
@@ -583,6 +587,24 @@ class Study:
         ids = {task.id for task in self._curve_tasks()}
         won = [o["won"] for o in json.loads(file.read_text())["outcomes"] if o["task"] in ids]
         return sum(won) / len(won) if won else None
+
+
+def peak_rss_gb() -> float | None:
+    """This process's peak resident memory so far, in GB (Linux: VmHWM; elsewhere ru_maxrss; None if neither).
+
+    Every stage records it when it ends, so a study run over several sessions keeps each leg's peak even when the
+    leg is killed (``/usr/bin/time -v`` reports only on a normal exit). A stage's own peak is at most its value."""
+    try:
+        with open("/proc/self/status") as status:
+            kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+        return round(kib * 1024 / 1e9, 2)
+    except (OSError, StopIteration):
+        try:
+            import resource  # not on Windows
+        except ImportError:
+            return None
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
+        return round((peak if sys.platform == "darwin" else peak * 1024) / 1e9, 2)
 
 
 @dataclass(frozen=True)
@@ -842,6 +864,12 @@ def recomputed_markdown(result: Mapping[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------- rendering
+def peak_memory(summary: Mapping[str, Any]) -> str:
+    """The table footer's memory: the highest resident memory any run of the study had reached when a stage ended."""
+    peak = summary.get("peak_rss_gb")
+    return "peak resident memory not recorded" if peak is None else f"peak resident memory {peak:.1f} GB"
+
+
 def percent(x: float) -> str:
     return f"{100 * x:.1f}"
 

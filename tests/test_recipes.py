@@ -94,6 +94,20 @@ def test_time_left_is_each_stage_left_at_its_kinds_mean_pace_by_hand():
     assert (duration(62), duration(5399), duration(7200)) == ("1 min", "90 min", "2.0 h")
 
 
+def test_peak_rss_is_the_processes_high_water_mark():
+    import subprocess
+    import sys
+
+    code = ("from turngym.recipes.study import peak_rss_gb\n"
+            "before = peak_rss_gb()\n"
+            "block = bytearray(b'x') * 300_000_000\n"  # written, so resident
+            "del block\n"
+            "print(before, peak_rss_gb())\n")
+    before, after = map(float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                              check=True).stdout.split())
+    assert after - before >= 0.29  # the 300 MB stay in the peak after they are freed
+
+
 def test_a_long_study_says_which_stage_it_is_on_and_how_long_is_left(tmp_path):
     config = tiny_study(tmp_path, tmp_path / "model", seeds=[0, 1])
     study = Study(config, compare_algorithms.arms_of(config), progress=False)
@@ -381,6 +395,11 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
     assert "(reference)" in table and "## Panel `longer`" in table
     assert (out / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((out / "summary.json").read_text())["arms"].keys() == summary["arms"].keys()
+    # Every stage kept the run's peak memory when it ended; the table's footer gives the highest.
+    peaks = [stage["peak_rss_gb"] for stage in summary["stages"].values()] + [
+        json.loads(f.read_text())["peak_rss_gb"] for f in (out / "evals").glob("*/*.json")]
+    assert len(peaks) == 1 + 2 + 4 * 2 and min(peaks) > 0 and summary["peak_rss_gb"] == max(peaks)
+    assert f"peak resident memory {max(peaks):.1f} GB" in table
 
     # Every RL arm spent the same budget, from the same SFT checkpoint.
     for label in ("ppo", "turn_rloo"):
