@@ -139,9 +139,10 @@ class TaskSet(Sequence[Task]):
                 return task
         raise KeyError(f"task {task_id!r} is not in task set {self.name!r}")
 
-    def take(self, n: int) -> TaskSet:
-        """The first ``n`` tasks (task sets are ordered, so this is deterministic)."""
-        return TaskSet(name=f"{self.name}[:{n}]", version=self.version, tasks=self.tasks[:n])
+    def take(self, n: int, start: int = 0) -> TaskSet:
+        """The ``n`` tasks from the ``start``-th on (task sets are ordered, so this is deterministic)."""
+        where = f"{start}:{start + n}" if start else f":{n}"
+        return TaskSet(name=f"{self.name}[{where}]", version=self.version, tasks=self.tasks[start:start + n])
 
     def sample(self, rng: np.random.Generator) -> Task:
         return self.tasks[int(rng.integers(len(self.tasks)))]

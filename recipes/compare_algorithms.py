@@ -33,6 +33,7 @@ A YAML config (``recipes/configs/compare/*.yaml``) has these keys::
     evaluation: {split: eval, num_tasks: 100, temperature: 0.0, curve_tasks: 20, curve_points: 3,
                  panels: {harder: {env_kwargs: {config: w2-o3-q4}}}}
     #   pass@k: samples_per_task: 8, pass_at_k: [1, 4], temperature: 0.7 (each task played 8 times)
+    #   first_task: 200 plays the split's tasks 200 .. 200 + num_tasks - 1: games an earlier study's panel left out
 """
 
 from __future__ import annotations

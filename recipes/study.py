@@ -47,6 +47,7 @@ class EvaluationOptions:
 
     split: str = "eval"
     num_tasks: int = 100
+    first_task: int = 0  # the panel is tasks first_task .. first_task + num_tasks - 1 of the split (fresh games)
     temperature: float = 0.0  # 0: greedy, so the only randomness left in the table is the task sample
     panels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> WorldOptions overrides
     curve_tasks: int = 20  # the first N held-out tasks, played at each learning-curve point
@@ -115,6 +116,9 @@ class StudyConfig:
         if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
             raise ValueError(f"name must be a plain folder name, got {self.name!r}")
         evaluation = self.evaluation
+        if evaluation.first_task < 0 or evaluation.num_tasks < 1:
+            raise ValueError(f"evaluation: first_task must be at least 0 and num_tasks at least 1, got "
+                             f"{evaluation.first_task} and {evaluation.num_tasks}")
         if evaluation.samples_per_task < 1:
             raise ValueError(f"evaluation.samples_per_task must be at least 1, got {evaluation.samples_per_task}")
         too_big = [k for k in evaluation.pass_at_k if not 1 <= k <= evaluation.samples_per_task]
@@ -295,14 +299,19 @@ class Study:
         return ["held_out", *self.config.evaluation.panels]
 
     def tasks(self, panel: str) -> Any:
-        """The first ``num_tasks`` tasks of the evaluation split (games generated once and cached)."""
+        """``num_tasks`` tasks of the evaluation split from its ``first_task``-th on (games generated once and
+        cached; a panel after the first games is how a later study gets games no earlier study played)."""
         if panel not in self._panels:
             from turngym.envs.panels import task_panel
 
             world = self.world(None if panel == "held_out" else panel)
             evaluation = self.config.evaluation
-            self._panels[panel] = task_panel(world.env_id, evaluation.split, evaluation.num_tasks, world.world_kwargs(),
-                                             progress=self.progress)
+            first, n = evaluation.first_task, evaluation.num_tasks
+            tasks = task_panel(world.env_id, evaluation.split, first + n, world.world_kwargs(), progress=self.progress)
+            if len(tasks) < first + n:
+                raise ValueError(f"evaluation: the {evaluation.split} split of {world.env_id} has {len(tasks)} tasks, "
+                                 f"not the {first + n} that first_task {first} and num_tasks {n} need")
+            self._panels[panel] = tasks.take(n, start=first) if first else tasks
         return self._panels[panel]
 
     # ---------------------------------------------------------------- stages

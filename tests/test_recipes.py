@@ -185,6 +185,27 @@ def test_study_config_errors_name_the_problem(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
+def test_a_panel_can_start_after_the_games_an_earlier_study_played(tmp_path, monkeypatch):
+    from turngym.envs.panels import task_panel
+
+    def held_out(**evaluation):
+        config = tiny_study(tmp_path, tmp_path / "model", name=f"panel{evaluation.get('first_task', 0)}",
+                            evaluation={"num_tasks": 3, **evaluation})
+        return Study(config, compare_algorithms.arms_of(config), progress=False).tasks("held_out")
+
+    first_five = task_panel("turngym/Signals-v0", "eval", 5, {"turns": 2, "colours": 2}, progress=False)
+    later = held_out(first_task=2)
+    assert [t.id for t in later] == [t.id for t in first_five][2:5] and later.name.endswith("[2:5]")
+    first_three = task_panel("turngym/Signals-v0", "eval", 3, {"turns": 2, "colours": 2}, progress=False)
+    assert held_out().fingerprint == first_three.fingerprint != later.fingerprint  # first_task 0: the panel as before
+    with pytest.raises(ValueError, match="first_task must be at least 0"):
+        tiny_study(tmp_path, tmp_path / "model", evaluation={"first_task": -1})
+    # A split too short for the window (TextWorld's test split has 500 games) is refused, not silently cut.
+    monkeypatch.setattr("turngym.envs.panels.task_panel", lambda *args, **kwargs: first_five)
+    with pytest.raises(ValueError, match="eval split of turngym/Signals-v0 has 5 tasks, not the 7 that first_task 4"):
+        held_out(first_task=4)
+
+
 def test_a_null_arm_written_in_yaml_is_a_null_arm_that_builds(tmp_path):
     """YAML reads the documented ``null: true`` as the key None; the arm must still be a null control."""
     path = tmp_path / "study.yaml"
