@@ -541,9 +541,8 @@ class Study:
             "curve_reference": self.curve_reference(),
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),
-            "peak_rss_gb": max((s["peak_rss_gb"] for s in [*stages.values(), *(e for rows in evals.values()
-                                                                                for e in rows)]
-                                if s.get("peak_rss_gb") is not None), default=None),
+            "peak_rss_gb": max((peak for record in [*stages.values(), *(e for rows in evals.values() for e in rows)]
+                                if (peak := record.get("peak_rss_gb")) is not None), default=None),
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}
                        for p in self.panel_names()},
             "panel_check": self.panel_check,
@@ -603,7 +602,7 @@ def peak_rss_gb() -> float | None:
 
     Every stage records it when it ends, so a study run over several sessions keeps each leg's peak even when the
     leg is killed (``/usr/bin/time -v`` reports only on a normal exit). A stage's own peak is at most its value."""
-    try:
+    try:  # VmHWM rather than ru_maxrss: after fork and exec, ru_maxrss still counts the parent's peak
         with open("/proc/self/status") as status:
             kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
         return round(kib * 1024 / 1e9, 2)
