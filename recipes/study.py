@@ -17,6 +17,7 @@ resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` ste
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import shutil
@@ -332,7 +333,7 @@ class Study:
         stats = json.loads((folder / "model" / "sft_demos.json").read_text())
         elapsed = time.perf_counter() - started
         self._mark_done(folder, {"seconds": elapsed, "demos": stats})
-        gc.collect()
+        release_freed_memory()
         return folder / "model"
 
     def rl_config(self, arm: Arm, start: str, seed: int, folder: Path) -> Any:
@@ -395,7 +396,7 @@ class Study:
         save_policy(trainer, folder / "policy")
         history = trainer.state.log_history
         del trainer, model
-        gc.collect()
+        release_freed_memory()
         (folder / "log.json").write_text(json.dumps(history, indent=1))
         samples = folder / "trainer" / EPISODE_SAMPLES
         if samples.exists():  # the trainer's decoded episodes per step, for `turngym view`
@@ -434,7 +435,7 @@ class Study:
                                  samples_per_task=evaluation.samples_per_task,
                                  pass_at=evaluation.pass_at_k or None)
         del model
-        gc.collect()
+        release_freed_memory()
         result = {
             "label": label, "seed": seed, "panel": panel, "seconds": time.perf_counter() - started,
             "peak_rss_gb": peak_rss_gb(), "report": report.to_dict(),
@@ -613,6 +614,23 @@ def peak_rss_gb() -> float | None:
             return None
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
         return round((peak if sys.platform == "darwin" else peak * 1024) / 1e9, 2)
+
+
+def release_freed_memory() -> bool:
+    """Collects garbage, then hands the pages that a finished stage freed back to the OS (glibc's
+    ``malloc_trim(0)``); False where the C library has no such call (macOS, musl), after collecting.
+
+    One process runs stage after stage. glibc keeps freed chunks of its heap resident, so a study's resident
+    memory only rose (8.2 to 14.6 GB over six CPU stages of the confirmatory study, whose ``[heap]`` held 8.9 GB
+    during an evaluation that needs about 1.5 GB). Python's gc cannot return those pages; malloc_trim releases
+    free pages anywhere in the heap, not only at its top."""
+    gc.collect()
+    try:  # the process's own symbols: glibc's where it is the C library
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return False
+    trim(0)
+    return True
 
 
 @dataclass(frozen=True)
