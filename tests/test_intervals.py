@@ -180,3 +180,37 @@ def test_the_published_headline_is_recomputed_from_its_committed_outcomes():
     assert "per seed " + seeds_cell(against_null).split("per seed ")[1] in results
     assert "+4.1 (+0.2 to +8.0)" in results and "+4.1 (+0.2 to +8.0)" in readme
     assert len(rloo["per_seed"]) == 5 and sum(map(len, record["arms"]["sft-only"]["outcomes"].values())) == 5
+
+
+def test_the_confirmatory_verdict_is_recomputed_from_its_committed_outcomes():
+    """docs/results.md and README report the RL-gain confirmatory study (docs/plans/2026-11-26-rl-gain-confirmatory.md):
+    its committed per-game outcomes give back every published interval, and the plan's rule gives back its verdict."""
+    import json
+    from pathlib import Path
+
+    from turngym.recipes.study import difference_cell, recompute, seeds_cell
+
+    root = Path(__file__).resolve().parents[1]
+    record = json.loads((root / "docs" / "outcomes" / "rl-gain-confirmatory.json").read_text())
+    results, readme = (root / "docs" / "results.md").read_text(), (root / "README.md").read_text()
+    against_sft = recompute(record)["arms"]
+    rloo = against_sft["turn_rloo"]["vs_reference"]
+    assert list(rloo["per_seed"]) == ["105", "106", "107", "108", "109"] and rloo["pairs"] == 1000
+    base = record["arms"]["base"]["outcomes"].values()
+    assert len({json.dumps(games, sort_keys=True) for games in base}) == 1  # evaluated once, paired with every seed
+    for label in ("base", "turn_rloo", "turn_rloo-null"):
+        row = against_sft[label]["vs_reference"]
+        t_interval, per_seed = seeds_cell(row).split("; per seed ")
+        cell = difference_cell(row)
+        bold = "**" + cell.replace(" **+**", " +**")  # the result the table is about, in bold
+        assert any(f"{c} | {t_interval} | {per_seed} |" in results for c in (cell, bold)), label
+    against_null = recompute(record, reference="turn_rloo-null")["arms"]["turn_rloo"]["vs_reference"]
+    t_interval, per_seed = seeds_cell(against_null).split("; per seed ")
+    assert f"{difference_cell(against_null)} (t over seeds {t_interval}; per seed {per_seed})" in results
+    # The plan's rule: met only if the mean gain is at least +8 points and the t interval over seeds is above 0.
+    mean, low = 100 * rloo["mean"], 100 * rloo["seed_t_ci95"][0]
+    verdict = ("met" if mean >= 8 and low > 0 else "missed: RL's gain is confirmed, but smaller than +8" if low > 0
+               else "missed: no gain confirmed at the seed level")
+    assert f"**Verdict ({verdict}).**" in results
+    assert verdict == "met" and difference_cell(rloo) == "+10.6 (+5.4 to +15.8) **+**"
+    assert "**+10.6 points**" in readme and "+5.4 to +15.8" in readme and "+5.5 to +15.7" in readme
