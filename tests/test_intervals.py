@@ -197,7 +197,7 @@ def test_the_confirmatory_verdict_is_recomputed_from_its_committed_outcomes():
     rloo = against_sft["turn_rloo"]["vs_reference"]
     assert list(rloo["per_seed"]) == ["105", "106", "107", "108", "109"] and rloo["pairs"] == 1000
     base = record["arms"]["base"]["outcomes"].values()
-    assert len({json.dumps(games, sort_keys=True) for games in base}) == 1  # evaluated once, paired with every seed
+    assert len({json.dumps(games, sort_keys=True) for games in base}) == 1  # one evaluation, paired with every seed
     for label in ("base", "turn_rloo", "turn_rloo-null"):
         row = against_sft[label]["vs_reference"]
         t_interval, per_seed = seeds_cell(row).split("; per seed ")
