@@ -621,8 +621,8 @@ def release_freed_memory() -> bool:
     ``malloc_trim(0)``); False where the C library has no such call (macOS, musl), after collecting.
 
     One process runs stage after stage. glibc keeps freed chunks of its heap resident, so a study's resident
-    memory only rose (VmHWM 8.2 to 14.6 GB over one leg of the confirmatory study; its ``[heap]`` held 8.9 GB
-    during an evaluation that needs about 1.5 GB in a fresh process). Python's gc cannot return those pages;
+    memory only rose (VmHWM 8.4 to 14.6 GB over one leg of the confirmatory study; its ``[heap]`` held 9.1 GB
+    during an evaluation that needs about 1.6 GB in a fresh process). Python's gc cannot return those pages;
     malloc_trim releases free pages anywhere in the heap, not only at its top."""
     gc.collect()
     try:  # the process's own symbols: glibc's where it is the C library
