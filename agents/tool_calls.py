@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from turngym.agents.actions import _THINK
-from turngym.envs.tools import MAX_CALL_CHARS, ToolCall, ToolCallError, call_from_object
+from turngym.envs.tools import DECODE_ERRORS, MAX_CALL_CHARS, ToolCall, ToolCallError, call_from_object
 
 SYNTAXES = ("hermes", "llama3", "mistral")
 _HERMES_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
@@ -61,6 +61,8 @@ def parse_tool_calls(reply: str, syntax: str) -> ParsedReply:
         return {"hermes": _hermes, "llama3": _llama3, "mistral": _mistral}[syntax](text)
     except ToolCallError as error:
         return ParsedReply(error=str(error))
+    except DECODE_ERRORS as error:  # a decoder's error the parsers missed is still a reason, never a crash
+        return ParsedReply(error=f"the tool call cannot be read ({str(error)[:120]})")
 
 
 def _hermes(text: str) -> ParsedReply:
@@ -88,7 +90,7 @@ def _mistral(text: str) -> ParsedReply:
             rest = text[match.end():].lstrip()
             try:
                 arguments, _ = decoder.raw_decode(rest[:MAX_CALL_CHARS])
-            except (json.JSONDecodeError, RecursionError):
+            except DECODE_ERRORS:
                 raise ToolCallError(f"the arguments of {match.group(1)!r} are not valid JSON") from None
             calls.append(call_from_object({"name": match.group(1), "arguments": arguments}))
         return ParsedReply(calls)
@@ -109,8 +111,10 @@ def _decode(body: str):
         raise ToolCallError(f"the tool call is {len(body)} characters long; at most {MAX_CALL_CHARS}")
     try:
         value, _ = json.JSONDecoder().raw_decode(body)
-    except (json.JSONDecodeError, RecursionError) as error:
-        reason = "cut off" if "Expecting" in str(error) and error.pos >= len(body.rstrip()) - 1 else "not valid JSON"
+    except DECODE_ERRORS as error:
+        cut = (isinstance(error, json.JSONDecodeError) and "Expecting" in str(error)
+               and error.pos >= len(body.rstrip()) - 1)
+        reason = "cut off" if cut else "not valid JSON"
         raise ToolCallError(f"the tool call is {reason} ({str(error)[:120]})") from None
     return value
 

@@ -19,6 +19,9 @@ from typing import Any
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # OpenAI's rule for function names
 MAX_CALL_CHARS = 65_536  # a call longer than this is refused unread (model output can be huge)
+# What decoding a model's JSON can raise: JSONDecodeError, and the ValueError of an integer over Python's
+# digit limit (a 5,000-digit number); RecursionError for nesting deeper than the interpreter's stack.
+DECODE_ERRORS = (ValueError, RecursionError)
 
 
 class ToolCallError(ValueError):
@@ -44,7 +47,7 @@ class ToolCall:
             raise ToolCallError(f"the tool call is {len(action)} characters long; at most {MAX_CALL_CHARS}")
         try:
             value = json.loads(action)
-        except (json.JSONDecodeError, RecursionError) as error:
+        except DECODE_ERRORS as error:
             raise ToolCallError(f"the tool call is not valid JSON ({_short(str(error))})") from None
         return call_from_object(value)
 
@@ -63,7 +66,7 @@ def call_from_object(value: Any, *, arguments_key: str = "arguments") -> ToolCal
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except (json.JSONDecodeError, RecursionError):
+        except DECODE_ERRORS:
             raise ToolCallError(f"the arguments of {name!r} are a string that is not a JSON object") from None
     if not isinstance(arguments, dict):
         raise ToolCallError(f"the arguments of {name!r} must be a JSON object, got {type(arguments).__name__}")

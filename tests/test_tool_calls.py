@@ -124,6 +124,45 @@ def test_hostile_output_never_raises(syntax, reply):
     assert isinstance(parsed.calls, list) and (parsed.error is None or isinstance(parsed.error, str))
 
 
+# Issue 40: a number over Python's int digit limit (4,300) raised ValueError out of the decoders, and nesting
+# deeper than the interpreter's stack is a RecursionError: both are a reason, never an exception.
+HUGE = "9" * 5000
+NESTED = "[" * 5000 + "]" * 5000  # deeper than the interpreter's stack, within the length cap
+
+
+@pytest.mark.parametrize(("syntax", "reply"), [
+    ("hermes", f'<tool_call>{{"name": "bash", "arguments": {{"command": {HUGE}}}}}</tool_call>'),
+    ("hermes", f'<tool_call>{{"name": "bash", "arguments": "{{\\"command\\": {HUGE}}}"}}</tool_call>'),
+    ("hermes", f'<tool_call>{{"name": "bash", "arguments": {{"command": {NESTED}}}}}</tool_call>'),
+    ("llama3", f'{{"name": "bash", "parameters": {{"command": {HUGE}}}}}'),
+    ("llama3", f'{{"name": "bash", "parameters": {{"command": {NESTED}}}}}'),
+    ("mistral", f'[TOOL_CALLS][{{"name": "bash", "arguments": {{"command": {HUGE}}}}}]'),
+    ("mistral", f'[TOOL_CALLS]bash[ARGS]{{"command": {HUGE}}}'),
+    ("mistral", f'[TOOL_CALLS]bash[ARGS]{{"command": {NESTED}}}'),
+])
+def test_a_huge_number_or_deep_nesting_is_a_reason_not_an_exception(syntax, reply):
+    parsed = parse_tool_calls(reply, syntax)
+    assert parsed.calls == [] and ("not valid JSON" in parsed.error or "not a JSON object" in parsed.error)
+    assert len(parsed.error) < 300
+
+
+@pytest.mark.parametrize("action", [
+    f'{{"name": "command", "arguments": {{"command": {HUGE}}}}}',
+    f'{{"name": {HUGE}, "arguments": {{}}}}',
+    f'{{"name": "command", "arguments": "{{\\"command\\": {HUGE}}}"}}',
+    f'{{"name": "command", "arguments": {{"command": {NESTED}}}}}',
+])
+def test_a_huge_number_or_deep_nesting_in_a_call_is_an_invalid_action(action):
+    env = signals(max_action_chars=MAX_CALL_CHARS)
+    env.reset(seed=0)
+    observation, _, terminated, truncated, info = env.step(action)
+    assert info["invalid_action"] and not terminated and not truncated
+    assert "not valid JSON" in info["invalid_reason"] or "not a JSON object" in info["invalid_reason"]
+    assert "Call one tool (command)" in observation
+    with pytest.raises(ToolCallError, match="not valid JSON|not a JSON object"):
+        ToolCall.from_action(action)
+
+
 def test_an_unknown_syntax_is_a_configuration_error():
     with pytest.raises(ValueError, match="hermes, llama3, mistral"):
         parse_tool_calls("x", "chatml")
