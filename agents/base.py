@@ -15,13 +15,14 @@ interface:
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from turngym.envs.tasks import stable_seed  # re-exported: agents and trainers import it from here
 
 if TYPE_CHECKING:
     from turngym.agents.records import AgentRecord
@@ -103,9 +104,3 @@ class PerEpisodeAgent(Agent):
 
     def end(self, episode: int) -> None:
         self._views.pop(episode, None)
-
-
-def stable_seed(*parts: object) -> int:
-    """A 63-bit seed from any values, identical across processes (unlike ``hash``)."""
-    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1

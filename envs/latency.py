@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from turngym.agents.base import stable_seed
+from turngym.envs.tasks import stable_seed
 
 
 def step_latency(median: float, tail: float, *, seed: int, task_id: str, turn: int) -> float:

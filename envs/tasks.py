@@ -42,6 +42,12 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def stable_seed(*parts: object) -> int:
+    """A 63-bit seed from any values, identical across processes (unlike ``hash``)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
 @dataclass(frozen=True)
 class Task:
     """One playable instance of a world.

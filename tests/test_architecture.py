@@ -97,6 +97,34 @@ def test_no_import_cycles_even_through_function_local_imports():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
+# The layers, lowest first: each imports only the ones before it (what two layers need goes down to the lower one).
+LAYERS = ("turngym.envs", "turngym.agents", "turngym.trainers", "turngym.recipes")
+
+
+def layer_of(module: str) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) if module == layer or module.startswith(f"{layer}.")), None)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a higher layer, as ``importer -> imported``."""
+    return sorted(f"{module} -> {imported}" for module, targets in graph.items() for imported in targets
+                  if (low := layer_of(module)) is not None and (high := layer_of(imported)) is not None and high > low)
+
+
+def test_upward_imports_finds_one():
+    graph = {"turngym.envs.a": {"turngym.agents.b", "turngym.envs.c"}, "turngym.agents.b": {"turngym.envs.a"},
+             "turngym.trainers.d": {"turngym.recipes"}, "turngym.envs.c": set(), "turngym": {"turngym.recipes"}}
+    assert upward_imports(graph) == ["turngym.envs.a -> turngym.agents.b", "turngym.trainers.d -> turngym.recipes"]
+
+
+def test_layers_import_downward_only_even_inside_functions():
+    """envs imports no agents, trainers or recipes; agents no trainers or recipes; trainers no recipes."""
+    graph = module_graph()
+    assert {layer_of(module) for module in graph} >= set(range(len(LAYERS)))
+    offenders = upward_imports(graph)
+    assert not offenders, "imports that point up a layer (move what both need down):\n" + "\n".join(offenders)
+
+
 BLOCK_EXTRAS = """
 import importlib.abc, sys
 class Missing(importlib.abc.MetaPathFinder):
