@@ -277,6 +277,41 @@ def test_shipped_task_set():
         swe_tasks("test")
 
 
+# --------------------------------------------------------------------------- the grading copy's links
+def test_the_grading_copy_judges_a_link_by_its_realpath_inside_the_copy(tmp_path):
+    """Issue 40: tools/tree.py judged a link's target lexically, so a chain (L -> ., M -> L/..: M is the copy's
+    parent) reached outside the graded repository. The copy follows links as the tests will: a link whose
+    realpath leaves the copy or reaches a protected path is dropped, whatever order the links are copied in."""
+    import os
+    import subprocess
+    import sys
+
+    from turngym.envs.swe.sandbox.bwrap import TOOLS_DIR
+
+    src, dst, outside = tmp_path / "agent", tmp_path / "graded", tmp_path / "outside"
+    for folder in (src / "pkg", src / "tests", dst / "tests", outside):
+        folder.mkdir(parents=True)
+    (outside / "core.py").write_text("STOLEN = True\n")
+    (src / "pkg" / "impl.py").write_text("GOOD = True\n")
+    (dst / "tests" / "test_core.py").write_text("pristine\n")
+    links = {"L": ".", "M": "L/..", "pkg/core.py": "../M/outside/core.py",  # the issue's chain
+             "a_first": "z_last/..", "z_last": ".",  # a link through one copied after it
+             "pkg/tests_view": "../L/tests",  # the protected tests, reached through a link
+             "pkg/good.py": "impl.py", "pkg/here": "."}  # inside: kept
+    for name, target in links.items():
+        os.symlink(target, src / name)
+    run = subprocess.run([sys.executable, "-I", "-B", str(TOOLS_DIR / "tree.py"), "copy", str(src), str(dst),
+                          "--protect", "tests"], check=False, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    kept = {name for name in links if os.path.islink(dst / name)}
+    assert kept == {"L", "z_last", "pkg/good.py", "pkg/here"}, run.stderr
+    assert "'M' -> 'L/..': it resolves outside the repository" in run.stderr
+    assert "'pkg/tests_view' -> '../L/tests': it resolves to a skipped or protected path" in run.stderr
+    assert (dst / "pkg" / "good.py").read_text() == "GOOD = True\n" and not (dst / "pkg" / "core.py").exists()
+    for path in dst.rglob("*"):  # nothing in the graded tree leads out of it
+        assert os.path.realpath(path).startswith(str(dst.resolve())), path
+
+
 def test_a_missing_backend_says_how_to_install_it(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     problem = backend_available("bwrap")

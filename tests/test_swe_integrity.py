@@ -152,6 +152,12 @@ LINKS = {  # the absolute ones earned 1.0 before, with a patch whose replay earn
     "relative_into_bytecode_directories": "mkdir -p intervals/__pycache__ && cp .git/stash/core.py "
                                           "intervals/__pycache__/core.py && "
                                           "ln -s __pycache__/core.py intervals/core.py",
+    # issue 40: each target is inside lexically (L/.. is "."), but L -> . makes M the copy's parent, "/": the
+    # link reached the agent's tests through the grading sandbox's root (graded 1.0, the replay 0)
+    "chained_out_of_the_copy": f"cp .git/stash/core.py tests/stash_core.py && ln -s . L && ln -s L/.. M && "
+                               f"ln -s ../M{AGENT}/tests/stash_core.py intervals/core.py",
+    "chained_into_the_tests": "cp .git/stash/core.py tests/stash_core.py && ln -s . L && "
+                              "ln -s ../L/tests/stash_core.py intervals/core.py",
 }
 
 
@@ -160,6 +166,7 @@ def test_a_symlink_out_of_the_graded_tree_is_not_graded(make_env, link):
     info = play(make_env(), [bash(f"{STASH} && rm intervals/core.py && {LINKS[link]}")])
     assert info["episode_reward"] == 0.0 and not info["resolved"]
     assert "deleted file mode 100644" in info["patch"] and "intervals/core.py" in info["patch"], info["patch"]
+    assert "+++ b/intervals/core.py" not in info["patch"], info["patch"]  # the link itself is not graded either
     assert replay(make_env(), info["patch"]) == info["episode_reward"]  # what is reported is what was graded
 
 

@@ -20,13 +20,16 @@ test package, and a ``test_x/`` package beside ``test_x.py`` the test module.
 removed first, so the agent's deletions carry over). The walk is iterative: a tree thousands of
 directories deep neither recurses nor raises; entries that cannot be read are reported and skipped.
 
-``copy`` keeps a symlink only when its target, read lexically from the link's directory, stays in
-the repository and outside every skipped or protected path. An absolute target (in a grading
-sandbox ``/opt/turngym-agent/testbed/...`` would reach the agent's tree, ``.git`` and bytecode
-included, which the patch never shows), one that climbs out of the root, or one into ``.git``,
-``__pycache__``, bytecode or a test directory is dropped and reported: the graded tree, and so the
-patch git measures on it, does not have it. Hard links need nothing: the copy writes each file's
-content, which is what git then shows.
+``copy`` keeps a symlink only when its target stays in the repository and outside every skipped or
+protected path, judged twice: lexically from the link's directory (an absolute target is dropped
+outright: in a grading sandbox ``/opt/turngym-agent/testbed/...`` would reach the agent's tree,
+``.git`` and bytecode included, which the patch never shows), then, once every entry is copied, by
+``os.path.realpath`` inside DST, so a chain of links is followed as the tests will follow it
+(``L -> .`` and ``M -> L/..`` are inside lexically, but ``M`` is DST's parent). A link that climbs
+out of the root or reaches ``.git``, ``__pycache__``, bytecode or a test directory is removed and
+reported, until no kept link does (removing one can change where another resolves): the graded
+tree, and so the patch git measures on it, does not have it. Hard links need nothing: the copy
+writes each file's content, which is what git then shows.
 """
 
 import hashlib
@@ -147,6 +150,50 @@ def unsafe_link(rel, target, protect, names, shadowed):
     return ""
 
 
+def unsafe_resolution(root, rel, protect, names, shadowed):
+    """Why the link at ``rel`` in the tree at ``root`` resolves where it must not ('' if it may): its
+    ``realpath``, following every link on the way, outside ``root`` or on a skipped or protected path."""
+    real_root = os.path.realpath(root)
+    resolved = os.path.realpath(os.path.join(root, rel))
+    if resolved == real_root:
+        return ""
+    if not resolved.startswith(real_root.rstrip("/") + "/"):
+        return "it resolves outside the repository"
+    parts = resolved[len(real_root.rstrip("/")) + 1:].split("/")
+    for index, part in enumerate(parts):
+        if skipped("/".join(parts[: index + 1]), part, protect, names, index < len(parts) - 1, shadowed):
+            return "it resolves to a skipped or protected path"
+    return ""
+
+
+def drop_escaping_links(dst, links, protect, names, shadowed):
+    """Remove the links of ``links`` (relative paths in DST) whose realpath is outside the repository or
+    protected, until none is. Each round judges every link before removing any (a link through one about
+    to go would otherwise be judged on the lexical rest of its path), and removing one can change where
+    another resolves, so the rounds repeat. Returns how many could not be removed."""
+    kept, errors = list(links), 0
+    while True:
+        bad = []
+        for rel in kept:
+            why = unsafe_resolution(dst, rel, protect, names, shadowed)
+            if why:
+                bad.append((rel, why))
+        if not bad:
+            return errors
+        for rel, why in bad:
+            path = os.path.join(dst, rel)
+            try:
+                link = os.readlink(path)
+                os.unlink(path)
+            except OSError as error:
+                errors += 1
+                sys.stderr.write(f"tree: could not remove the symlink {rel!r}: {error.strerror}\n")
+                continue
+            sys.stderr.write(f"tree: dropped the symlink {rel!r} -> {link!r}: {why}\n")
+        gone = {rel for rel, _ in bad}
+        kept = [rel for rel in kept if rel not in gone]
+
+
 def copy(src, dst, protect, names):
     # 1. remove DST's unprotected files (deepest directories last), keeping .git and protected paths
     directories = []
@@ -164,6 +211,7 @@ def copy(src, dst, protect, names):
     # 2. copy SRC's unprotected entries
     errors = 0
     shadowed = shadows(protect)
+    links = []
     for rel, info in walk(src, protect, names):
         source, target = os.path.join(src, rel), os.path.join(dst, rel)
         try:
@@ -176,6 +224,7 @@ def copy(src, dst, protect, names):
                     sys.stderr.write(f"tree: dropped the symlink {rel!r} -> {link!r}: {why}\n")
                     continue
                 os.symlink(link, target)
+                links.append(rel)
             else:
                 mode = 0o755 if info.st_mode & 0o100 else 0o644
                 out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
@@ -185,6 +234,8 @@ def copy(src, dst, protect, names):
         except OSError as error:
             errors += 1
             sys.stderr.write(f"tree: could not copy {rel}: {error.strerror}\n")
+    # 3. links judged where they really lead, once every link they may pass through exists
+    errors += drop_escaping_links(dst, links, protect, names, shadowed)
     return 0 if errors == 0 else 1
 
 
