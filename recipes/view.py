@@ -30,6 +30,7 @@ import base64
 import hashlib
 import html
 import json
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,12 +97,12 @@ def _read_jsonl(path: Path, label: str) -> Source:
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # bad JSON, a number over Python's digit limit, deep nesting
                 source.skipped_lines += 1
                 continue
-            if is_episode(record):
+            if is_episode(record) and episode_problem(record) is None:
                 source.episodes.append(record)
-            else:
+            else:  # valid JSON of another shape: skipped like bad JSON, never the end of the page
                 source.skipped_lines += 1
     return source
 
@@ -110,13 +111,14 @@ def _read_json_episodes(path: Path, label: str) -> Source | None:
     """A ``.json`` file that is a list of episodes or holds one under ``episodes``/``trajectories``."""
     try:
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return None
     if isinstance(data, dict):
         data = data.get("episodes", data.get("trajectories"))
     if not isinstance(data, list):
         return None
-    return Source(label, path, episodes=[e for e in data if is_episode(e)], report=None)
+    episodes = [e for e in data if is_episode(e) and episode_problem(e) is None]
+    return Source(label, path, episodes=episodes, report=None, skipped_lines=len(data) - len(episodes))
 
 
 def _report_next_to(path: Path) -> dict[str, Any] | None:
@@ -125,16 +127,53 @@ def _report_next_to(path: Path) -> dict[str, Any] | None:
     if not file.is_file():
         return None
     try:
-        data = json.loads(file.read_text())
-    except json.JSONDecodeError:
+        data = json.loads(file.read_text(encoding="utf-8", errors="replace"))
+    except (ValueError, RecursionError):
         return None
     report = data.get("report", data) if isinstance(data, dict) else None
-    return report if isinstance(report, dict) and "overall" in report else None
+    if not isinstance(report, dict) or not isinstance(report.get("overall"), dict):
+        return None
+    interval, passes = report["overall"].get("success_ci95"), report.get("pass_at_k")
+    if interval is not None and not _numbers(interval, 2):
+        return None  # a report of another shape heads nothing rather than stopping the page
+    if passes is not None and not (isinstance(passes, list) and all(
+            isinstance(p, dict) and _number(p.get("estimate")) and _numbers(p.get("ci95"), 2) for p in passes)):
+        return None
+    return report
 
 
 def is_episode(record: Any) -> bool:
     return isinstance(record, dict) and isinstance(record.get("actions"), list) and isinstance(
         record.get("observations"), list)
+
+
+def episode_problem(record: Mapping[str, Any]) -> str | None:
+    """Why an episode record cannot be shown (None when it can): a field the page reads has the wrong type."""
+    for key in ("turn_rewards", "turn_advantages"):
+        value = record.get(key)
+        if value is not None and not _numbers(value):
+            return f"{key} is not a list of numbers"
+    if record.get("episode_reward") is not None and not _number(record["episode_reward"]):
+        return "episode_reward is not a number"
+    if not isinstance(record.get("invalid_actions") or [], list):
+        return "invalid_actions is not a list"
+    inner = record.get("record")
+    if isinstance(inner, Mapping) and not isinstance(inner.get("replies") or [], list):
+        return "record.replies is not a list"
+    for key in ("outcome", "truncation_reason"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            return f"{key} is not a string"
+    return None
+
+
+def _number(value: Any) -> bool:
+    """An int or float the page can print as a float (bool too: 0/1; not an int past float's range)."""
+    return isinstance(value, float) or (isinstance(value, int) and abs(value) <= sys.float_info.max)
+
+
+def _numbers(value: Any, length: int | None = None) -> bool:
+    return (isinstance(value, list) and (length is None or len(value) == length)
+            and all(_number(v) for v in value))
 
 
 def outcome_of(episode: Mapping[str, Any]) -> str:
@@ -439,6 +478,7 @@ def main_with(args: argparse.Namespace) -> int:
     if args.max_episodes < 1 or args.max_chars < 1:
         raise ValueError("--max-episodes and --max-chars must be at least 1")
     out, sources = write_page(args.results, args.output, max_episodes=args.max_episodes, max_chars=args.max_chars)
-    episodes = sum(len(s.episodes) for s in sources)
-    print(f"{episodes} episodes from {len(sources)} file(s) -> {out}")
+    episodes, skipped = sum(len(s.episodes) for s in sources), sum(s.skipped_lines for s in sources)
+    print(f"{episodes} episodes from {len(sources)} file(s) -> {out}"
+          + (f"; {skipped} line(s) skipped: not JSON, or not an episode turngym can show" if skipped else ""))
     return 0

@@ -92,6 +92,52 @@ def test_nothing_to_show_is_a_clear_error(tmp_path):
     assert main(["view", str(lines), "-o", str(lines)]) == 2  # never overwrite the episodes
 
 
+# Issue 40: valid JSON of the wrong shape (a list, a field of the wrong type) stopped the whole page; it is
+# skipped as bad JSON is, and the command says how many lines it skipped.
+BAD_SHAPES = [
+    [1, 2, 3],
+    hostile_episode(turn_rewards="abc"),
+    hostile_episode(turn_rewards=[{"r": 1}]),
+    hostile_episode(episode_reward="x"),
+    hostile_episode(episode_reward=10 ** 400),  # past float's range
+    hostile_episode(turn_advantages=["high"]),
+    hostile_episode(invalid_actions=7),
+    hostile_episode(record={"replies": 3}),
+    hostile_episode(outcome=["won"]),
+]
+
+
+def test_a_line_of_the_wrong_shape_is_skipped_and_counted(tmp_path, capsys):
+    lines = tmp_path / "mixed.jsonl"
+    bad = [json.dumps(record) for record in BAD_SHAPES]
+    bad += ['{"actions": [], "observations": [], "episode_reward": ' + "9" * 5000 + "}",  # Python's digit limit
+            "[" * 5000 + "]" * 5000]  # nesting deeper than the stack
+    good = [json.dumps(hostile_episode()), json.dumps(hostile_episode(won=True, episode_reward=1.0))]
+    lines.write_text("\n".join([good[0], *bad, good[1]]) + "\n")
+    (source,) = load_sources(lines)
+    assert len(source.episodes) == 2 and source.skipped_lines == len(bad)
+    capsys.readouterr()
+    assert main(["view", str(lines), "-o", str(tmp_path / "page.html")]) == 0
+    out = capsys.readouterr().out
+    assert f"2 episodes from 1 file(s) -> {tmp_path / 'page.html'}; {len(bad)} line(s) skipped" in out, out
+    page = (tmp_path / "page.html").read_text()
+    assert len(sections(page)) == 2 and f"<td class=num>{len(bad)}</td></tr>" in page  # the summary's count
+    listed = tmp_path / "listed.json"  # a .json list of episodes: the same rule
+    listed.write_text(json.dumps([hostile_episode(), *BAD_SHAPES]))
+    (source,) = load_sources(listed)
+    assert len(source.episodes) == 1 and source.skipped_lines == len(BAD_SHAPES)
+
+
+def test_a_report_of_the_wrong_shape_heads_nothing_and_stops_nothing(tmp_path):
+    lines = tmp_path / "agent.jsonl"
+    lines.write_text(json.dumps(hostile_episode()) + "\n")
+    for report in ({"overall": {"success_ci95": "ab"}}, {"overall": {}, "pass_at_k": [{"k": 1}]}, {"overall": 3}):
+        (tmp_path / "agent.json").write_text(json.dumps(report))
+        (source,) = load_sources(lines)
+        assert source.report is None and len(source.episodes) == 1
+        assert len(sections(render_page([source]))) == 1
+
+
 def test_outcomes_also_for_files_without_the_outcome_field():
     assert outcome_of({"won": True}) == "won"
     assert outcome_of({"truncated": True, "truncation_reason": "max_turns"}) == "truncated"
