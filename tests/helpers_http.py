@@ -29,12 +29,16 @@ class JSONHandler(BaseHTTPRequestHandler):
 
 class DrippingServer:
     """An HTTP "server" on 127.0.0.1 that answers every request one byte every ``interval`` seconds,
-    status line first, for at most ``total`` seconds (then it hangs up). A context manager; ``url``."""
+    status line first, for at most ``total`` seconds (then it hangs up). A context manager; ``url``.
+    ``http10``: an HTTP/1.0 answer without a length, whose body ends only when the server hangs up; its
+    status line and headers come at once, then the body drips."""
 
     ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[" + b" " * 99_999
+    ANSWER_10 = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[" + b" " * 99_999
 
-    def __init__(self, interval: float = 0.5, total: float = 20.0) -> None:
+    def __init__(self, interval: float = 0.5, total: float = 20.0, *, http10: bool = False) -> None:
         self.interval, self.total = interval, total
+        self.answer = self.ANSWER_10 if http10 else self.ANSWER
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -54,7 +58,11 @@ class DrippingServer:
         with connection:
             connection.recv(65536)  # the request
             stop = time.monotonic() + self.total
-            for byte in self.ANSWER:
+            answer = self.answer
+            if answer is self.ANSWER_10:
+                head, _, answer = answer.partition(b"\r\n\r\n")
+                connection.sendall(head + b"\r\n\r\n")
+            for byte in answer:
                 if self.closed.is_set() or time.monotonic() > stop:
                     return
                 try:

@@ -363,6 +363,18 @@ def test_a_server_dripping_bytes_cannot_hold_served_panel_past_its_timeout():
         assert time.monotonic() - started < 4.0
 
 
+@pytest.mark.timeout(120)
+def test_an_http10_server_dripping_its_body_cannot_hold_served_panel_past_its_timeout():
+    """Issue 40: an HTTP/1.0 answer has no length and ends when the server hangs up; http.client hands the
+    socket to the response and forgets it, so the watchdog found none to shut and the call waited for the
+    server (here 30 s, one byte every 0.2 s)."""
+    with DrippingServer(interval=0.2, total=30.0, http10=True) as dripping:
+        started = time.monotonic()
+        with pytest.raises(ConnectionError, match="did not answer within 1 s"):
+            served_panel(dripping.url, "eval", timeout=1.0)
+        assert time.monotonic() - started < 3.0  # an upper bound only: the deadline and a margin
+
+
 # ---------------------------------------------------------------------- the red team's second round
 def raw_ask(ws, text: str | bytes) -> dict:
     ws.send(text)

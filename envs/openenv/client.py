@@ -402,17 +402,21 @@ def _get_json(url: str, timeout: float, body: Mapping[str, Any] | None = None, *
 
 def _http_request(url: str, timeout: float, body: Mapping[str, Any] | None, token: str | None) -> tuple[int, bytes]:
     """(status, body) of one request. A watchdog shuts the socket at the deadline, so the whole exchange
-    (connect, headers, body) ends within ``timeout`` even if the server sends a byte at a time."""
+    (connect, headers, body) ends within ``timeout`` even if the server sends a byte at a time.
+
+    The socket is kept here as well as on the connection: for an answer that ends when the server hangs up
+    (HTTP/1.0, ``Connection: close``) http.client hands the socket to the response and sets
+    ``connection.sock`` to None, which left the watchdog nothing to shut while the body dripped."""
     parts = urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connection = kind(parts.hostname, parts.port, timeout=timeout)
     deadline = time.monotonic() + timeout
     expired = threading.Event()
+    held: list[socket.socket] = []  # the connection's socket once connected, whoever holds it then
 
     def expire() -> None:
         expired.set()
-        sock = connection.sock
-        if sock is not None:
+        for sock in {id(s): s for s in (connection.sock, *held) if s is not None}.values():
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -426,6 +430,10 @@ def _http_request(url: str, timeout: float, body: Mapping[str, Any] | None, toke
         headers = {"Content-Type": "application/json", **auth_headers(token)}
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         connection.request("POST" if data is not None else "GET", path or "/", body=data, headers=headers)
+        if connection.sock is not None:
+            held.append(connection.sock)
+        if expired.is_set():  # the deadline passed while connecting or sending: the socket may not be shut yet
+            raise TimeoutError
         response = connection.getresponse()
         chunks, size = [], 0
         while chunk := response.read1(65536):
