@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_STEP_TIMEOUT", "EnvPool", "LocalPool", "Reply", "StepResult", "make_pool"]
+__all__ = ["DEFAULT_STEP_TIMEOUT", "EnvPool", "LocalPool", "Reply", "StepResult", "check_server", "make_pool"]
 
 
 class EnvPool(DeadlinePool, AsyncVectorEnv):
@@ -238,9 +238,20 @@ def make_pool(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | Non
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0 (0: in this process), got {num_workers}")
     factory = pool_backend(backend)
-    if server is not None and backend != "remote":
-        raise ValueError(f"a server ({server}) is only used by backend='remote', not {backend!r}")
+    check_server(backend, server)
     return factory(env_id, num_envs, env_kwargs=env_kwargs, num_workers=num_workers, server=server, **pool_kwargs)
+
+
+def check_server(backend: str, server: str | Sequence[str] | None, *,
+                 names: tuple[str, str] = ("backend", "server")) -> None:
+    """A server goes with the ``remote`` backend, and only with it: the one statement of that rule (``names``: what
+    the caller calls the two options, e.g. a run config's ``env_backend`` and ``env_server``)."""
+    backend_name, server_name = names
+    if backend == "remote" and not server:
+        raise ValueError(f"{backend_name}='remote' needs the server's address ({server_name}), e.g. ws://host:8000 "
+                         "(start one with `turngym serve ENV_ID`)")
+    if server is not None and backend != "remote":
+        raise ValueError(f"{server_name} ({server}) is only used by {backend_name}='remote', not {backend!r}")
 
 
 def _local(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None, num_workers: int, server: Any,
@@ -258,10 +269,7 @@ def _process(env_id: str, num_envs: int, *, num_workers: int, **options: Any) ->
 
 
 def _remote(env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None, num_workers: int,
-            server: str | Sequence[str] | None, **pool_kwargs: Any) -> RemotePool:
-    if not server:
-        raise ValueError("backend='remote' needs the server's address, e.g. server='ws://host:8000' "
-                         "(start one with `turngym serve ENV_ID`)")
+            server: str | Sequence[str], **pool_kwargs: Any) -> RemotePool:
     from turngym.envs.openenv.pool import RemotePool
 
     size = min(num_envs, num_workers or num_envs)

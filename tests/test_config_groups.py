@@ -14,7 +14,6 @@ from turngym.trainers.config import (
     GROUPS,
     ActionFormatName,
     ActionProtocolName,
-    ConfigParser,
     CriticOptions,
     EstimatorOptions,
     RewardModeName,
@@ -22,6 +21,7 @@ from turngym.trainers.config import (
     TurnGymConfig,
     WorldOptions,
 )
+from turngym.trainers.config_cli import ConfigParser
 from turngym.trainers.critic import FLAT_FIELDS, CriticConfig
 
 SIGNALS = {"env_id": "turngym/Signals-v0", "model_name_or_path": "x", "report_to": "none"}

@@ -24,6 +24,7 @@ from turngym.envs.openenv.pool import RemotePool
 from turngym.envs.openenv.protocol import jsonable
 from turngym.envs.openenv.server import ServerProcess
 from turngym.envs.panels import task_panel
+from turngym.envs.pools import register_pool_backend
 from turngym.envs.vector import LocalPool, make_pool
 from turngym.recipes.cli import main
 
@@ -252,7 +253,7 @@ def test_serve_command_errors_are_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("turngym serve: error: port") and "already in use" in err and len(err.splitlines()) == 1
     assert main(["eval", "--env", SIGNALS, "--env-backend", "remote", "--agent", "oracle"]) == 2
-    assert "--env-backend remote needs --env-server URL" in capsys.readouterr().err
+    assert "--env-backend='remote' needs the server's address (--env-server)" in capsys.readouterr().err
 
 
 def test_the_training_config_says_where_the_worlds_run(tmp_path):
@@ -263,12 +264,16 @@ def test_the_training_config_says_where_the_worlds_run(tmp_path):
         "backend": "remote", "server": ["ws://a:1", "ws://b:2"]}
     assert make_args(tmp_path, env_backend="ray", env_worlds_per_actor=4).pool_options() == {
         "backend": "ray", "worlds_per_actor": 4}
-    with pytest.raises(ValueError, match="env_backend=remote needs env_server"):
+    with pytest.raises(ValueError, match=r"env_backend='remote' needs the server's address \(env_server\)"):
         make_args(tmp_path, env_backend="remote")
-    with pytest.raises(ValueError, match="env_server is for env_backend=remote"):
+    with pytest.raises(ValueError, match=r"env_server \(ws://a:1\) is only used by env_backend='remote'"):
         make_args(tmp_path, env_server="ws://a:1")
-    with pytest.raises(ValueError, match="env_backend must be one of 'process', 'ray', 'remote', got 'grpc'"):
-        make_args(tmp_path, env_backend="grpc")
+    # any registered pool backend, looked up when the config resolves (after `imports`, which may register one)
+    with pytest.raises(ValueError, match="unknown pool backend 'grpc'; choose one of process, .*ray"):
+        make_args(tmp_path, env_backend="grpc").resolve()
+    register_pool_backend("test-config-backend", lambda *args, **kwargs: None)  # never called here
+    assert make_args(tmp_path, env_backend="test-config-backend").resolve().pool_options() == {
+        "backend": "test-config-backend"}
 
 
 @pytest.mark.timeout(300)

@@ -160,3 +160,58 @@ def test_the_adapter_passes_no_batch_between_overrides_through_self():
         if isinstance(target, ast.Attribute) and getattr(target.value, "id", None) == "self"}
     # beta: zeroed inside _compute_loss's own call to TRL's loss (kl_penalty=reward) and restored before it returns.
     assert set_outside_init <= {"beta"}, f"state set on the trainer outside __init__: {sorted(set_outside_init)}"
+
+
+# ---------------------------------------------------------------------- the config's command-line parser
+# The HfArgumentParser privates that trainers/config_cli.py's ConfigParser builds on. TrlParser extends TRL's own copy
+# of transformers' HfArgumentParser (trl.scripts._hf_argparser, pinned with TRL): the sha256 of
+# inspect.getsource(<it>.<name>) in the pinned TRL. _add_dataclass_arguments is overridden (the same walk over the
+# fields, with one argument group per option group), _parse_dataclass_field is called for each field. When one
+# changes, re-read it against config_cli.py, adapt, then update the digest here.
+HF_PARSER_SOURCE = {
+    "_add_dataclass_arguments": "7681162e0ef3b0ba3bf23518cb14d704b6c6a3bea4d80eb7be436d3c70ad39a1",
+    "_parse_dataclass_field": "bae95ae7037b5d39cb678bcdf04b5a368bb697b3aabf0b5e0a514139787e1447",
+}
+HF_PARSER_OVERRIDDEN = {"_add_dataclass_arguments"}
+# argparse's privates it uses (the standard library's): the parser's actions and the help formatter's hooks.
+ARGPARSE_PRIVATE = {"_actions", "_get_help_string", "_format_action_invocation", "_format_args",
+                    "_get_default_metavar_for_optional"}
+
+
+def hf_argument_parser() -> type:
+    """The HfArgumentParser ConfigParser extends (through TRL's TrlParser)."""
+    from turngym.trainers.config_cli import ConfigParser
+
+    return next(c for c in ConfigParser.__mro__ if c.__name__ == "HfArgumentParser")
+
+
+@pytest.mark.parametrize("name", sorted(HF_PARSER_SOURCE))
+def test_the_argument_parser_privates_are_the_reviewed_ones(name):
+    parser = hf_argument_parser()
+    digest = hashlib.sha256(inspect.getsource(getattr(parser, name)).encode()).hexdigest()
+    assert digest == HF_PARSER_SOURCE[name], (
+        f"TRL {version('trl')} changed {parser.__module__}.HfArgumentParser.{name}, which trainers/config_cli.py's "
+        f"ConfigParser {'overrides' if name in HF_PARSER_OVERRIDDEN else 'calls'}: re-read it against config_cli.py, "
+        "adapt, then update HF_PARSER_SOURCE")
+
+
+def test_the_config_parser_uses_only_the_pinned_privates():
+    import argparse
+
+    from turngym.trainers.config_cli import ConfigParser, _HelpFormatter
+
+    tree = ast.parse((ROOT / "trainers" / "config_cli.py").read_text())
+    private = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+               and not node.attr.startswith("__")}
+    private |= {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name.startswith("_")
+                and not node.name.startswith("__")}
+    own = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)}
+    assert private - own <= set(HF_PARSER_SOURCE) | ARGPARSE_PRIVATE, (
+        f"trainers/config_cli.py uses privates that are not pinned: {sorted(private - own - set(HF_PARSER_SOURCE))}")
+    assert all(hasattr(argparse.HelpFormatter, name) for name in ARGPARSE_PRIVATE - {"_actions"})
+    assert hasattr(argparse.ArgumentParser(), "_actions")
+    for parent, ours, name in ((hf_argument_parser(), ConfigParser, "_add_dataclass_arguments"),
+                               (argparse.HelpFormatter, _HelpFormatter, "_get_help_string"),
+                               (argparse.HelpFormatter, _HelpFormatter, "_format_action_invocation")):
+        theirs = list(inspect.signature(getattr(parent, name)).parameters)
+        assert list(inspect.signature(getattr(ours, name)).parameters) == theirs, f"{name}: the parent's are {theirs}"

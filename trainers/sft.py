@@ -55,7 +55,8 @@ from turngym.agents.records import TokenRecord
 from turngym.agents.rollout import Trajectory
 from turngym.agents.tool_calls import format_tool_call
 from turngym.envs.tools import ToolCall
-from turngym.trainers.config import ConfigParser, WorldOptions, check_choices, fix_device
+from turngym.trainers.config import WorldOptions, check_choices, fix_device
+from turngym.trainers.config_cli import ConfigParser
 from turngym.trainers.episodes import Episode
 from turngym.trainers.rollout import evaluate_policy, policy_pool
 

@@ -9,7 +9,7 @@ top-level fields are the defaults); ``weight`` is its share of the groups (see
       - {name: signals-short, env_id: turngym/Signals-v0, env_kwargs: {turns: 3}, num_train_tasks: 32, weight: 1}
       - {name: signals-long, env_id: turngym/Signals-v0, env_kwargs: {turns: 8}, num_train_tasks: 32, weight: 3}
 
-The entries are parsed and checked with the config (:func:`~turngym.trainers.config.parse_worlds`, re-exported
+The entries are parsed and checked with the config (:func:`~turngym.trainers.config_worlds.parse_worlds`, re-exported
 here). A task is named by its *key*, ``"<world>::<task id>"`` (task ids of two worlds may be equal); TRL's
 dataset holds keys, so a group (``num_generations`` plays of one key) is always one task of one world.
 A run with one world keeps plain task ids as keys.
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from turngym.envs.tasks import TaskSet
-from turngym.trainers.config import KEY_SEPARATOR, World, parse_worlds, world_name
+from turngym.trainers.config_worlds import KEY_SEPARATOR, World, parse_worlds, world_name
 
 __all__ = ["KEY_SEPARATOR", "World", "given_tasks", "parse_worlds", "train_tasks", "world_eval_tasks", "world_name",
            "world_train_tasks"]

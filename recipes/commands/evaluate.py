@@ -129,13 +129,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
     """Where the worlds play: ``--env-server`` (remote sessions) or ``--env-backend``."""
-    if args.env_server:
-        if args.env_backend not in (None, "remote"):
-            raise ValueError(f"--env-server plays on that server; it does not go with --env-backend {args.env_backend}")
-        return {"backend": "remote", "server": args.env_server}
-    if args.env_backend == "remote":
-        raise ValueError("--env-backend remote needs --env-server URL (start one with `turngym serve ENV_ID`)")
-    return {"backend": args.env_backend} if args.env_backend else {}
+    from turngym.envs.vector import check_server
+
+    backend = args.env_backend or ("remote" if args.env_server else None)
+    if backend is None:
+        return {}
+    check_server(backend, args.env_server or None, names=("--env-backend", "--env-server"))
+    return {"backend": backend, **({"server": args.env_server} if args.env_server else {})}
 
 
 def _check_samples(args: argparse.Namespace) -> None:

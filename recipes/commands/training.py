@@ -2,7 +2,7 @@
 
 argparse hands their whole command line over untouched; here ``--import``, ``--threads`` and the help
 options are taken out and the rest goes to TRL's ``TrlParser`` (``--config FILE.yaml`` plus
-``--field value`` overrides), with turngym's one-line errors. The parser (``trainers.config.ConfigParser``) shows
+``--field value`` overrides), with turngym's one-line errors. The parser (``trainers.config_cli.ConfigParser``) shows
 the fields by group: world, rollout, estimator, critic, then TRL's config and ModelConfig's LoRA fields.
 """
 
@@ -106,7 +106,7 @@ def _did_you_mean(name: str, known: set[str]) -> str:
 def _parser(config_class: type, prog: str, *, summary: str | None = None, full_help: bool = True):
     """TRL's parser for ``config_class``, its fields grouped (``ConfigParser``), with one-line errors; for help
     (``summary``), also the options this command takes out before parsing."""
-    from turngym.trainers.config import ConfigParser
+    from turngym.trainers.config_cli import ConfigParser
 
     class Parser(ConfigParser):
         def error(self, message: str) -> None:  # type: ignore[override]
