@@ -370,6 +370,94 @@ def test_the_gigpo_config_builds_gigpo_turn_rloo_and_grpo_at_an_equal_budget(tmp
     assert (built["grpo"].gamma, built["grpo"].scale_rewards) == (1.0, "group")
 
 
+ALGORITHM_PLAN = "docs/plans/2026-11-28-algorithm-comparison.md"
+TIERS = [["ppo", "turn_rloo", "grpo", "rft"], ["ppo-sparse", "turn_rloo-sparse"], ["gigpo"]]  # the plan's run order
+
+
+def _algorithm_study(kind: str, world: str, tmp_path: Path) -> StudyConfig:
+    return load_config(CONFIGS / "compare" / f"textworld-algorithms-{kind}{world}.yaml", results_dir=str(tmp_path))
+
+
+def _without(entry: dict, *keys: str) -> dict:
+    return {k: v for k, v in entry.items() if k not in keys}
+
+
+@pytest.mark.parametrize("kind", ["pilot-world-", "tune-", ""])
+def test_the_algorithm_comparison_configs_are_e1s_recipe_on_either_world(kind, tmp_path):
+    """docs/plans/2026-11-28-algorithm-comparison.md: every config is E1's world, SFT and RL settings; each has a
+    twin on the other world that differs only in its name and the world's config."""
+    e1 = load_config(CONFIGS / "compare" / "textworld-rl-gain-long.yaml", results_dir=str(tmp_path))
+    q2, q4 = (_algorithm_study(kind, world, tmp_path) for world in ("q2", "q4"))
+    assert q2.world == e1.world and q4.world == {**e1.world, "env_kwargs": {"config": "w2-o3-q4"}}
+    for config in (q2, q4):
+        assert (config.sft, config.rl) == (e1.sft, e1.rl)
+        assert config.preregistered == ALGORITHM_PLAN
+    assert {**q4.to_dict(), "name": q2.name, "world": q2.world} == q2.to_dict()
+
+
+def test_the_algorithm_comparison_holds_to_its_plan(tmp_path):
+    """The main study: the plan's arms in its tier order at 1024 episodes each (RFT samples as many), 5 seeds no
+    study used or earmarked, 200 fresh test games (tasks 200-399), every arm's learning rate one of its two pilot
+    configurations, and the pilots' shape (two configurations per algorithm; a 2-step world pilot)."""
+    from dataclasses import fields as dataclass_fields
+
+    from turngym.trainers.sft import TurnGymSFTConfig
+
+    plan = Path(ALGORITHM_PLAN).read_text()
+    for world in ("q2", "q4"):
+        main = _algorithm_study("", world, tmp_path / world)
+        tune = _algorithm_study("tune-", world, tmp_path / world)
+        pilot = _algorithm_study("pilot-world-", world, tmp_path / world)
+        arms = compare_algorithms.arms_of(main)
+        assert [a.label for a in arms] == ["base", "sft-only", *(label for tier in TIERS for label in tier)]
+        assert not any(a.null for a in arms)
+        # Seeds: fresh against every other study config, the earlier plans' seeds and the earmarked 110-114.
+        others = {seed for path in (CONFIGS / "compare").glob("*.yaml") if "algorithms" not in path.name
+                  for seed in load_config(path, results_dir=str(tmp_path)).seeds}
+        assert main.seeds == [120, 121, 122, 123, 124] and "120, 121, 122, 123, 124" in plan
+        assert not set(main.seeds) & (others | {0, 1, 2, *range(100, 115)})
+        evaluation = main.evaluation
+        assert (evaluation.split, evaluation.first_task, evaluation.num_tasks) == ("test", 200, 200)
+        assert (evaluation.temperature, evaluation.curve_points) == (0.0, 0) and "10201-10400" in plan
+        assert main.episodes == 1024 and "## Analysis" in plan and "±3" in plan
+
+        study = Study(main, arms, progress=False)
+        for arm in arms[2:]:
+            entry = main.algorithms[arm.label]
+            pair = [e for label, e in tune.algorithms.items() if label.startswith(f"{entry['algorithm']}-lr")]
+            assert len(pair) == 2, arm.label  # every algorithm: exactly two pilot configurations
+            assert _without(pair[0], "learning_rate") == _without(pair[1], "learning_rate") == _without(
+                entry, "learning_rate", "reward_mode"), arm.label  # the sparse arms: their dense partner's
+            assert entry["learning_rate"] in {e["learning_rate"] for e in pair}, arm.label
+            if entry["algorithm"] == "rft":  # SFT on the policy's own wins: TurnGymSFTConfig fields, RL's budget
+                assert set(entry) - {"algorithm"} <= {f.name for f in dataclass_fields(TurnGymSFTConfig)}
+                assert entry["demo_source"] == "policy" and entry["demo_temperature"] == main.rl["temperature"]
+                rounds, samples = entry["rounds"], entry["demo_samples_per_task"]
+                assert main.episodes % rounds == 0 and (main.episodes // rounds) % samples == 0
+                assert main.episodes // samples == main.world["num_train_tasks"]  # each RL training game once
+                continue
+            rl = study.rl_config(arm, "start", 0, tmp_path / world / arm.label)
+            assert rl.algorithm == entry["algorithm"] == arm.label.removesuffix("-sparse")
+            assert rl.max_steps == 32 and rl.max_steps * episodes_per_step(rl) == main.episodes
+            assert rl.max_steps * rl.per_device_train_batch_size // rl.num_generations == 256  # each game once
+            assert rl.skip_train_tasks == main.sft["num_demos"] and not rl.shuffle_advantages
+            assert rl.reward_mode == ("sparse" if arm.label.endswith("-sparse") else "dense")
+            assert rl.estimator.needs_critic == (rl.algorithm == "ppo")
+
+        # Pilot T: the same budget on 200 eval games, one seed; each algorithm's pair is A = 1e-5 and its B.
+        assert (tune.episodes, tune.seeds, tune.evaluation.split, tune.evaluation.num_tasks) == (1024, [0], "eval", 200)
+        assert tune.evaluation.first_task == 0
+        rates = {label: e["learning_rate"] for label, e in tune.algorithms.items()}
+        assert rates == {"ppo-lr1e-5": 1e-5, "ppo-lr5e-6": 5e-6, "turn_rloo-lr1e-5": 1e-5, "turn_rloo-lr5e-6": 5e-6,
+                         "grpo-lr1e-5": 1e-5, "grpo-lr5e-6": 5e-6, "rft-lr1e-5": 1e-5, "rft-lr3e-5": 3e-5,
+                         "gigpo-lr1e-5": 1e-5, "gigpo-lr5e-6": 5e-6}
+        # Pilot W: PPO and turn-level RLOO for 2 steps, the first 100 eval games, main's PPO settings.
+        assert [a.label for a in compare_algorithms.arms_of(pilot)] == ["base", "sft-only", "ppo", "turn_rloo"]
+        assert (pilot.episodes, pilot.seeds) == (64, [0])  # 2 steps of 32
+        assert (pilot.evaluation.split, pilot.evaluation.first_task, pilot.evaluation.num_tasks) == ("eval", 0, 100)
+        assert _without(pilot.algorithms["ppo"], "learning_rate") == _without(main.algorithms["ppo"], "learning_rate")
+
+
 @pytest.mark.parametrize("path", sorted(CONFIGS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(CONFIGS)))
 def test_no_config_credits_the_clip_with_small_steps_when_it_cannot_fire(path):
     """With one update per batch (num_iterations 1, TRL's default) the ratio is 1, so the clip never fires."""
