@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -68,7 +67,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """The table of a study's outcomes file, recomputed with today's intervals."""
+    """The table of a study's outcomes file, recomputed with today's intervals; a file that is not one of the
+    shapes :mod:`~turngym.recipes.outcome_files` reads, or holds a wrong cell, is one line naming it (exit 2)."""
+    from turngym.recipes import outcome_files as files
     from turngym.recipes.study import recompute, recomputed_markdown
 
     path = Path(args.outcomes)
@@ -76,7 +77,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         path = path / "outcomes.json"
     if not path.is_file():
         raise FileNotFoundError(f"no outcomes file at {path}: a study writes results/<name>/outcomes.json")
-    print(recomputed_markdown(recompute(json.loads(path.read_text()), args.reference, args.panel)), end="")
+    content = files.read_outcomes(path)
+    if content["kind"] == "rates":
+        if args.panel is not None:
+            raise files.OutcomeFileError(f"{path}: holds per-seed rates, which have no panels; leave out --panel")
+        print(files.rates_markdown(path, content, args.reference), end="")
+        return 0
+    panel = args.panel or files.DEFAULT_PANEL
+    files.check_choice(path, content["record"], args.reference, panel)
+    print(recomputed_markdown(recompute(content["record"], args.reference, panel)), end="")
     return 0
 
 
@@ -105,7 +114,8 @@ def add(sub) -> None:
     p = sub.add_parser("stats", help="recompute a study's table from its per-game outcomes (outcomes.json)")
     p.add_argument("outcomes", help="results/<name>/ or an outcomes.json (e.g. one committed under docs/outcomes/)")
     p.add_argument("--reference", help="the arm every other is paired with (default: SFT-only, else the first)")
-    p.add_argument("--panel", default="held_out", help="which evaluation panel (default: held_out)")
+    p.add_argument("--panel", help="which evaluation panel (default: held_out); an unknown one is refused, "
+                                   "listing the file's panels")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("budget", help="split a fixed budget between SFT demos and RL episodes: table and plot")
