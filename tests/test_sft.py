@@ -23,11 +23,13 @@ from turngym.trainers.sft import (
     TurnGymSFTConfig,
     build_trainer,
     collect_demos,
+    collect_policy_demos,
     demo_dataset,
     demo_reply,
     parse_config,
     run_sft,
     sft_example,
+    won_episodes,
 )
 
 SIGNALS = "turngym/Signals-v0"
@@ -261,6 +263,119 @@ def test_cli_one_step_run_saves_a_model_rl_can_start_from(tmp_path, policy):
     before, original = load_policy(str(policy))
     assert tokenizer.chat_template == original.chat_template and tokenizer.get_vocab() == original.get_vocab()
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), before.parameters(), strict=True))
+
+
+# ---------------------------------------------------------------------- the policy's own wins
+class SpelledPolicy:
+    """A policy that replies a Signals command chosen by the episode and the turn (varied, so some episodes win),
+    spelled one character per token: ids no tokenizer would produce from the text, so training on decoded and
+    re-tokenised text would show. It remembers every episode's sampled ids, in order."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.sampled = tokenizer, {}
+
+    def generate(self, requests, sampling, stop_ids):
+        from turngym.agents.backends import Generation
+        from turngym.agents.base import stable_seed
+        from turngym.envs.signals import COMMANDS
+
+        generations = []
+        for request in requests:
+            command = COMMANDS[stable_seed(request.key, len(request.ids)) % len(COMMANDS)]
+            ids = [i for char in f" {command}" for i in self.tokenizer.encode(char, add_special_tokens=False)]
+            ids.append(stop_ids[0])
+            self.sampled.setdefault(request.key, []).extend(ids)
+            generations.append(Generation(ids, [0.0] * len(ids), True))
+        return generations
+
+    def release(self, key) -> None:
+        """Nothing is cached."""
+
+    def cache_prefix(self, ids) -> None:
+        """Nothing is cached."""
+
+
+def test_policy_demos_keep_the_wins_on_the_ids_the_policy_sampled(tmp_path, policy, tokenizer):
+    from turngym.agents.evaluate import evaluate
+
+    config = sft_config(tmp_path, policy, demo_source="policy", num_demos=16, demo_samples_per_task=2,
+                        skip_train_tasks=3)
+    # won_episodes on its own: wins kept (in order), every loss and truncation dropped and counted.
+    tasks = task_panel(config.env_id, "train", 8, config.world_kwargs(), progress=False)
+    agent = LLMAgent(SpelledPolicy(tokenizer), tokenizer, config.agent_config(temperature=0.7))
+    played = evaluate(agent, config.env_id, tasks, env_kwargs=config.world_kwargs(), batch=8, progress=False,
+                      samples_per_task=2).trajectories
+    kept, dropped = won_episodes(played)
+    wins = [t for t in played if t.won]
+    assert 0 < len(wins) < len(played) and [e.trajectory for e in kept] == wins and all(e.won for e in kept)
+    assert sum(dropped.values()) == len(played) - len(wins) and set(dropped) <= {"lost", "truncated_max_turns"}
+
+    # A round: tasks after skip_train_tasks, num_demos episodes; each kept demo trains on exactly the sampled ids.
+    backend = SpelledPolicy(tokenizer)
+    demos, stats = collect_policy_demos(config, None, tokenizer, backend=backend, progress=False)
+    round_tasks = task_panel(config.env_id, "train", 11, config.world_kwargs(), progress=False).take(8, start=3)
+    assert stats.taskset == round_tasks.name and stats.taskset_fingerprint == round_tasks.fingerprint
+    assert (stats.played, stats.kept) == (16, len(demos)) and 0 < stats.kept < 16
+    assert stats.kept + sum(stats.dropped.values()) == 16 and all(d.won for d in demos)
+    order = [t.id for t in round_tasks]
+    for demo in demos:
+        key = demo.trajectory.sample * len(order) + order.index(demo.trajectory.task["id"])  # sample-major plays
+        row = sft_example(demo)
+        assert row["input_ids"] == demo.prompt_ids + demo.completion_ids
+        trained = [token for token, mask in zip(row["input_ids"], row["assistant_masks"], strict=True) if mask]
+        assert trained == backend.sampled[key]  # the policy's own ids, not decoded and re-tokenised text
+        retokenised = tokenizer.encode(tokenizer.decode(trained), add_special_tokens=False)
+        assert retokenised != trained  # (which would differ: the test can tell the two apart)
+
+
+def test_no_policy_win_is_a_clear_one_line_error(tmp_path, policy, tokenizer):
+    config = sft_config(tmp_path, policy, demo_source="policy", max_turns=1)  # 3 signals, 1 turn: never a win
+    with pytest.raises(NoDemosError, match=r"round 1 of 1: the policy won 0 of 4 episodes at temperature 0.7 "
+                                           r"\(dropped: 4 truncated_max_turns\)") as error:
+        collect_policy_demos(config, None, tokenizer, backend=SpelledPolicy(tokenizer), progress=False)
+    assert "\n" not in str(error.value)
+
+
+def test_policy_demo_options_are_checked():
+    assert parse_config(["--config", str(SIGNALS_YAML), "--demos", "policy", "--rounds", "3"]).rounds == 3
+    with pytest.raises(ValueError, match="demo_source: policy"):
+        TurnGymSFTConfig(output_dir="unused", report_to="none", rounds=2)  # the oracle's demos never change
+    with pytest.raises(ValueError, match="a multiple of demo_samples_per_task"):
+        TurnGymSFTConfig(output_dir="unused", report_to="none", demo_source="policy", num_demos=6,
+                         demo_samples_per_task=4)
+    with pytest.raises(ValueError, match="set demo_temperature"):
+        TurnGymSFTConfig(output_dir="unused", report_to="none", demo_source="policy", num_demos=8,
+                         demo_samples_per_task=4, demo_temperature=0.0)
+
+
+def test_cli_demos_policy_samples_keeps_the_wins_and_fine_tunes_round_after_round(tmp_path, policy, tokenizer,
+                                                                                 monkeypatch):
+    from turngym.agents.models import load_policy
+
+    seen = []  # each round's sampling model: round 2 samples with the model round 1 fine-tuned
+
+    def backend(model, tokenizer_):
+        seen.append([p.detach().clone() for p in model.parameters()])
+        return SpelledPolicy(tokenizer)
+
+    monkeypatch.setattr("turngym.trainers.sft.policy_backend", backend)
+    output = tmp_path / "out"
+    rc = main(["sft", "--config", str(SIGNALS_YAML), "--model_name_or_path", str(policy), "--output_dir", str(output),
+               "--env_kwargs", '{"turns": 1, "colours": 2}',  # one right command in 2 turns: many wins, some losses
+               "--demos", "policy", "--rounds", "2", "--num_demos", "8", "--demo_samples_per_task", "2",
+               "--skip_train_tasks", "4", "--max_steps", "1", "--learning_rate", "1e-2", "--num_eval_tasks", "2",
+               "--disable_tqdm", "true"])
+    assert rc == 0
+    record = json.loads((output / "sft_demos.json").read_text())
+    assert record["demo_source"] == "policy" and record["samples_per_task"] == 2 and len(record["rounds"]) == 2
+    assert [r["taskset"].rsplit("[", 1)[1] for r in record["rounds"]] == ["4:8]", "8:12]"]  # fresh tasks each round
+    assert all(r["played"] == 8 and 0 < r["kept"] <= 8 and r["assistant_tokens"] > 0 for r in record["rounds"])
+    base, _ = load_policy(str(policy))
+    final, _ = load_policy(str(output))
+    first, second = seen
+    assert all(torch.equal(a, b) for a, b in zip(first, base.parameters(), strict=True))  # round 1: the start policy
+    assert any(not torch.equal(a, b) for a, b in zip(second, first, strict=True))  # round 2: after round 1's step
+    assert any(not torch.equal(a, b) for a, b in zip(final.parameters(), second, strict=True))  # round 2's step
 
 
 # ---------------------------------------------------------------------- errors

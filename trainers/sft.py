@@ -13,6 +13,13 @@ budget study), because a small base model rarely wins and leaves RL no signal. t
    - Signals: the rule itself;
    - your own world: whatever it puts in ``info["walkthrough"]`` at reset.
 
+   Or the policy's own wins (``demo_source: policy``, ``turngym sft --demos policy``): rejection-sampling
+   fine-tuning, also called expert iteration. Each of ``rounds`` rounds samples ``num_demos`` episodes on fresh
+   train tasks with the current policy (``demo_samples_per_task`` a task, at ``demo_temperature``), keeps the
+   won ones on the exact token ids the policy sampled (:func:`won_episodes`: never decoded and re-tokenised),
+   and fine-tunes the policy on them; the next round samples with the fine-tuned policy. It needs no
+   walkthrough, only a reward that says who won, and is the baseline RL is judged against.
+
 2. **Rendering.** Each command is written as the reply the agent's parser reads back (``Action:
    go north`` for the ``prefix`` format) and played through a real :class:`~turngym.agents.llm.LLMAgent`,
    configured from the same :class:`~turngym.trainers.config.WorldOptions` as the RL run, whose backend
@@ -33,6 +40,8 @@ budget study), because a small base model rarely wins and leaves RL no signal. t
    ``turngym train --model_name_or_path <output_dir>`` continues with RL in the same chat format.
 
     turngym sft --config recipes/configs/textworld-sft.yaml
+    turngym sft --config recipes/configs/textworld-sft.yaml --demos policy --rounds 4 \
+        --model_name_or_path runs/textworld-sft --num_demos 256 --demo_samples_per_task 4 --skip_train_tasks 60
 """
 
 from __future__ import annotations
@@ -62,14 +71,15 @@ from turngym.trainers.rollout import evaluate_policy, policy_pool
 
 logger = logging.getLogger(__name__)
 
-DemoSource = Literal["oracle"]
+DemoSource = Literal["oracle", "policy"]
 DEMO_SOURCES = get_args(DemoSource)
 DEMO_STATS_FILE = "sft_demos.json"
 EVAL_REPORT_FILE = "sft_eval.json"
 
 
 class NoDemosError(ValueError):
-    """No usable expert episode: the oracle won none, or its commands could not be written as replies."""
+    """No usable demo: the oracle (or, for policy demos, the policy) won none, or the oracle's commands could not be
+    written as replies."""
 
 
 @dataclass
@@ -82,11 +92,22 @@ class TurnGymSFTConfig(WorldOptions, SFTConfig):
     ``num_train_tasks`` is not used: demos are the first ``num_demos`` tasks of ``train_split``.
     """
 
-    num_demos: int = field(default=60, metadata={"help": "expert episodes: the first N tasks of train_split"})
+    num_demos: int = field(default=60, metadata={"help": "oracle: the first N tasks of train_split; policy: the "
+                                                        "episodes sampled in each round"})
     demo_source: DemoSource = field(
-        default="oracle", metadata={"help": "oracle: each world's walkthrough (TextWorld: the game's; ALFWorld: the "
-                                            "planner's plan; SWE: gold patch + submit; Signals: the rule)"})
+        default="oracle", metadata={"aliases": ["--demos"],
+                                    "help": "oracle: each world's walkthrough (TextWorld: the game's; ALFWorld: the "
+                                            "planner's plan; SWE: gold patch + submit; Signals: the rule); policy: "
+                                            "the policy's own won episodes (rejection-sampling fine-tuning; also "
+                                            "written --demos policy)"})
     demo_seed: int = field(default=0, metadata={"help": "reset seed of the demo episodes"})
+    rounds: int = field(default=1, metadata={"help": "policy demos: sample, keep the wins, fine-tune, this many "
+                                                     "times, each round on the next train tasks"})
+    demo_samples_per_task: int = field(default=1, metadata={"help": "policy demos: episodes sampled per task "
+                                                                    "(num_demos / this many tasks a round)"})
+    demo_temperature: float = field(default=0.7, metadata={"help": "policy demos: sampling temperature"})
+    skip_train_tasks: int = field(default=0, metadata={"help": "policy demos: start after the train split's first "
+                                                               "N tasks (e.g. the oracle demos of the warm start)"})
 
     def __post_init__(self) -> None:
         self.validate()
@@ -99,6 +120,22 @@ class TurnGymSFTConfig(WorldOptions, SFTConfig):
         check_choices(self)
         if self.num_demos < 1:
             raise ValueError(f"num_demos must be at least 1, got {self.num_demos}")
+        if self.rounds < 1 or self.demo_samples_per_task < 1 or self.skip_train_tasks < 0:
+            raise ValueError(f"rounds and demo_samples_per_task must be at least 1 and skip_train_tasks at least 0, "
+                             f"got {self.rounds}, {self.demo_samples_per_task} and {self.skip_train_tasks}")
+        if self.demo_source == "oracle":
+            if (self.rounds, self.demo_samples_per_task, self.skip_train_tasks) != (1, 1, 0):
+                raise ValueError("rounds, demo_samples_per_task and skip_train_tasks shape policy demos (sample, keep "
+                                 "the wins, fine-tune); with the oracle's demos leave them at 1, 1 and 0, or set "
+                                 "demo_source: policy (--demos policy)")
+            return
+        if self.num_demos % self.demo_samples_per_task:
+            raise ValueError(f"num_demos ({self.num_demos}, the episodes sampled a round) must be a multiple of "
+                             f"demo_samples_per_task ({self.demo_samples_per_task})")
+        if self.demo_samples_per_task > 1 and self.demo_temperature <= 0:
+            raise ValueError(f"demo_samples_per_task {self.demo_samples_per_task} at demo_temperature "
+                             f"{self.demo_temperature} plays the same episode every time; set demo_temperature "
+                             "(e.g. 0.7)")
 
     def resolve(self) -> TurnGymSFTConfig:
         """The CPU device fix, ``imports`` and the world's registry lookups (idempotent; returns ``self``)."""
@@ -266,6 +303,88 @@ def _check_demos(stats: DemoStats) -> None:
                 stats.assistant_tokens)
 
 
+# ---------------------------------------------------------------------- the policy's own wins
+def won_episodes(trajectories: Sequence[Trajectory]) -> tuple[list[Episode], dict[str, int]]:
+    """The won episodes of the policy's own rollouts, as SFT material, and how many of the rest were dropped, by why.
+
+    Each kept :class:`~turngym.trainers.episodes.Episode` holds the agent's token record: the ids the policy sampled
+    and the environment's deltas exactly as the rollout appended them, so :func:`sft_example` trains on those ids
+    (``assistant_masks`` is the record's ``env_mask``), never on decoded and re-tokenised text. A lost or truncated
+    episode is dropped.
+    """
+    kept, dropped = [], Counter()
+    for trajectory in trajectories:
+        reason = _drop_reason(trajectory, faithful=True)
+        if reason is None:
+            kept.append(Episode.from_trajectory(trajectory))
+        else:
+            dropped[reason] += 1
+    return kept, dict(dropped)
+
+
+def policy_backend(model: Any, tokenizer: Any) -> Any:
+    """The backend policy demos are sampled with: ``model`` itself, batched
+    (:class:`~turngym.agents.backends.HFBackend`)."""
+    from turngym.agents.backends import HFBackend
+
+    return HFBackend(model, pad_id=tokenizer.pad_token_id or 0)
+
+
+def policy_demo_tasks(options: TurnGymSFTConfig, round_index: int = 0, *, progress: bool = True) -> Any:
+    """Round ``round_index``'s train tasks: ``num_demos / demo_samples_per_task`` of them, after ``skip_train_tasks``
+    and the earlier rounds' (every round samples on tasks it has not trained on)."""
+    from turngym.envs.panels import task_panel
+
+    per_round = options.num_demos // options.demo_samples_per_task
+    first = options.skip_train_tasks + round_index * per_round
+    tasks = task_panel(options.env_id, options.train_split, first + per_round, options.world_kwargs(),
+                       progress=progress)
+    if len(tasks) < first + per_round:
+        raise ValueError(f"policy demos, round {round_index + 1}: the {options.train_split} split of {options.env_id} "
+                         f"has {len(tasks)} tasks, not the {first + per_round} that skip_train_tasks "
+                         f"{options.skip_train_tasks} and {round_index + 1} rounds of {per_round} need")
+    return tasks.take(per_round, start=first)
+
+
+def collect_policy_demos(options: TurnGymSFTConfig, model: Any, tokenizer: Any, round_index: int = 0, *,
+                         backend: Any = None, progress: bool = True) -> tuple[list[Episode], DemoStats]:
+    """Sample ``num_demos`` episodes of round ``round_index``'s tasks (:func:`policy_demo_tasks`) with the policy at
+    ``demo_temperature``, in the RL run's chat format and capped at ``max_length`` tokens like oracle demos; keep the
+    wins (:func:`won_episodes`). ``backend`` replaces the model's own (:func:`policy_backend`), e.g. in tests."""
+    from turngym.agents.evaluate import evaluate
+
+    tasks = policy_demo_tasks(options, round_index, progress=progress)
+    seed = options.demo_seed + round_index
+    context = options.max_length or LLMAgentConfig.max_context_tokens
+    config = options.agent_config(temperature=options.demo_temperature, max_context_tokens=context, seed=seed)
+    agent = LLMAgent(backend or policy_backend(model, tokenizer), tokenizer, config, name="policy-demos")
+    was_training = getattr(model, "training", None)
+    try:
+        report = evaluate(agent, options.env_id, tasks, env_kwargs=options.world_kwargs(), seed=seed,
+                          num_workers=options.num_env_workers or 0, batch=16,
+                          progress=f"policy demos, round {round_index + 1}" if progress else False,
+                          samples_per_task=options.demo_samples_per_task, pool_options=options.pool_options(),
+                          **options.schedule_kwargs())
+    finally:
+        if was_training is not None:
+            model.train(was_training)
+    demos, dropped = won_episodes(report.trajectories)
+    stats = DemoStats(options.env_id, options.train_split, tasks.name, tasks.fingerprint, len(report.trajectories),
+                      len(demos), dropped, sum(e.num_model_tokens for e in demos),
+                      sum(len(e.prompt_ids) + len(e.completion_ids) for e in demos))
+    if not demos:
+        dropped_text = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items())) or "none"
+        raise NoDemosError(
+            f"no policy demos for {options.env_id} ({tasks.name}), round {round_index + 1} of {options.rounds}: the "
+            f"policy won 0 of {stats.played} episodes at temperature {options.demo_temperature} (dropped: "
+            f"{dropped_text}). Fixes: start from a policy that sometimes wins (an oracle warm start, `turngym sft` "
+            "without --demos policy, then --model_name_or_path its output), sample more (num_demos, "
+            "demo_samples_per_task), or raise max_turns")
+    logger.info("policy demos, round %d of %d: kept %d won of %d episodes (%d tokens, %d of them the policy's)",
+                round_index + 1, options.rounds, stats.kept, stats.played, stats.total_tokens, stats.assistant_tokens)
+    return demos, stats
+
+
 def sft_example(episode: Episode) -> dict[str, list[int]]:
     """One training row: ``input_ids`` and ``assistant_masks`` (1: in the loss; see the module docstring)."""
     return {
@@ -283,15 +402,33 @@ def demo_dataset(demos: Sequence[Trajectory | Episode]) -> Any:
 
 
 # ---------------------------------------------------------------------- training
-def build_trainer(config: TurnGymSFTConfig, tokenizer: Any, dataset: Any) -> Any:
-    """An ``SFTTrainer`` on ``dataset``; TRL loads the model from the resolved path (honouring
-    ``model_init_kwargs``), so the default SmolLM2 works offline."""
+def build_trainer(config: TurnGymSFTConfig, tokenizer: Any, dataset: Any, model: Any = None) -> Any:
+    """An ``SFTTrainer`` on ``dataset``, training ``model``; without one TRL loads the model from the resolved path
+    (honouring ``model_init_kwargs``), so the default SmolLM2 works offline."""
     from trl import SFTTrainer
 
     from turngym.agents.models import resolve_model
 
-    return SFTTrainer(model=resolve_model(config.model_name_or_path), args=config, train_dataset=dataset,
-                      processing_class=tokenizer)
+    return SFTTrainer(model=model if model is not None else resolve_model(config.model_name_or_path), args=config,
+                      train_dataset=dataset, processing_class=tokenizer)
+
+
+def train_on_policy_demos(config: TurnGymSFTConfig, tokenizer: Any, *,
+                          progress: bool = True) -> tuple[Any, list[DemoStats]]:
+    """Rejection-sampling fine-tuning (expert iteration): ``rounds`` times, sample with the current policy, keep its
+    wins, fine-tune it on them (a fresh optimizer and schedule each round). Returns the last round's trainer and
+    every round's demo stats."""
+    from turngym.agents.models import load_policy
+
+    model, _ = load_policy(config.model_name_or_path)
+    trainer, rounds = None, []
+    for round_index in range(config.rounds):
+        demos, stats = collect_policy_demos(config, model, tokenizer, round_index, progress=progress)
+        rounds.append(stats)
+        trainer = build_trainer(config, tokenizer, demo_dataset(demos), model=model)
+        trainer.train()
+        model = trainer.model
+    return trainer, rounds
 
 
 def run_sft(config: TurnGymSFTConfig) -> Path:
@@ -306,13 +443,20 @@ def run_sft(config: TurnGymSFTConfig) -> Path:
     from turngym.agents.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.model_name_or_path))
-    demos, stats = collect_demos(config, tokenizer)
-    trainer = build_trainer(config, tokenizer, demo_dataset(demos))
-    trainer.train()
+    if config.demo_source == "policy":
+        trainer, rounds = train_on_policy_demos(config, tokenizer, progress=not config.disable_tqdm)
+        record: dict[str, Any] = {
+            "demo_source": "policy", "temperature": config.demo_temperature,
+            "samples_per_task": config.demo_samples_per_task, "rounds": [asdict(stats) for stats in rounds]}
+    else:
+        demos, stats = collect_demos(config, tokenizer)
+        trainer = build_trainer(config, tokenizer, demo_dataset(demos))
+        trainer.train()
+        record = asdict(stats)
     output = Path(config.output_dir)
     trainer.save_model(str(output))
     tokenizer.save_pretrained(str(output))
-    (output / DEMO_STATS_FILE).write_text(json.dumps(asdict(stats), indent=1))
+    (output / DEMO_STATS_FILE).write_text(json.dumps(record, indent=1))
     if config.eval_split:
         from turngym.envs.panels import task_panel
 
