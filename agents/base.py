@@ -11,6 +11,9 @@ interface:
 * ``observe(episode, action, observation, reward, info)`` after each step;
 * ``end(episode) -> record`` when it finishes; the record (an LLM agent's
   :class:`~turngym.agents.records.TokenRecord`, or ``None``) is stored on the trajectory.
+
+An agent that decodes continuously (:class:`ContinuousAgent`: the LLM agent) also takes turns one at a time
+and hands actions back as they finish (``submit``, ``advance``), for the continuous schedule.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Agent(ABC):
     name: str = "agent"
     # True: the rollout gathers all live episodes and calls act() once for them (LLM batching).
     batched: bool = True
+    # Tokens sampled so far over every episode, for progress bars (None: the agent samples no tokens).
+    sampled_tokens: int | None = None
 
     @abstractmethod
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None: ...
@@ -64,6 +69,27 @@ class Agent(ABC):
     def end(self, episode: int) -> AgentRecord | None:
         """Called once ``episode`` is over; returns what to keep with its trajectory (or ``None``)."""
         return None
+
+
+class ContinuousAgent(Agent):
+    """An agent that decodes continuously (continuous batching, :mod:`turngym.agents.schedules.continuous`):
+    a turn joins the running generation as soon as its world answers, and leaves it with its action.
+
+    * ``submit(episodes) -> ended``: queue the next turn of each listed episode; those that cannot go on
+      come back at once, each with its :class:`EndEpisode`;
+    * ``advance() -> [(episode, action)]``: one decoding iteration; the turns it finished;
+    * ``decoding``: turns are queued or running (the rollout then polls the worlds instead of waiting).
+    """
+
+    @abstractmethod
+    def submit(self, episodes: Sequence[int]) -> list[tuple[int, EndEpisode]]: ...
+
+    @abstractmethod
+    def advance(self) -> list[tuple[int, str]]: ...
+
+    @property
+    @abstractmethod
+    def decoding(self) -> bool: ...
 
 
 class PerEpisodeAgent(Agent):

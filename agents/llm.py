@@ -37,7 +37,7 @@ from typing import Any
 
 from turngym.agents.actions import ActionParser
 from turngym.agents.backends import Generation, GenerationRequest, SamplingConfig, TokenBackend
-from turngym.agents.base import Agent, EndEpisode, stable_seed
+from turngym.agents.base import ContinuousAgent, EndEpisode, stable_seed
 from turngym.agents.chat import ChatFormat, ChatTemplateError
 from turngym.agents.decoding import Decoder, Join, decoder_for
 from turngym.agents.records import TokenRecord
@@ -151,7 +151,7 @@ class _Live:
     pending_call: tuple[str, str] | None = None  # (tool, call id) the pending observation answers
 
 
-class LLMAgent(Agent):
+class LLMAgent(ContinuousAgent):
     """A causal LM acting through a :class:`~turngym.agents.backends.TokenBackend`.
 
     ``end(episode)`` returns the episode's :class:`~turngym.agents.records.TokenRecord`, which the
@@ -177,7 +177,7 @@ class LLMAgent(Agent):
         self.stop_ids = self._end_of_turn_ids + (
             [i for i in self.chat.line_break_ids() if i not in self._end_of_turn_ids]
             if self.config.stops_at_line_break else [])
-        self.sampled_tokens = 0  # over every episode, for progress bars
+        self.sampled_tokens: int = 0  # over every episode, for progress bars
         backend.cache_prefix(self.chat.shared_prefix_ids())  # the shared system prompt, encoded once
 
     def begin(self, episode: int, observation: str, info: dict[str, Any]) -> None:
