@@ -17,194 +17,57 @@ resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` ste
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import json
 import shutil
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import yaml
+from turngym.recipes.study_config import (
+    RESERVED_SPLITS,
+    Arm,
+    EvaluationOptions,
+    StudyConfig,
+    add_study_arguments,
+    adds_seeds,
+    load_config,
+)
+from turngym.recipes.study_memory import peak_rss_gb, release_freed_memory
+from turngym.recipes.study_outcomes import (
+    OUTCOMES,
+    moving_average,
+    outcome_record,
+    pairwise_differences,
+    panel_summary,
+    recompute,
+    success_grid,
+)
+from turngym.recipes.study_progress import PlannedStage, duration, study_progress, time_left
+from turngym.recipes.study_tables import (
+    INTERVAL_NOTE,
+    difference_cell,
+    peak_memory,
+    percent,
+    print_outputs,
+    recomputed_markdown,
+    seed_table,
+    seeds_cell,
+    success_cell,
+)
+
+# The study's parts live in study_config (configuration, arms), study_outcomes (grids, statistics, the outcome
+# record), study_tables (text), study_progress (stages done, time left) and study_memory; their names are importable
+# from here as before.
+__all__ = ["DONE", "INTERVAL_NOTE", "OUTCOMES", "RESERVED_SPLITS", "Arm", "EvaluationOptions", "PlannedStage", "Study",
+           "StudyConfig", "add_study_arguments", "adds_seeds", "curve_callback", "difference_cell", "duration",
+           "episodes_per_step", "load_config", "moving_average", "outcome_record", "pairwise_differences",
+           "panel_summary", "peak_memory", "peak_rss_gb", "percent", "print_outputs", "recompute",
+           "recomputed_markdown", "release_freed_memory", "save_policy", "seed_table", "seeds_cell", "study_progress",
+           "success_cell", "success_grid", "time_left", "write_json"]
 
 DONE = "done.json"
-OUTCOMES = "outcomes.json"  # every (arm, seed, panel, task) outcome: small, meant to be committed beside a table
-RESERVED_SPLITS = frozenset({"test"})  # held out from every recipe's tuning (envs/textworld/generation.py)
-
-
-# ---------------------------------------------------------------------- configuration
-def adds_seeds(before: Sequence[Any], current: Sequence[Any]) -> bool:
-    """Whether ``current`` is a study's seeds ``before`` (in order) and more after them: the finished seeds'
-    stages stay valid, and the first seed, whose evaluations seed-independent arms reuse, stays first."""
-    return len(current) > len(before) > 0 and list(current[:len(before)]) == list(before)
-
-
-@dataclass
-class EvaluationOptions:
-    """How every arm is evaluated: the held-out panel, extra panels, and the learning curve."""
-
-    split: str = "eval"
-    num_tasks: int = 100
-    first_task: int = 0  # the panel is tasks first_task .. first_task + num_tasks - 1 of the split (fresh games)
-    temperature: float = 0.0  # 0: greedy, so the only randomness left in the table is the task sample
-    panels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> WorldOptions overrides
-    curve_tasks: int = 20  # the first N held-out tasks, played at each learning-curve point
-    curve_points: int = 3  # held-out points per RL run, both ends included (0: no held-out curve)
-    batch: int = 16  # episodes played side by side (one forward pass per decoding step for all of them)
-    samples_per_task: int = 1  # n > 1: each held-out task is played n times (needs temperature > 0) for pass@k
-    pass_at_k: list[int] = field(default_factory=list)  # pass@k in the results table, each k <= n (default: 1, n)
-    overlap: str = "refuse"  # held-out tasks equal to training tasks: "refuse" the study, or "report" their count
-
-
-@dataclass
-class StudyConfig:
-    """What :mod:`turngym.recipes.compare_algorithms` and :mod:`turngym.recipes.sft_rl_budget` read from YAML.
-
-    ``world`` holds :class:`~turngym.trainers.config.WorldOptions` fields shared by every stage; ``sft``
-    holds :class:`~turngym.trainers.sft.TurnGymSFTConfig` fields and ``rl`` holds
-    :class:`~turngym.trainers.config.TurnGymConfig` fields (both TRL configs: any of their fields works).
-    """
-
-    name: str
-    world: dict[str, Any]
-    rl: dict[str, Any] = field(default_factory=dict)
-    sft: dict[str, Any] | None = None
-    algorithms: dict[str, dict[str, Any]] = field(default_factory=dict)  # compare: label -> rl overrides
-    episodes: int = 128  # compare: RL episodes per algorithm and seed
-    budget: int = 400  # sft_rl_budget: episodes; a demo costs demo_cost episodes
-    demo_cost: int = 10
-    demos: list[int] = field(default_factory=list)  # sft_rl_budget: the demo counts swept
-    seeds: list[int] = field(default_factory=lambda: [0])
-    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
-    results_dir: str = "results"
-    keep_models: bool = True  # False: delete each trained policy once it is evaluated
-    preregistered: str | None = None  # the committed plan of a study that evaluates on a reserved split
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StudyConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown study option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        data = dict(data)
-        evaluation = dict(data.pop("evaluation", None) or {})
-        bad = sorted(set(evaluation) - {f.name for f in fields(EvaluationOptions)})
-        if bad:
-            raise ValueError(f"unknown evaluation option(s) {', '.join(bad)}")
-        if "name" not in data or "world" not in data:
-            raise ValueError("a study config needs at least 'name' (results/<name>/) and 'world' (the world options)")
-        data["algorithms"] = {label: _yaml_keys(label, overrides or {})
-                              for label, overrides in (data.get("algorithms") or {}).items()}
-        config = cls(**data, evaluation=EvaluationOptions(**evaluation))
-        config.check()
-        return config
-
-    def check(self) -> None:
-        from turngym.trainers.config import WorldOptions
-
-        world_fields = {f.name for f in fields(WorldOptions)}
-        bad = sorted(set(self.world) - world_fields)
-        if bad:
-            raise ValueError(f"world: unknown option(s) {', '.join(bad)}; "
-                             f"world options are {', '.join(sorted(world_fields))}")
-        if not self.seeds:
-            raise ValueError("seeds must list at least one seed")
-        if any(not isinstance(s, int) for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"seeds must be distinct integers, got {self.seeds}")
-        if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
-            raise ValueError(f"name must be a plain folder name, got {self.name!r}")
-        evaluation = self.evaluation
-        if evaluation.first_task < 0 or evaluation.num_tasks < 1:
-            raise ValueError(f"evaluation: first_task must be at least 0 and num_tasks at least 1, got "
-                             f"{evaluation.first_task} and {evaluation.num_tasks}")
-        if evaluation.samples_per_task < 1:
-            raise ValueError(f"evaluation.samples_per_task must be at least 1, got {evaluation.samples_per_task}")
-        too_big = [k for k in evaluation.pass_at_k if not 1 <= k <= evaluation.samples_per_task]
-        if too_big:
-            raise ValueError(f"evaluation.pass_at_k {too_big}: each k must be between 1 and samples_per_task "
-                             f"({evaluation.samples_per_task}); raise evaluation.samples_per_task")
-        splits = {evaluation.split, *(p.get("split", evaluation.split) for p in evaluation.panels.values())}
-        if RESERVED_SPLITS & splits and not self.preregistered:
-            raise ValueError(
-                f"the {', '.join(sorted(RESERVED_SPLITS & splits))} split is reserved: no recipe is tuned on it. A "
-                "study that evaluates on it names its pre-registered plan, committed before the run "
-                "(preregistered: docs/plans/<plan>.md: hypothesis, recipe, seeds, panel, analysis)")
-        if self.preregistered and not Path(self.preregistered).is_file():
-            raise ValueError(f"preregistered: no plan at {self.preregistered}")
-        if evaluation.overlap not in ("refuse", "report"):
-            raise ValueError(f"evaluation.overlap must be 'refuse' or 'report', got {evaluation.overlap!r}")
-        if evaluation.samples_per_task > 1 and not evaluation.temperature:
-            raise ValueError(f"evaluation.samples_per_task {evaluation.samples_per_task} at temperature 0 (greedy) "
-                             "plays the same episode every time; set evaluation.temperature (e.g. 0.7) for pass@k")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def load_config(path: str | Path, **overrides: Any) -> StudyConfig:
-    """A study config from YAML; ``overrides`` (not None) replace top-level keys."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no study config at {path}")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a study config is a YAML mapping, got {type(data).__name__}")  # noqa: TRY004 - a config error, reported like the others
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return StudyConfig.from_dict(data)
-
-
-def _yaml_keys(label: str, overrides: Mapping[Any, Any]) -> dict[str, Any]:
-    """An algorithm entry's overrides with string keys. YAML reads a bare ``null:`` key as None, so the
-    documented ``{algorithm: turn_rloo, null: true}`` arrives as ``{None: True}``; it means ``null``."""
-    if not isinstance(overrides, Mapping):
-        raise ValueError(  # noqa: TRY004 - a config error, reported like the others
-            f"algorithms.{label}: expected a mapping of rl overrides, got {type(overrides).__name__}")
-    keyed = {"null" if key is None else key: value for key, value in overrides.items()}
-    bad = [key for key in keyed if not isinstance(key, str)]
-    if bad:
-        raise ValueError(f"algorithms.{label}: option names must be strings, got {bad}")
-    return keyed
-
-
-# ---------------------------------------------------------------------- arms
-@dataclass(frozen=True)
-class Arm:
-    """One policy of a study: ``demos`` SFT demos (0: none), then ``episodes`` RL episodes of ``algorithm``.
-
-    ``null``: a null control, trained exactly like its algorithm but without its signal. ``null_kind``
-    "shuffle" (the default, the fair null) permutes each step's advantages within each group and turn
-    index (``shuffle_advantages``, ``shuffle_scope: group``): every group keeps its sum, tied groups stay
-    at 0, so the null takes the real arm's steps with the signal's direction removed; what an RL arm gains
-    over it is what its reward signal taught. "lr0" runs the same steps at learning rate 0: the policy
-    is the start policy passed through the whole pipeline (rollouts, saving, merging), so it measures
-    what RL steps cost by themselves.
-    """
-
-    label: str
-    demos: int = 0
-    algorithm: str | None = None  # a key of StudyConfig.algorithms, or the rl config's own algorithm
-    episodes: int = 0
-    null: bool = False
-    null_kind: str = "shuffle"  # "shuffle" (advantages permuted within groups) or "lr0" (learning rate 0)
-
-    @property
-    def trains_rl(self) -> bool:
-        return self.episodes > 0
-
-
-# ---------------------------------------------------------------------- statistics
-def moving_average(values: Sequence[float], window: int) -> list[float]:
-    """Trailing mean over the last ``window`` values (fewer at the start)."""
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
 
 
 # ---------------------------------------------------------------------- the study
@@ -598,93 +461,7 @@ class Study:
         return sum(won) / len(won) if won else None
 
 
-def peak_rss_gb() -> float | None:
-    """This process's peak resident memory so far, in GB (Linux: VmHWM; elsewhere ru_maxrss; None if neither).
-
-    Every stage records it when it ends, so a study run over several sessions keeps each leg's peak even when the
-    leg is killed (``/usr/bin/time -v`` reports only on a normal exit). A stage's own peak is at most its value."""
-    try:  # VmHWM rather than ru_maxrss: after fork and exec, ru_maxrss still counts the parent's peak
-        with open("/proc/self/status") as status:
-            kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-        return round(kib * 1024 / 1e9, 2)
-    except (OSError, StopIteration):
-        try:
-            import resource  # not on Windows
-        except ImportError:
-            return None
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
-        return round((peak if sys.platform == "darwin" else peak * 1024) / 1e9, 2)
-
-
-def release_freed_memory() -> bool:
-    """Collects garbage, then hands the pages that a finished stage freed back to the OS (glibc's
-    ``malloc_trim(0)``); False where the C library has no such call (macOS, musl), after collecting.
-
-    One process runs stage after stage. glibc keeps freed chunks of its heap resident, so a study's resident
-    memory only rose (VmHWM 8.4 to 14.6 GB over one leg of the confirmatory study; its ``[heap]`` held 9.1 GB
-    during an evaluation that needs about 1.6 GB in a fresh process). Python's gc cannot return those pages;
-    malloc_trim releases free pages anywhere in the heap, not only at its top."""
-    gc.collect()
-    try:  # the process's own symbols: glibc's where it is the C library
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):
-        return False
-    trim(0)
-    return True
-
-
-@dataclass(frozen=True)
-class PlannedStage:
-    """One stage of a study: its kind (``sft``, ``rl`` or ``eval``) and the file that marks it finished."""
-
-    kind: str
-    marker: Path
-
-    @property
-    def finished(self) -> bool:
-        return self.marker.exists()
-
-    def seconds(self) -> float | None:
-        """How long the finished stage took (its last leg, if it was resumed); None if unfinished or untimed."""
-        seconds = json.loads(self.marker.read_text()).get("seconds") if self.finished else None
-        return None if seconds is None else float(seconds)
-
-
-def time_left(finished: Mapping[str, Sequence[float]], kinds_left: Sequence[str]) -> float | None:
-    """Seconds a study still needs at the pace of its finished stages, per kind of stage k:
-
-        T_left = sum over stages s left of mean(seconds of the finished stages of kind(s))
-
-    None while some kind left has no finished stage to measure (the first RL stage of a study, say)."""
-    if any(not finished.get(kind) for kind in kinds_left):
-        return None
-    return sum(sum(finished[kind]) / len(finished[kind]) for kind in kinds_left)
-
-
-def study_progress(plan: Sequence[PlannedStage]) -> str:
-    """'stage 7 of 20; about 5.9 h left ...': where a long study stands, from its stages' markers on disk."""
-    finished: dict[str, list[float]] = {}
-    kinds_left = []
-    for stage in plan:
-        if not stage.finished:
-            kinds_left.append(stage.kind)
-        elif (seconds := stage.seconds()) is not None:
-            finished.setdefault(stage.kind, []).append(seconds)
-    done = len(plan) - len(kinds_left)
-    line = f"study: stage {min(done + 1, len(plan))} of {len(plan)}"
-    left = time_left(finished, kinds_left)
-    if left is None:
-        unmeasured = sorted({kind for kind in kinds_left if kind not in finished})
-        return f"{line}; time left: estimated once a stage of each kind ({', '.join(unmeasured)}) has run"
-    timed = sum(len(seconds) for seconds in finished.values())
-    return f"{line}; about {duration(left)} left at the pace of the {timed} finished"
-
-
-def duration(seconds: float) -> str:
-    """62 -> '1 min', 7200 -> '2.0 h': the unit a person reads a long wait in."""
-    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{max(1, round(seconds / 60))} min"
-
-
+# ---------------------------------------------------------------------- the trainer's side, and the record
 def save_policy(trainer: Any, folder: Path) -> None:
     """The trained policy as a plain model folder: a LoRA run's adapters are merged into the weights first, so
     every evaluation loads the policy the same way."""
@@ -755,208 +532,6 @@ def _versions() -> dict[str, str]:
         except PackageNotFoundError:
             pass
     return out
-
-
-def success_grid(rows: Iterable[dict[str, Any]], panel: str) -> dict[Any, dict[Any, float]]:
-    """{seed: {task: success}} of one policy on ``panel``; with several samples per task
-    (``samples_per_task``), a task's success is its mean over the samples."""
-    grid: dict[Any, dict[Any, float]] = {}
-    for (seed, task), won in _passes_by_task(rows, panel).items():
-        grid.setdefault(seed, {})[task] = sum(won) / len(won)
-    return grid
-
-
-def _passes_by_task(rows: Iterable[dict[str, Any]], panel: str) -> dict[tuple[Any, Any], list[bool]]:
-    """(seed, task) -> the outcome of each sample played on ``panel``."""
-    passes: dict[tuple[Any, Any], list[bool]] = {}
-    for r in rows:
-        if r["panel"] == panel:
-            for o in r["outcomes"]:
-                passes.setdefault((r["seed"], o["task"]), []).append(bool(o["won"]))
-    return passes
-
-
-def pairwise_differences(evals: Mapping[str, list[dict[str, Any]]], labels: Sequence[str],
-                         panel: str = "held_out") -> list[dict[str, Any]]:
-    """Every pair (a, b) of ``labels``, a before b: a's success minus b's, paired by (seed, task)
-    (:func:`~turngym.agents.intervals.paired_comparison`: the seeds x tasks interval, the t over seeds,
-    the difference per seed). The ordering of the algorithms is read off these, not off the separate
-    success rates."""
-    from turngym.agents.intervals import paired_comparison
-
-    out = []
-    for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
-            out.append({"a": a, "b": b, **paired_comparison(success_grid(evals[a], panel),
-                                                            success_grid(evals[b], panel))})
-    return out
-
-
-def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[str, Any]],
-                  panel: str) -> dict[str, Any]:
-    """Pooled over seeds: success with its interval (over seeds and tasks when there are several seeds,
-    else Wilson), per-seed rates, the paired difference to the reference arm on the same (seed, task)
-    pairs (:func:`~turngym.agents.intervals.paired_comparison`), the breakdown by difficulty (Wilson,
-    tasks treated as independent), and pass@k (when the evaluation played several samples per task)."""
-    from turngym.agents.intervals import paired_comparison, pass_at_k_summary, success_interval, wilson_interval
-
-    rows = [r for r in rows if r["panel"] == panel]
-    outcomes = [(r["seed"], o) for r in rows for o in r["outcomes"]]
-    n = len(outcomes)
-    wins = sum(o["won"] for _, o in outcomes)
-    turns = sum(o["turns"] for _, o in outcomes)
-    mine = success_grid(rows, panel)
-    success = success_interval(mine) if mine else {"ci95": [0.0, 1.0], "method": "no episodes"}
-    by_difficulty: dict[str, list[bool]] = {}
-    for _, o in outcomes:
-        by_difficulty.setdefault(str(o["difficulty"]), []).append(o["won"])
-    ks = sorted({p["k"] for r in rows for p in r["report"].get("pass_at_k", [])})
-    passes = _passes_by_task(rows, panel)  # pass@k pools seeds: each (seed, task) is one unit of the bootstrap
-    return {
-        "pass_at_k": [asdict(pass_at_k_summary(passes, k)) for k in ks],
-        "episodes": n,
-        "success": wins / n if n else 0.0,
-        "success_ci95": success["ci95"],
-        "success_ci95_method": success["method"],
-        "success_per_seed": {r["seed"]: r["report"]["overall"]["success_rate"] for r in rows},
-        "return": sum(o["return"] for _, o in outcomes) / n if n else 0.0,
-        "turns": turns / n if n else 0.0,
-        "invalid_action_rate": sum(o["invalid"] for _, o in outcomes) / turns if turns else 0.0,
-        "vs_reference": paired_comparison(mine, success_grid(reference_rows, panel)),
-        "by_difficulty": {k: {"episodes": len(v), "success": sum(v) / len(v),
-                              "success_ci95": wilson_interval(sum(v), len(v))}
-                          for k, v in sorted(by_difficulty.items())},
-        "taskset": rows[0]["report"]["taskset"] if rows else None,
-        "protocol": rows[0]["report"]["action_protocol"] if rows else None,
-    }
-
-
-# ---------------------------------------------------------------------- outcomes: the numbers behind a table
-def outcome_record(name: str, evals: Mapping[str, list[dict[str, Any]]], arms: Sequence[Arm],
-                   fingerprints: Mapping[str, str]) -> dict[str, Any]:
-    """Every outcome of a study, small enough to commit: {arm: {seed: {panel: {task: success}}}}, with each
-    arm's kind (demos, RL episodes, null) and the panels' fingerprints. :func:`recompute` reads it back."""
-    kinds = {arm.label: arm for arm in arms}
-    record: dict[str, Any] = {"name": name, "panels": dict(fingerprints), "arms": {}}
-    for label, rows in evals.items():
-        arm = kinds[label]
-        grids = {panel: success_grid(rows, panel) for panel in fingerprints}
-        seeds = sorted({seed for grid in grids.values() for seed in grid}, key=str)
-        record["arms"][label] = {
-            "demos": arm.demos, "episodes": arm.episodes, "null": arm.null,
-            "outcomes": {str(seed): {panel: grids[panel].get(seed, {}) for panel in grids} for seed in seeds},
-        }
-    return record
-
-
-def recompute(record: Mapping[str, Any], reference: str | None = None, panel: str = "held_out") -> dict[str, Any]:
-    """Every arm's success and paired difference to ``reference`` (default: the SFT-only arm, else the first)
-    from an :func:`outcome_record`, with the intervals of :mod:`turngym.agents.intervals`."""
-    from turngym.agents.intervals import paired_comparison, success_interval
-
-    arms = record["arms"]
-    if reference is None:
-        reference = next((label for label, a in arms.items() if a["demos"] and not a["episodes"]), next(iter(arms)))
-    if reference not in arms:
-        raise ValueError(f"no arm {reference!r} in the outcomes; they have {', '.join(arms)}")
-
-    def grid(label: str) -> dict[str, dict[str, float]]:
-        return {seed: panels[panel] for seed, panels in arms[label]["outcomes"].items() if panels.get(panel)}
-
-    rows = {}
-    for label in arms:
-        mine = grid(label)
-        cells = [v for tasks in mine.values() for v in tasks.values()]
-        rows[label] = {"success": sum(cells) / len(cells) if cells else 0.0, **_prefixed(success_interval(mine)),
-                       "vs_reference": paired_comparison(mine, grid(reference)), "null": arms[label]["null"]}
-    return {"reference": reference, "panel": panel, "arms": rows}
-
-
-def _prefixed(success: Mapping[str, Any]) -> dict[str, Any]:
-    return {"success_ci95": success["ci95"], "success_ci95_method": success["method"]}
-
-
-def recomputed_markdown(result: Mapping[str, Any]) -> str:
-    """:func:`recompute`'s numbers as a table (``turngym stats``)."""
-    reference = result["reference"]
-    lines = [f"| policy | success (95 % CI) | vs {reference} (95 % CI, seeds x tasks) |",
-             "|---|---|---|"]
-    for label, row in result["arms"].items():
-        vs = "(reference)" if label == reference else difference_cell(row)
-        lines.append(f"| {label}{' (null control)' if row['null'] else ''} | {success_cell(row)} | {vs} |")
-    lines += seed_table(((label, row["vs_reference"]) for label, row in result["arms"].items()
-                         if label != reference), reference)
-    return "\n".join([*lines, "", INTERVAL_NOTE]) + "\n"
-
-
-# ---------------------------------------------------------------------- rendering
-def peak_memory(summary: Mapping[str, Any]) -> str:
-    """The table footer's memory: the highest resident memory any run of the study had reached when a stage ended."""
-    peak = summary.get("peak_rss_gb")
-    return "peak resident memory not recorded" if peak is None else f"peak resident memory {peak:.1f} GB"
-
-
-def percent(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def success_cell(s: Mapping[str, Any]) -> str:
-    low, high = s["success_ci95"]
-    return f"{percent(s['success'])} % ({percent(low)}-{percent(high)})"
-
-
-def difference_cell(s: Mapping[str, Any]) -> str:
-    """``+1.0 (-4.2 to +6.2)`` for a panel summary's ``vs_reference`` or a :func:`pairwise_differences` row."""
-    d = s.get("vs_reference", s)
-    low, high = d["ci95"]
-    mark = " **+**" if low > 0 else (" **-**" if high < 0 else "")
-    return f"{100 * d['mean']:+.1f} ({100 * low:+.1f} to {100 * high:+.1f}){mark}"
-
-
-def seeds_cell(d: Mapping[str, Any]) -> str:
-    """A paired difference seed by seed: the t interval over seed means and each seed's difference, or with
-    one seed the games gained and lost and the exact McNemar p."""
-    per_seed = d.get("per_seed") or {}
-    if len(per_seed) == 1:
-        (p,) = d["mcnemar_p"].values()
-        return f"{d['gained']} gained, {d['lost']} lost; McNemar p = {p:.3g}"
-    low, high = d.get("seed_t_ci95") or (float("nan"), float("nan"))
-    seeds = " / ".join(f"{100 * v:+.1f}" for v in per_seed.values())  # 200 games: half points (+4.5), not +4
-    return f"{100 * low:+.1f} to {100 * high:+.1f}; per seed {seeds}"
-
-
-def seed_table(rows: Iterable[tuple[str, Mapping[str, Any]]], reference: str) -> list[str]:
-    """Markdown lines: each paired difference to ``reference`` seed by seed (:func:`seeds_cell`)."""
-    rows = list(rows)
-    if not rows:
-        return []
-    return ["", f"Paired differences to {reference}, seed by seed:", "",
-            f"| policy | vs {reference} (95 % CI, seeds x tasks) | t over seeds (95 % CI); per seed |",
-            "|---|---|---|",
-            *(f"| {label} | {difference_cell(d)} | {seeds_cell(d)} |" for label, d in rows)]
-
-
-INTERVAL_NOTE = (
-    "Intervals: a paired difference's 95 % interval comes from a seeds x tasks random-effects model (run-to-run "
-    "and task-sampling variance, Satterthwaite t); with one seed it is the t interval over tasks, which leaves "
-    "run-to-run variance out. Success intervals are the same model over several seeds, Wilson (tasks independent) "
-    "for one.")
-
-
-def print_outputs(summary: Mapping[str, Any], out: Path, plot: str) -> None:
-    """What both recipes print when a study is done: the table, where the files are, the time."""
-    print("\n" + (out / "results.md").read_text())
-    print(f"table: {out / 'results.md'}\nplot:  {out / plot}\nsummary: {out / 'summary.json'}")
-    print(f"measured time: {summary['wall_seconds'] / 60:.1f} min")
-
-
-def add_study_arguments(parser: Any, configs: str) -> None:
-    """The command-line options both recipes share; ``configs`` names the folder of example configs."""
-    parser.add_argument("--config", required=True, help=f"study YAML (see {configs})")
-    parser.add_argument("--name", help="results/<name>/ (default: the config's name)")
-    parser.add_argument("--seeds", type=int, nargs="+", help="override the config's seeds")
-    parser.add_argument("--results-dir", help="parent folder of results/<name>/ (default: results)")
-    parser.add_argument("--restart", action="store_true", help="delete results/<name>/ and start over")
 
 
 def write_json(path: Path, data: Any) -> None:
