@@ -19,7 +19,8 @@ import enum
 import re
 from dataclasses import dataclass
 
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+# A <think> block (or one left open to the end): reasoning, never the action (tool calls drop it too).
+THINK_BLOCK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
 class ActionFormat(str, enum.Enum):
@@ -51,7 +52,7 @@ class ActionParser:
 
     def parse(self, reply: str) -> str | None:
         """The action in ``reply``, stripped, or ``None`` if it has none."""
-        text = _THINK.sub("", reply.replace("\r\n", "\n"))
+        text = THINK_BLOCK.sub("", reply.replace("\r\n", "\n"))
         if self.format is ActionFormat.RAW:
             return text.strip() or None  # the world validates it (length, format) and gives feedback
         if self.format is ActionFormat.LAST_LINE:

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from turngym.agents.actions import ActionParser
-from turngym.agents.backends import Generation, GenerationRequest, SamplingConfig, TokenBackend
 from turngym.agents.base import ContinuousAgent, EndEpisode, stable_seed
 from turngym.agents.chat import ChatFormat, ChatTemplateError
-from turngym.agents.decoding import Decoder, Join, decoder_for
+from turngym.agents.decoding import Join, decoder_for
+from turngym.agents.generation import Decoder, Generation, GenerationRequest, SamplingConfig, TokenBackend
 from turngym.agents.records import TokenRecord
 from turngym.agents.tool_calls import (
     SYNTAXES,

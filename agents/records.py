@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from turngym.agents.backends import Generation
+    from turngym.agents.generation import Generation
 
 
 @dataclass

@@ -24,7 +24,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from turngym.agents.actions import _THINK
+from turngym.agents.actions import THINK_BLOCK
 from turngym.envs.tools import DECODE_ERRORS, MAX_CALL_CHARS, ToolCall, ToolCallError, call_from_object
 
 SYNTAXES = ("hermes", "llama3", "mistral")
@@ -56,7 +56,7 @@ def parse_tool_calls(reply: str, syntax: str) -> ParsedReply:
     """The calls in ``reply`` written in ``syntax`` (one of :data:`SYNTAXES`); never raises."""
     if syntax not in SYNTAXES:
         raise ValueError(f"tool-call syntax must be one of {', '.join(SYNTAXES)}, got {syntax!r}")
-    text = _THINK.sub("", reply if isinstance(reply, str) else "")
+    text = THINK_BLOCK.sub("", reply if isinstance(reply, str) else "")
     try:
         return {"hermes": _hermes, "llama3": _llama3, "mistral": _mistral}[syntax](text)
     except ToolCallError as error:

@@ -26,7 +26,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from turngym.agents import backends
+from turngym.agents import hf_backend
 from turngym.agents.backends import GenerationRequest, HFBackend
 from turngym.agents.llm import LLMAgent, LLMAgentConfig
 from turngym.agents.rollout import run_episodes
@@ -34,7 +34,7 @@ from turngym.envs.textworld import materialise, textworld_tasks
 from turngym.envs.vector import LocalPool
 
 VARIANTS = {"one padded pass": None, "length groups": 32}
-_real_sample, _real_row_generator = backends._sample, backends._row_generator  # restored after each replay
+_real_sample, _real_row_generator = hf_backend._sample, hf_backend._row_generator  # restored after each replay
 
 
 class RecordingBackend(HFBackend):
@@ -100,8 +100,8 @@ def replay(model, tokenizer, prefixes, calls, group_cost) -> dict[str, float]:
     for ids in prefixes:
         backend.cache_prefix(ids)
     forced: dict[tuple[int, int], _Forced] = {}
-    backends._row_generator = lambda seed, position, device: forced[(seed, position)]
-    backends._sample = _forced_sample
+    hf_backend._row_generator = lambda seed, position, device: forced[(seed, position)]
+    hf_backend._sample = _forced_sample
     try:
         start = time.perf_counter()
         for requests, sampling, stop_ids, sampled in calls:
@@ -110,7 +110,7 @@ def replay(model, tokenizer, prefixes, calls, group_cost) -> dict[str, float]:
             backend.generate(requests, sampling, stop_ids)
         total = time.perf_counter() - start
     finally:
-        backends._row_generator, backends._sample = _real_row_generator, _real_sample
+        hf_backend._row_generator, hf_backend._sample = _real_row_generator, _real_sample
     return {"total_s": total, "prefill_s": backend.prefill_seconds, "passes": backend.forward_passes,
             "padded_share": 1 - backend.real_tokens / backend.padded_tokens, "cache_misses": _misses(backend, calls)}
 

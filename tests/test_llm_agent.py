@@ -586,14 +586,14 @@ def test_same_seed_same_episodes_and_greedy_does_not_depend_on_batching(model, t
 def test_vllm_requests_are_seeded_by_episode_and_length_like_hf_rows():
     """A turn's vLLM seed is its episode's seed and length (as HF's row generators): independent of the batch,
     different every turn. The colocated engine itself runs in tests/test_vllm.py (real vLLM, `make test-vllm`)."""
-    from turngym.agents.backends import _request_seed
+    from turngym.agents.backends import request_seed
 
-    assert _request_seed(GenerationRequest("a", [1, 2, 3], seed=5)) == _request_seed(GenerationRequest("b", [9, 9, 9],
-                                                                                                         seed=5))
-    assert _request_seed(GenerationRequest(0, [1, 2, 3], seed=5)) != _request_seed(GenerationRequest(0, [1, 2, 3, 4],
-                                                                                                      seed=5))
-    assert _request_seed(GenerationRequest(0, [1], seed=5)) != _request_seed(GenerationRequest(0, [1], seed=6))
-    assert 0 <= _request_seed(GenerationRequest(0, [1], seed=2**62)) < 2**63
+    assert request_seed(GenerationRequest("a", [1, 2, 3], seed=5)) == request_seed(GenerationRequest("b", [9, 9, 9],
+                                                                                                        seed=5))
+    assert request_seed(GenerationRequest(0, [1, 2, 3], seed=5)) != request_seed(GenerationRequest(0, [1, 2, 3, 4],
+                                                                                                     seed=5))
+    assert request_seed(GenerationRequest(0, [1], seed=5)) != request_seed(GenerationRequest(0, [1], seed=6))
+    assert 0 <= request_seed(GenerationRequest(0, [1], seed=2**62)) < 2**63
 
 
 def test_the_shared_system_prompt_is_encoded_once_and_reused_exactly(model, tokenizer):

@@ -4,12 +4,12 @@ import sys
 import pytest
 import torch
 
-from turngym.agents import backends
+from turngym.agents import backends, vllm_backend
 
 
 def syncs_without_merging(llm, model):  # the sabotage: the engine gets the base weights, never the adapters
     with torch.no_grad():
-        llm.collective_rpc(backends._reload_weights, args=(list(backends.vllm_parameters(model)),))
+        llm.collective_rpc(vllm_backend._reload_weights, args=(list(backends.vllm_parameters(model)),))
     llm.reset_prefix_cache()
 
 
