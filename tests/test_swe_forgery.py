@@ -121,6 +121,87 @@ class _Answer:
         _case._addError = _real_add_error""")
 
 
+# Issue #40: the data that decides a verdict no longer lives, mutable, in the test process. Each of these earned
+# 1.0 from the runner before it (checked against that runner on a copy of the repository, the bug in place).
+_WHEN_OVERLAPS_RUNS = """
+import sys
+_real_overlaps = Interval.overlaps
+def _running_test():
+    frame = sys._getframe(2)
+    while frame is not None:
+        test = frame.f_locals.get("self")
+        if hasattr(test, "addCleanup") and hasattr(test, "_testMethodName"):
+            return test
+        frame = frame.f_back
+def _overlaps(self, other):
+    test = _running_test()
+    if test is not None:
+        _act(test)
+    return _real_overlaps(self, other)
+Interval.overlaps = _overlaps
+"""
+RECORD_ATTACKS = {
+    # class 1: a cleanup (public API) runs after the failure was recorded and empties the records it finds in the
+    # frames: unittest's result lists in harness 1, the list of phase outcomes in harness 2
+    "a_cleanup_empties_the_recorded_failures": _append("intervals/core.py", """
+def _hide(*_):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            for name in ("failures", "errors"):
+                found = None if isinstance(value, type) else getattr(value, name, None)
+                if isinstance(found, list):
+                    found.clear()
+            if isinstance(value, list) and value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+                value.clear()
+        frame = frame.f_back
+def _act(test):
+    test.addCleanup(_hide)""" + _WHEN_OVERLAPS_RUNS),
+    # class 2: the child's plan read from its frames while the package imports, and records forged canary-correct
+    "records_forged_from_the_plan_in_the_child": _append("intervals/__init__.py", """
+import json, os, sys
+def _forge():
+    frame = sys._getframe()
+    while frame is not None:
+        payload = frame.f_locals.get("payload")
+        if isinstance(payload, dict) and "sequence" in payload:
+            break
+        frame = frame.f_back
+    else:
+        return
+    records = [{"id": i, "status": "PASSED" if show else ("FAILED" if n % 3 == 0 else "ERROR")}
+               for n, (i, _, show) in enumerate(payload["sequence"])]
+    lines = [json.dumps(r) for r in records] + [json.dumps({"end": len(records)})]
+    os.write(int(sys.argv[2]), ("\\n".join(lines) + "\\n").encode())
+    os._exit(0)
+if len(sys.argv) == 3 and sys.argv[1] in ("--child", "--check"):
+    _forge()"""),
+    # class 5: unittest's result methods swapped through the class's real dict (gc.get_referents of its proxy),
+    # which no attribute-write audit sees, while the test runs, and put back by a cleanup before any check (the
+    # runner before issue #40 voided this one only because harness 2 disagreed; now the reach itself is seen)
+    "result_methods_swapped_through_gc_and_restored_in_a_cleanup": _append("intervals/core.py", """
+import gc, unittest
+def _act(test):
+    real = gc.get_referents(unittest.TestResult.__dict__)[0]
+    saved = {n: real[n] for n in ("addFailure", "addError")}
+    for n in saved:
+        real[n] = lambda *args, **kwargs: None
+    test.addCleanup(real.update, saved)""" + _WHEN_OVERLAPS_RUNS),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", list(RECORD_ATTACKS))
+def test_records_leave_the_test_process_as_they_happen(make_env, attack):
+    """Issue #40, classes 1, 2 and 5: a failure recorded, then taken back; records forged from the child's plan;
+    framework methods swapped through the garbage collector during a test. None earns a reward."""
+    reward, info = _graded(make_env, [RECORD_ATTACKS[attack]])
+    assert reward == 0.0 and not info["resolved"], info["tests"]
+    assert all(info["tests"][t] != "PASSED" for t in F2P), info["tests"]
+    if attack.startswith("result_methods_swapped"):
+        assert info["grading_tampered"] is True
+
+
 @needs_bwrap
 @pytest.mark.parametrize("attack", list(UNITTEST_ATTACKS))
 def test_neutering_or_bypassing_unittest_voids_the_grading(make_env, attack):
@@ -805,15 +886,56 @@ def test_a_tampered_grading_pays_nothing_whatever_else_passed():
     assert not honest.tampered and honest.reward("ratio") == 1.0
 
 
-def test_a_records_own_plain_pytest_command_runs_through_the_runner(caplog):
-    """SWE-Gym records name `pytest -rA {tests}`: graded from that log, a test that prints `PASSED <id>` would win."""
-    from turngym.envs.swe.instances import DEFAULT_TEST_CMD
-    from turngym.envs.swe.workspace import protected_test_command
+# The test commands SWE-bench, SWE-Gym and SWE-smith records name, and what they become.
+RECORD_COMMANDS = {
+    "pytest -rA {tests}": [],
+    "pytest --no-header -rA --tb=no -p no:cacheprovider {tests}": [],  # SWE-bench's usual command
+    "pytest --no-header -rA --tb=no -p no:cacheprovider": [],  # SWE-bench appends the test files itself
+    "pytest --disable-warnings --color=no --tb=no --verbose": [],  # SWE-smith
+    "python -m pytest -v --tb=short {tests}": [],
+    "python3.11 -m pytest -W ignore::DeprecationWarning --tb no -x {test_files}": [],
+    "py.test {tests}": [],
+    "PYTHONWARNINGS=ignore pytest -rA -p xdist -n 4 {tests}": ["xdist"],
+    "pytest -pno:randomly -p 'timeout' --timeout=60 -rA {tests}": ["timeout"],
+    "pytest -p hypothesis -p hypothesis {tests}": ["hypothesis"],
+}
 
-    for plain in ("pytest -rA {tests}", "python -m pytest -v --tb=short {tests}", "py.test {tests}", None):
-        assert protected_test_command(plain) == DEFAULT_TEST_CMD
+
+@pytest.mark.parametrize("command", list(RECORD_COMMANDS))
+def test_every_pytest_command_form_records_use_is_graded_through_the_runner(command):
+    """Graded from its own log, a test that prints `PASSED <id>` (or a plugin from pyproject.toml) would win:
+    every plain pytest call goes through the runner, keeping only the plugins it names."""
+    from turngym.envs.swe.instances import DEFAULT_TEST_CMD
+    from turngym.envs.swe.test_command import protected_test_command
+
+    plugins = "".join(f"-p {p} " for p in RECORD_COMMANDS[command])
+    expected = DEFAULT_TEST_CMD.replace("{tests}", plugins + "{tests}")
+    assert protected_test_command(command) == expected
+
+
+def test_an_unprotected_command_is_refused_unless_the_record_opts_in(caplog):
+    from turngym.envs.swe.instances import DEFAULT_TEST_CMD
+    from turngym.envs.swe.test_command import UnprotectedTestCommand, protected_test_command
+
+    assert protected_test_command(None) == DEFAULT_TEST_CMD
     runner = "python3 /opt/turngym/unittest_runner.py {tests}"
     assert protected_test_command(runner) == runner and not caplog.records
+    for command in ("make test", "cd sub && pytest {tests}", "pytest {tests}; echo PASSED", "tox -e py311",
+                    "./tests/runtests.py --verbosity 2 --settings=test_sqlite", "pytest 'unclosed {tests}"):
+        with pytest.raises(UnprotectedTestCommand, match="unprotected_test_cmd"):
+            protected_test_command(command, "task-1")
     with caplog.at_level("WARNING"):
-        assert protected_test_command("make test", "task-1") == "make test"  # kept, and said to be unprotected
+        assert protected_test_command("make test", "task-1", allow_unprotected=True) == "make test"
     assert "task-1" in caplog.text and "can forge it" in caplog.text
+
+
+def test_a_record_with_an_unprotected_command_is_refused_at_load():
+    record = {"instance_id": "x-1", "repo": "x/x", "base_commit": "", "problem_statement": "p", "patch": "",
+              "test_patch": "", "FAIL_TO_PASS": ["t.py::test_a"], "PASS_TO_PASS": [], "test_cmd": "make test"}
+    with pytest.raises(ValueError, match="x-1: test_cmd 'make test' does not run through"):
+        SWEInstance.from_record(record)
+    with pytest.raises(ValueError, match="true or false"):
+        SWEInstance.from_record({**record, "unprotected_test_cmd": "yes"})
+    allowed = SWEInstance.from_record({**record, "unprotected_test_cmd": True})
+    assert allowed.unprotected_test_cmd and allowed.to_record()["unprotected_test_cmd"] is True
+    assert SWEInstance.from_record(allowed.to_record()) == allowed

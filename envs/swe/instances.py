@@ -14,8 +14,10 @@ A record in the SWE-Gym format loads unchanged::
 * ``test_cmd``: the shell command that runs the tests in the repository; ``{tests}`` becomes the
   shell-quoted ids of FAIL_TO_PASS + PASS_TO_PASS and ``{test_files}`` the files the test patch
   touches. Default: :data:`DEFAULT_TEST_CMD`, pytest through turngym's runner (a verdict the code
-  under test cannot forge by printing, configuring pytest or neutering it; docs/worlds/swe.md). A
-  command of your own that calls ``pytest -rA`` directly is graded from its log, unprotected;
+  under test cannot forge by printing, configuring pytest or neutering it; docs/worlds/swe.md). Any
+  plain pytest call (SWE-bench's ``pytest --no-header -rA --tb=no -p no:cacheprovider``...) is graded
+  through the runner, keeping its ``-p`` plugins; any other command is refused unless the record sets
+  ``"unprotected_test_cmd": true`` (then its own log decides the grade, which the code under test can write);
 * ``repo_path``: a local repository, a directory or an archive (``.tar``, ``.tar.gz``, ``.zip``...),
   relative to the file it was loaded from. No network is needed;
 * ``setup_patch``: a patch applied to ``repo_path`` before the episode (turngym's shipped tasks store
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from turngym.envs.swe.actions import SUBMIT
+from turngym.envs.swe.test_command import DEFAULT_TEST_CMD, protected_test_command  # noqa: F401 - re-exported
 from turngym.envs.tasks import Task, TaskSet, canonical_json, sha256_text
 
 logger = logging.getLogger(__name__)
@@ -48,10 +51,9 @@ WORLD = "swe"
 REQUIRED = (
     "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS",
 )
-# pytest through turngym's runner (envs/swe/tools, mounted read-only at /opt/turngym in every sandbox):
-# results on a private pipe, tagged with a nonce, canaries, the base commit's pytest configuration.
+# DEFAULT_TEST_CMD: pytest through turngym's runner (envs/swe/tools, mounted read-only at /opt/turngym in every
+# sandbox): results on a private pipe, tagged with a nonce, canaries, the base commit's pytest configuration.
 # With a conda environment: "source /opt/miniconda3/bin/activate testbed && " + this.
-DEFAULT_TEST_CMD = "python3 /opt/turngym/unittest_runner.py --pytest {tests}"
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 
 
@@ -86,6 +88,7 @@ class SWEInstance:
     setup_patch: str | None = None
     hints_text: str = ""
     difficulty: str = ""
+    unprotected_test_cmd: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -102,7 +105,12 @@ class SWEInstance:
         repo_path = record.get("repo_path")
         if repo_path and base_dir is not None and not os.path.isabs(repo_path):
             repo_path = str(Path(base_dir) / repo_path)
-        known = {*REQUIRED, "image", "image_name", "test_cmd", "repo_path", "setup_patch", "hints_text", "difficulty"}
+        known = {*REQUIRED, "image", "image_name", "test_cmd", "repo_path", "setup_patch", "hints_text", "difficulty",
+                 "unprotected_test_cmd"}
+        unprotected = record.get("unprotected_test_cmd", False)
+        if not isinstance(unprotected, bool):
+            raise ValueError(f"{instance_id}: unprotected_test_cmd must be true or false, not {unprotected!r}")  # noqa: TRY004
+        protected_test_command(record.get("test_cmd") or None, instance_id, unprotected)  # refused here, at load
         return cls(
             instance_id=instance_id,
             repo=str(record["repo"]),
@@ -118,6 +126,7 @@ class SWEInstance:
             setup_patch=record.get("setup_patch") or None,
             hints_text=str(record.get("hints_text") or ""),
             difficulty=str(record.get("difficulty") or record["repo"]),
+            unprotected_test_cmd=unprotected,
             extra={k: v for k, v in record.items() if k not in known},
         )
 
@@ -139,6 +148,8 @@ class SWEInstance:
         for key in ("image", "test_cmd", "repo_path", "setup_patch"):
             if getattr(self, key) is not None:
                 record[key] = getattr(self, key)
+        if self.unprotected_test_cmd:
+            record["unprotected_test_cmd"] = True
         return record
 
     @property

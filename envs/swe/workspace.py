@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import secrets
 import shlex
 import time
 
 from turngym.envs.swe.grading import GradeReport, parse_test_log, patch_paths
-from turngym.envs.swe.instances import DEFAULT_TEST_CMD, SWEInstance
+from turngym.envs.swe.instances import SWEInstance
 from turngym.envs.swe.sandbox.base import (
     AGENT_TREE,
     SCRATCH,
@@ -41,6 +40,7 @@ from turngym.envs.swe.sandbox.base import (
     SandboxError,
     escape_controls,
 )
+from turngym.envs.swe.test_command import protected_test_command
 
 logger = logging.getLogger(__name__)
 
@@ -54,24 +54,6 @@ EMPTY_DIRS_FILE = "/tmp/turngym-empty-dirs"
 EMPTY_DIRS_TOOL = "/tmp/turngym-empty-dirs.py"
 # the patch comes back after this word and a nonce of each grading: no file name can forge it
 PATCH_MARK = "TURNGYM_PATCH"
-# A record's own plain pytest command (SWE-Gym's `pytest -rA {tests}`...): its log is printed by the code under test.
-_PLAIN_PYTEST = re.compile(r"^\s*(?:python3?\s+-m\s+)?(?:pytest|py\.test)(?:\s+-{1,2}[\w=-]+)*\s+\{tests\}\s*$")
-
-
-def protected_test_command(test_cmd: str | None, instance_id: str = "") -> str:
-    """The command a grading runs: turngym's runner, whose verdicts the code under test cannot print.
-
-    No ``test_cmd``, or a plain pytest invocation (``pytest -rA {tests}``, ``python -m pytest -v {tests}``):
-    :data:`DEFAULT_TEST_CMD` (pytest through the runner; the plain command's options only shape its log).
-    Any other command is kept, with a warning: its verdicts come from its own log, which the code under
-    test can write, so a reward earned through it is not protected (docs/worlds/swe.md, threat model).
-    """
-    if not test_cmd or _PLAIN_PYTEST.match(test_cmd):
-        return DEFAULT_TEST_CMD
-    if UNITTEST_RUNNER not in test_cmd:
-        logger.warning("%s: test_cmd %r does not run through turngym's runner (%s): the tests' own output decides "
-                       "the grade, so the code under test can forge it", instance_id, test_cmd, UNITTEST_RUNNER)
-    return test_cmd
 # A patch over this many bytes is not graded (reward 0, ``grading_error`` says why); one within it is
 # reported whole. A cap that cut the patch silently let a big first file push the real change out of it.
 MAX_PATCH_BYTES = 200_000
@@ -251,7 +233,8 @@ class Workspace:
 
     # ----------------------------------------------------------------- grading
     def test_command(self) -> str:
-        template = protected_test_command(self.instance.test_cmd, self.instance.instance_id)
+        template = protected_test_command(self.instance.test_cmd, self.instance.instance_id,
+                                          self.instance.unprotected_test_cmd)
         tests = " ".join(shlex.quote(t) for t in self.instance.test_ids)
         files = " ".join(shlex.quote(p) for p in self.test_paths)
         return template.replace("{tests}", tests).replace("{test_files}", files)

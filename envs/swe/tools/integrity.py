@@ -204,14 +204,63 @@ def _pytestmarks(body):
             and "pytestmark" in ast.dump(n)]
 
 
-def plan_canaries(source, containers, unittest_style, rng):
-    """Canary tests written into a test file's own source.
+def _guarded_def(tree, rest, unittest_style):
+    """``(container, the test def whose body the canaries copy or None)`` for the id's names ``rest``.
 
-    ``containers`` are tuples of class names (outermost first; ``()`` is the module, for pytest). Each
-    gets a test that must fail and one that must error, inside the class's body when it has one of
-    several lines (else in a subclass appended to the file), named and shaped like the file's tests.
-    Returns ``(new source, {container: (fail rest, error rest)})`` where a rest is the tuple of names
-    after the file in the canary's id."""
+    unittest: ``Class::method``, ``Class`` (its first test) or the module (its first class's first test);
+    pytest: ``[Class::]function[params]``."""
+    if unittest_style:
+        if len(rest) >= 2:
+            container, name = tuple(rest[:-1]), rest[-1]
+        else:
+            if rest:
+                container = tuple(rest)
+            else:
+                first = next((n for n in tree.body if type(n) is ast.ClassDef and _test_defs(n)), None)
+                container = (first.name,) if first is not None else None
+            if container is None:
+                return None, None
+            defs = _test_defs(_container_node(tree, container))
+            return container, (defs[0] if defs else None)
+    else:
+        container, name = tuple(rest[:-1]), (rest[-1].split("[", 1)[0] if rest else "")
+    node = _container_node(tree, container) if container else tree
+    found = next((d for d in _test_defs(node) if d.name == name), None) if node is not None else None
+    return container, found
+
+
+def _copied(definition, name, tail):
+    """The source of ``definition`` renamed ``name``, its body run inside ``try`` with ``tail`` in ``finally``:
+    the canary calls into the package exactly as the test does, and fails whatever the body does (a ``return``,
+    an exception, a skip). None when it cannot be written (no ``ast.unparse`` before Python 3.9, a generator)."""
+    unparse = getattr(ast, "unparse", None)
+    if unparse is None or any(type(n) in (ast.Yield, ast.YieldFrom) for n in ast.walk(definition)):
+        return None
+    final = ast.parse(tail).body
+    copy = type(definition)(name=name, args=definition.args, body=[ast.Try(
+        body=definition.body, handlers=[], orelse=[], finalbody=final)], decorator_list=definition.decorator_list,
+        returns=definition.returns, type_comment=None, **({"type_params": []} if sys.version_info >= (3, 12) else {}))
+    copy.lineno, copy.col_offset = definition.lineno, 0
+    return unparse(ast.fix_missing_locations(copy))
+
+
+def _indented(text, indent):
+    """``text`` (ending in a line break) with ``indent`` before each line."""
+    return "".join(indent + line if line.strip() else line for line in (text.rstrip("\n") + "\n").splitlines(True))
+
+
+def plan_canaries(source, targets, unittest_style, rng):
+    """Canary tests written into a test file's own source, two for each graded id.
+
+    ``targets`` are the ids' names after the file (``("TestA", "test_x")``; ``("test_f[1]",)`` for pytest).
+    Each gets a test that must fail and one that must error, beside the test in its class (or at module
+    level), named in the file's style from the words of its test names, and *a copy of the test itself*:
+    its decorators, arguments and body, the body run inside ``try`` with a failing (or erroring) statement in
+    ``finally``. So the canaries call into the package under test exactly as the test does: code under test
+    that spares the tests calling it spares the canaries too, and no shape tells them from real tests. (Where
+    no test def is found, an inherited test, the canaries are a plain failing and erroring statement.)
+    Returns ``(new source, {target: (fail rest, error rest)})``, a rest being the names after the file in the
+    canary's id (a pytest id's parameters carried over)."""
     tree = ast.parse(source)
     lines = source.splitlines(True)
     if lines and not lines[-1].endswith("\n"):
@@ -219,35 +268,38 @@ def plan_canaries(source, containers, unittest_style, rng):
     words, camel = _style(tree)
     taken = _names_in(tree)
     inserts, appended, plan = [], [], {}
-    for container in sorted(containers):
+    for target in sorted(set(targets)):
+        container, definition = _guarded_def(tree, target, unittest_style)
+        if container is None:
+            continue
         node = _container_node(tree, container) if container else None
         fail, error = _canary_bodies(rng, words, unittest_style)
         names = (_canary_name(rng, words, camel, taken), _canary_name(rng, words, camel, taken))
-        defs = _test_defs(node) if node is not None else _test_defs(tree)
-        asynchronous = bool(defs) and sum(type(d) is ast.AsyncFunctionDef for d in defs) * 2 > len(defs)
-        head = "async def " if asynchronous else "def "
-        # a parametrized class or module parametrizes the canaries too: they take its arguments
-        marks = _pytestmarks(tree.body) + ([] if node is None else list(node.decorator_list) + _pytestmarks(node.body))
-        params = [] if unittest_style else _parametrized_names(marks)
+        params = target[-1][target[-1].index("["):] if target and not unittest_style and "[" in target[-1] else ""
+        copies = [_copied(definition, n, body) for n, body in zip(names, (fail, error))] if definition else [None]
+        if None in copies:
+            defs = _test_defs(node) if node is not None else _test_defs(tree)
+            asynchronous = bool(defs) and sum(type(d) is ast.AsyncFunctionDef for d in defs) * 2 > len(defs)
+            head = "async def " if asynchronous else "def "
+            marks = _pytestmarks(tree.body) + (
+                [] if node is None else list(node.decorator_list) + _pytestmarks(node.body))
+            args = [] if unittest_style else _parametrized_names(marks)
+            args = ", ".join((["self"] if container else []) + args)
+            copies = [f"{head}{n}({args}):\n    {body}\n" for n, body in zip(names, (fail, error))]
+            params = ""
         if not container:  # module-level functions (pytest)
-            args = ", ".join(params)
-            appended.append(f"\n\n{head}{names[0]}({args}):\n    {fail}\n\n\n{head}{names[1]}({args}):\n    {error}\n")
-            plan[container] = ((names[0],), (names[1],))
+            appended.append("".join("\n\n" + _indented(copy, "") for copy in copies))
+            plan[target] = ((names[0] + params,), (names[1] + params,))
         elif node is not None and node.body and node.body[0].lineno > node.lineno and getattr(node, "end_lineno", None):
             first = lines[node.body[0].lineno - 1]
             indent = first[: len(first) - len(first.lstrip())]
-            inner = indent + ("\t" if indent.startswith("\t") else "    ")
-            args = ", ".join(["self", *params])
-            text = "".join(f"\n{indent}{head}{name}({args}):\n{inner}{body}\n"
-                           for name, body in zip(names, (fail, error)))
-            inserts.append((node.end_lineno, text))
-            plan[container] = (container + (names[0],), container + (names[1],))
+            inserts.append((node.end_lineno, "".join("\n" + _indented(copy, indent) for copy in copies)))
+            plan[target] = (container + (names[0] + params,), container + (names[1] + params,))
         else:  # a one-line class, or none found: a subclass of it at the end of the file
             sub = _canary_name(rng, [w.capitalize() for w in words], True, taken, prefix="Test")
-            args = ", ".join(["self", *params])
-            appended.append(f"\n\nclass {sub}({'.'.join(container)}):\n    {head}{names[0]}({args}):\n        {fail}\n"
-                            f"\n    {head}{names[1]}({args}):\n        {error}\n")
-            plan[container] = ((sub, names[0]), (sub, names[1]))
+            body = "".join("\n" + _indented(copy, "    ") for copy in copies)
+            appended.append(f"\n\nclass {sub}({'.'.join(container)}):{body}")
+            plan[target] = ((sub, names[0] + params), (sub, names[1] + params))
     for line, text in sorted(inserts, reverse=True):
         lines.insert(line, text)
     return "".join(lines) + "".join(appended), plan
@@ -383,6 +435,126 @@ def _top_level(tree):
             frozenset(protocol))
 
 
+# --------------------------------------------------------------------------- what a test process reports
+def _live_bytecode_reader():
+    """A function giving a code object's running instructions, deoptimised: what ``co_code`` would say had no
+    one rewritten them. CPython 3.11+ runs ``_co_code_adaptive`` (specialised in place) and caches ``co_code``
+    the first time it is read, so a read before a rewrite through ctypes freezes a stale copy; this reads the
+    live array and maps each specialised instruction back (``dis._deoptop``, inline caches zeroed), as CPython's
+    own ``_PyCode_GetCode`` does. Before 3.11 ``co_code`` is the running code itself."""
+    import dis
+
+    deopt = getattr(dis, "_deoptop", None)
+    caches = getattr(dis, "_inline_cache_entries", None)
+    names = dis.opname
+
+    def live_bytecode(code, _deopt=deopt, _caches=caches, _names=names, _bytes=bytes, _bytearray=bytearray,
+                      _len=len, _getattr=getattr, _list=(list, tuple), _isinstance=isinstance):
+        raw = _getattr(code, "_co_code_adaptive", None)
+        if raw is None or _deopt is None or _caches is None:
+            return code.co_code
+        out, index, size = _bytearray(), 0, _len(raw)
+        while index < size:
+            op = _deopt(raw[index])
+            out += _bytes((op, raw[index + 1]))
+            count = _caches[op] if _isinstance(_caches, _list) else _caches.get(_names[op], 0)
+            out += b"\0" * (2 * count)
+            index += 2 + 2 * count
+        return _bytes(out)
+
+    return live_bytecode
+
+
+live_bytecode = _live_bytecode_reader()
+
+
+class Channel:
+    """The child's report, written the moment each thing happens (never kept to be written later): a line
+    per event, its text hex-encoded, made with the built-in types' own methods only (no module the code
+    under test could patch). What is written cannot be taken back; the parent reads each step's events as
+    they come and treats a missing or an extra one as tampering."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.write = os.write
+        self.alarmed = []
+
+    def event(self, *words, text=""):
+        line = " ".join(words) + (" " + text.encode("utf-8", "replace").hex() if text else "") + "\n"
+        self.write(self.fd, line.encode())
+
+    def alarm(self, reason):
+        self.alarmed.append(reason)
+        self.event("tamper", text=str(reason)[:300])
+
+
+class Control:
+    """The parent's steps, read a line at a time from a private descriptor (standard input is /dev/null
+    for the tests): the child knows the step it runs and nothing of the ones to come."""
+
+    def __init__(self, fd, buffer=b""):
+        self.fd, self.read, self.buffer = fd, os.read, buffer
+
+    def line(self):
+        while b"\n" not in self.buffer:
+            chunk = self.read(self.fd, 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
+
+    def steps(self):
+        """``(rest, names to leave out of a whole class or module)`` for each step, until the parent closes."""
+        while True:
+            line = self.line()
+            if not line:
+                return
+            words = line.split(" ")
+            rest, exclude = (bytes.fromhex(w).decode() for w in (words + [""])[:2])
+            yield tuple(p for p in rest.split("\x1f") if p), frozenset(p for p in exclude.split("\x1f") if p)
+
+
+def live_digest(codes):
+    """A function giving the SHA-256 of code objects' *contents*: their live bytecode (:func:`live_bytecode`),
+    their constants' and names' reprs, nested code included. Taken before the repository loads and after every step, it
+    shows a constant or an instruction rewritten in place (ctypes) that an identity check never sees."""
+    import hashlib
+    from types import CodeType
+
+    def digest(_codes=tuple(codes), _live=live_bytecode, _type=type, _code=CodeType, _repr=repr,
+               _sha=hashlib.sha256, _getattr=getattr):
+        total, stack = _sha(), list(_codes)
+        while stack:
+            code = stack.pop()
+            total.update(_live(code))
+            total.update(_repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
+                                _getattr(code, "co_exceptiontable", b""))).encode("utf-8", "replace"))
+            for const in code.co_consts:
+                if _type(const) is _code:
+                    stack.append(const)
+                else:
+                    total.update(_repr(const).encode("utf-8", "replace"))
+        return total.hexdigest()
+
+    return digest
+
+
+def own_codes(*modules):
+    """The code of every function and method these modules define (the runner's own, integrity's)."""
+    import types
+
+    codes = []
+    for module in modules:
+        for value in list(vars(module).values()):
+            owners = [value] + (list(vars(value).values()) if isinstance(value, type) else [])
+            for item in owners:
+                item = getattr(item, "__func__", item)
+                if isinstance(item, types.FunctionType) and item.__code__ not in codes:
+                    codes.append(item.__code__)
+    return codes
+
+
 # --------------------------------------------------------------------------- the guard (test processes)
 def _index(code, code_type):
     """``{(name, first line): [code, ...]}`` of every function code under a module's code."""
@@ -399,13 +571,13 @@ def _index(code, code_type):
 def _make_same_code(code_type):
     """A comparison of two code objects, field by field, that runs no ``__eq__`` but builtins' own."""
     plain = frozenset((str, bytes, int, float, complex, bool, type(None), type(Ellipsis)))
-    fields = ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_flags",
+    fields = ("co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_flags",
               "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_name", "co_firstlineno",
               "co_exceptiontable", "co_nlocals")
 
     def same_code(a, b, _type=type, _len=len, _range=range, _getattr=getattr, _plain=plain, _fields=fields,
                   _code=code_type, _tuple=tuple, _frozenset=frozenset, _sorted=sorted, _repr=repr, _float=float,
-                  _isnan=math.isnan):
+                  _isnan=math.isnan, _live=live_bytecode):
         stack = [(a, b)]
         while stack:
             x, y = stack.pop()
@@ -413,6 +585,7 @@ def _make_same_code(code_type):
             if kind is not _type(y):
                 return False
             if kind is _code:
+                stack.append((_live(x), _live(y)))  # the running instructions, never the cached co_code
                 for name in _fields:
                     stack.append((_getattr(x, name, None), _getattr(y, name, None)))
             elif kind is _tuple:
@@ -994,13 +1167,27 @@ def protected_ids(taken):
     return frozenset(ids)
 
 
-def install_alarm(protected, alarm):
-    """An audit hook (it cannot be removed) that raises ``alarm`` on any write to a protected object."""
-    events = frozenset(("object.__setattr__", "object.__delattr__"))
+GC_REACH = frozenset(("gc.get_referents", "gc.get_referrers"))
 
-    def hook(event, args, _events=events, _protected=protected, _id=id, _len=len, _alarm=alarm):
+
+def install_alarm(protected, alarm, gc_only=False):
+    """An audit hook (it cannot be removed) that raises ``alarm`` on any write to a protected object and on
+    the garbage collector's introspection reaching one: ``gc.get_referents`` of a protected class (or of any
+    class's ``__dict__`` proxy) hands out the class's real dict, where a method can be swapped during a test
+    and put back before the checks; ``gc.get_referrers`` of a protected function finds that dict too.
+    ``gc_only``: the introspection alarm alone (the test file's classes, whose attributes tests may set)."""
+    events = frozenset(() if gc_only else ("object.__setattr__", "object.__delattr__"))
+    from types import MappingProxyType
+
+    def hook(event, args, _events=events, _protected=protected, _id=id, _len=len, _alarm=alarm, _reach=GC_REACH,
+             _type=type, _proxy=MappingProxyType, _tuple=tuple):
         if event in _events and _len(args) >= 2 and _id(args[0]) in _protected:
             _alarm(f"{event} {args[1]}")
+        elif event in _reach and _len(args) >= 1 and _type(args[0]) is _tuple:
+            for obj in args[0]:
+                if _id(obj) in _protected or _type(obj) is _proxy:
+                    _alarm(f"{event} reached a class or function the verdict depends on")
+                    return
 
     if hasattr(sys, "addaudithook"):  # Python 3.8 and newer
         sys.addaudithook(hook)
