@@ -9,12 +9,14 @@ from turngym.envs.core import protocol_action
 
 
 class RandomAgent(PerEpisodeAgent):
-    """Picks uniformly among the admissible commands (or ``look`` when the world lists none)."""
+    """Picks uniformly among the admissible commands (or ``look`` when the world lists none); under the ``tools``
+    protocol among the world's own calls for them (``info["admissible_calls"]``: a world with tools of its own is
+    played through those tools, not the default ``command`` tool)."""
 
     name = "random"
 
     def choose(self, view: EpisodeView) -> str:
-        commands = view.info.get("admissible_commands") or []
+        commands = view.info.get("admissible_calls") or view.info.get("admissible_commands") or []
         if not commands:
             return "look"
         command = commands[int(view.rng.integers(len(commands)))]

@@ -22,7 +22,7 @@ import enum
 import re
 import string
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -264,6 +264,18 @@ class TextEnv(gym.Env[str, str]):
         from turngym.envs.tools import ToolCall
 
         return ToolCall("command", {"command": command})
+
+    def _admissible_calls(self, commands: Sequence[str]) -> list[str]:
+        """The admissible ``commands`` as calls of this world's tools (:meth:`_command_call`, as actions), under the
+        ``tools`` protocol: what a baseline picks among (``info["admissible_calls"]``). A command the world cannot
+        express as a call is left out."""
+        calls = []
+        for command in commands:
+            try:
+                calls.append(self._command_call(command).to_action())
+            except (ValueError, TypeError, KeyError):
+                continue
+        return calls
 
     def _tool_command(self, call: Any) -> str:
         """The command a valid call (a :class:`~turngym.envs.tools.ToolCall`, checked against :meth:`tools`)
@@ -511,6 +523,8 @@ class TextEnv(gym.Env[str, str]):
             "invalid_reason": invalid_reason,
             "reward_components": components,
             "admissible_commands": list(state.admissible_commands) if state.admissible_commands is not None else None,
+            **({"admissible_calls": self._admissible_calls(state.admissible_commands)}
+               if self.action_protocol is ActionProtocol.TOOLS and state.admissible_commands is not None else {}),
             "task": self._task_info(),
             "max_turns": self._max_turns,
             "optimal_length": self._optimal_length,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +151,13 @@ def _check_samples(args: argparse.Namespace) -> None:
 
 
 def _hint_invalid_actions(reports: list) -> None:
-    """A model that writes almost no valid command was most likely never shown the world's commands."""
+    """A model that writes almost no valid command was most likely never shown the world's commands; a baseline
+    whose every action was invalid measures nothing (its actions do not reach the world)."""
     for report in reports:
+        if report.agent in ("oracle", "random") and report.overall.invalid_action_rate >= 1.0:
+            print(f"\nwarning: every action of the {report.agent} baseline was invalid ({report.action_protocol}): "
+                  "its row measures nothing. The world's admissible commands (or, under --protocol tools, its calls "
+                  "for them: TextEnv._command_call) do not match what it accepts.", file=sys.stderr)
         if report.agent not in ("oracle", "random") and report.overall.invalid_action_rate >= 0.9:
             rate = report.overall.invalid_action_rate
             print(f"\nnote: {report.agent} wrote an invalid action on {rate:.0%} of turns ({report.action_protocol}). "
