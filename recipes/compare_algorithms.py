@@ -1,11 +1,16 @@
 """Compare RL algorithms on the same tasks with the same budget, and show whether the gaps are real.
 
     turngym compare --config recipes/configs/compare/textworld-demo.yaml [--seeds 0 1 2] [--restart]
+    turngym compare --config X --arms ppo turn_rloo grpo rft     (base, SFT-only and these; later: more arms)
     python -m turngym.recipes.compare_algorithms --config ...                         (the same)
 
 For every seed: one SFT warm start (if the config has ``sft``), then each algorithm from that same
 checkpoint for the same number of environment episodes; then the base model, the SFT-only policy
 and every trained policy play the same held-out panels with the same harness (greedy by default).
+An entry with ``algorithm: rft`` is rejection-sampling fine-tuning (expert iteration) at the same budget
+of sampled episodes, from the same checkpoint. ``--arms`` runs some of the config's arms (with base and
+SFT-only) into the study's folder; a later call with others extends the same study, and every call
+tables all the arms finished so far.
 
 ``results/<name>/`` receives:
 
@@ -28,6 +33,9 @@ A YAML config (``recipes/configs/compare/*.yaml``) has these keys::
     algorithms: {ppo: {...}, grpo: {...}, turn_rloo: {...}}   # label -> overrides (algorithm defaults to the label)
     #   an entry with null: true is a null control: that algorithm with its advantages permuted within each group
     #   and turn (shuffle_advantages); null: lr0 takes the same steps at learning rate 0
+    #   rft: {algorithm: rft, rounds: 4, demo_samples_per_task: 4, demo_temperature: 0.7, learning_rate: 1.0e-5}
+    #   is rejection-sampling fine-tuning (TurnGymSFTConfig fields over the sft section): each round samples
+    #   episodes / rounds episodes with the current policy, keeps the wins and fine-tunes on them
     episodes: 128                     # RL episodes per algorithm and seed
     seeds: [0, 1, 2]
     evaluation: {split: eval, num_tasks: 100, temperature: 0.0, curve_tasks: 20, curve_points: 3,
@@ -104,10 +112,23 @@ def null_control(label: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
     return {"null": True, "null_kind": NULL_KINDS[value]}
 
 
-def run(config: StudyConfig, *, restart: bool = False, progress: bool = True) -> tuple[dict[str, Any], Path]:
-    """Run (or resume) the comparison; returns the summary and the results folder."""
+def run(config: StudyConfig, *, restart: bool = False, progress: bool = True,
+        arms: Sequence[str] | None = None) -> tuple[dict[str, Any], Path]:
+    """Run (or resume) the comparison; returns the summary and the results folder.
+
+    ``arms``: labels of ``algorithms`` entries to run now, with base and SFT-only (None: every arm). The other
+    arms are left alone; those an earlier call finished (every seed) are in the tables too."""
     started = time.perf_counter()
-    study = Study(config, arms_of(config), restart=restart, progress=progress)
+    every = arms_of(config)
+    only = None
+    if arms is not None:
+        entries = [arm.label for arm in every if arm.trains_rl]
+        unknown = [label for label in arms if label not in entries]
+        if unknown:
+            raise ValueError(f"--arms: no algorithm entr{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)} "
+                             f"in the config; it has {', '.join(entries)}")
+        only = [arm.label for arm in every if not arm.trains_rl] + list(arms)
+    study = Study(config, every, only=only, restart=restart, progress=progress)
     summary = study.run()
     summary["wall_seconds"] = time.perf_counter() - started
     write_outputs(summary, study.out)
@@ -151,10 +172,11 @@ def markdown(summary: Mapping[str, Any]) -> str:
     ]
     for label, arm in arms.items():
         s = arm["panels"]["held_out"]
-        tokens = sum(r.get("sampled_tokens", 0) for r in arm["rl"]) / max(len(arm["rl"]), 1)
+        counted = [r["sampled_tokens"] for r in arm["rl"] if "sampled_tokens" in r]  # RFT's are not counted
+        tokens = f"{sum(counted) / len(counted):,.0f}" if counted else "-"
         vs = "(reference)" if label == reference else difference_cell(s)
         by_k = {p["k"]: p for p in s.get("pass_at_k", [])}
-        lines.append(f"| {_label(label, arm)} | {arm['episodes']} | {f'{tokens:,.0f}' if arm['rl'] else '-'} | "
+        lines.append(f"| {_label(label, arm)} | {arm['episodes']} | {tokens} | "
                      f"{success_cell(s)} | {vs} | {s['return']:.3f} | {s['turns']:.2f} | "
                      f"{percent(s['invalid_action_rate'])} % |"
                      + "".join(f" {pass_at_k_cell(by_k[k]) if k in by_k else '-'} |" for k in ks))
@@ -173,6 +195,15 @@ def markdown(summary: Mapping[str, Any]) -> str:
                   "it names, for the same episodes, but "
                   + "; ".join(NULL_TEXT[kind] for kind in dict.fromkeys(nulls.values()))
                   + f". An RL arm's gain over {reference} counts as learning only where it exceeds the null arm's."]
+    rft = {label: arm for label, arm in arms.items() if arm.get("rft")}
+    if rft:
+        lines += ["", (f"RFT (rejection-sampling fine-tuning, expert iteration): {', '.join(rft)}. From the same "
+                  f"checkpoint, {_rft_rounds(rft)}; each round samples its share of the episodes with the current "
+                  "policy, keeps the won episodes and fine-tunes on them. It learns from the outcome alone: an RL arm "
+                  "that does not beat it has not shown what its reward adds.")]
+    left_out = summary.get("arms_left_out") or []
+    if left_out:
+        lines += ["", f"Not in this table (not run yet, or unfinished for some seed): {', '.join(left_out)}."]
     lines += pairwise_table(summary.get("pairwise", []))
     if len(seeds) > 1:
         lines += ["", "Per seed (held-out success, %):", "",
@@ -217,6 +248,14 @@ def pairwise_table(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _label(label: str, arm: Mapping[str, Any]) -> str:
     return f"{label} (null control)" if arm.get("null") else label
+
+
+def _rft_rounds(arms: Mapping[str, Mapping[str, Any]]) -> str:
+    """'4 rounds of 256 episodes (4 a game, temperature 0.7)' from the RFT arms' stage records."""
+    shapes = sorted({f"{r['rounds']} round{'s' if r['rounds'] > 1 else ''} of {r['episodes_per_round']} episodes "
+                     f"({r['samples_per_task']} a game, temperature {r['temperature']:g})"
+                     for arm in arms.values() for r in arm["rl"] if "rounds" in r})
+    return "; ".join(shapes) or "its rounds unrecorded"
 
 
 def plot_curves(summary: Mapping[str, Any], path: Path, *, smooth: int = 4) -> Path:
@@ -298,7 +337,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_study_arguments(parser, "recipes/configs/compare/")
     parser.add_argument("--episodes", type=int, help="override the RL budget per algorithm and seed")
     parser.add_argument("--only", nargs="+", metavar="LABEL",
-                        help="run only these entries of the config's 'algorithms' (e.g. turn_rloo turn_rloo-null)")
+                        help="a study of only these entries of the config's 'algorithms' (e.g. turn_rloo "
+                             "turn_rloo-null): its config has only them, so it is a study of its own")
+    parser.add_argument("--arms", nargs="+", metavar="LABEL",
+                        help="run only these entries of the config's 'algorithms' now (with base and SFT-only), in "
+                             "the config's order, seed by seed, into the same study: a later call with other arms "
+                             "extends it (tier by tier), and the tables cover every arm finished so far")
     parser.add_argument("--backend", choices=["hf", "vllm"],
                         help="RL rollouts' generation: hf (the default) or vllm (a colocated vLLM engine, its CPU "
                              "build on CPU; sets rl.use_vllm); evaluation stays on HF")
@@ -320,7 +364,8 @@ def main_with(args: argparse.Namespace) -> int:
         config = only_algorithms(config, args.only)
     if getattr(args, "backend", None) == "vllm":  # hf: the config as it is (a study's resume compares its options)
         config = replace(config, rl={**config.rl, "use_vllm": True, "vllm_mode": "colocate"})
-    summary, out = run(config, restart=args.restart)
+    arms = getattr(args, "arms", None)  # `turngym demo` has no --arms
+    summary, out = run(config, restart=args.restart, **({"arms": arms} if arms else {}))
     print_outputs(summary, out, "learning_curves.png")
     return 0
 

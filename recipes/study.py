@@ -3,6 +3,7 @@
 A *study* trains and evaluates several *arms* on one world, each the same way:
 
     base model --(SFT on d expert demos)--> warm start --(RL, E episodes, one algorithm)--> policy
+                                                       `--(RFT: E sampled episodes, the wins fine-tuned)--> policy
                                                                       |
                      every arm's policy plays the same held-out panels, greedily by default
 
@@ -10,9 +11,15 @@ A *study* trains and evaluates several *arms* on one world, each the same way:
 episode budget) plus the base and SFT-only arms; :mod:`turngym.recipes.sft_rl_budget` makes one arm per
 split of a fixed budget between demos and RL episodes.
 
-Everything lands in ``results/<name>/``. Each stage (an SFT run, an RL run, one evaluation) writes
+An algorithm entry with ``algorithm: rft`` is rejection-sampling fine-tuning (expert iteration,
+``turngym sft --demos policy``) at the same budget: ``rounds`` rounds, each sampling ``episodes / rounds``
+episodes with the current policy, keeping the wins and fine-tuning on them (:meth:`Study.rft_stage`).
+
+Everything lands in ``results/<name>/``. Each stage (an SFT run, an RL or RFT run, one evaluation) writes
 its output folder and then a ``done.json``; a rerun skips finished stages and an interrupted RL run
-resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` steps.
+resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` steps (an interrupted RFT run
+starts over). A study can run its arms a few at a time into one folder (``only``: tier by tier); each call
+tables every arm finished so far.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import json
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,30 +67,43 @@ from turngym.recipes.study_tables import (
 # The study's parts live in study_config (configuration, arms), study_outcomes (grids, statistics, the outcome
 # record), study_tables (text), study_progress (stages done, time left) and study_memory; their names are importable
 # from here as before.
-__all__ = ["DONE", "INTERVAL_NOTE", "OUTCOMES", "RESERVED_SPLITS", "Arm", "EvaluationOptions", "PlannedStage", "Study",
-           "StudyConfig", "add_study_arguments", "adds_seeds", "curve_callback", "difference_cell", "duration",
+__all__ = ["DONE", "INTERVAL_NOTE", "OUTCOMES", "RESERVED_SPLITS", "RFT", "Arm", "EvaluationOptions", "PlannedStage",
+           "Study", "StudyConfig", "add_study_arguments", "adds_seeds", "curve_callback", "difference_cell", "duration",
            "episodes_per_step", "load_config", "moving_average", "outcome_record", "pairwise_differences",
            "panel_summary", "peak_memory", "peak_rss_gb", "percent", "print_outputs", "recompute",
            "recomputed_markdown", "release_freed_memory", "save_policy", "seed_table", "seeds_cell", "study_progress",
            "success_cell", "success_grid", "time_left", "write_json"]
 
 DONE = "done.json"
+RFT = "rft"  # an algorithm entry's ``algorithm`` that makes it a rejection-sampling fine-tuning arm
 
 
 # ---------------------------------------------------------------------- the study
 class Study:
     """Runs the arms of a :class:`StudyConfig` into ``results/<name>/``, resumably."""
 
-    def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, restart: bool = False,
-                 progress: bool = True) -> None:
+    def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, only: Iterable[str] | None = None,
+                 restart: bool = False, progress: bool = True) -> None:
+        """``arms``: every arm of the study, in its order. ``only``: the labels of the arms this call runs (None:
+        all); every other arm is left alone, and is in the tables if all its stages have finished (an earlier call
+        ran it), so a study's arms can run a few at a time, tier by tier, into one folder."""
         self.config = config
-        self.arms = list(arms)
         self.progress = progress
         self.out = Path(config.results_dir) / config.name
         if restart and self.out.exists():
             shutil.rmtree(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._check_same_config()
+        labels = [arm.label for arm in arms]
+        chosen = set(labels) if only is None else set(only)
+        unknown = sorted(chosen - set(labels))
+        if unknown:
+            raise ValueError(f"no arm {', '.join(unknown)} in study {config.name}; its arms are {', '.join(labels)}")
+        self.all_arms = list(arms)
+        self.run_labels = [label for label in labels if label in chosen]  # the arms this call runs
+        # The tables' arms: the ones run now and every other one already finished, in the study's order.
+        self.arms = [arm for arm in arms if arm.label in chosen or self.finished(arm)]
+        self.left_out = [arm.label for arm in arms if arm not in self.arms]  # neither run now nor finished
         self._panels: dict[str, Any] = {}
         self.panel_check: dict[str, Any] | None = None  # check_panels()'s report, once run() made it
         self._plan: list[PlannedStage] = []  # run()'s stages, for the progress line
@@ -132,19 +152,32 @@ class Study:
 
     def stage_plan(self) -> list[PlannedStage]:
         """Every stage :meth:`run` runs, in its order (an SFT warm start shared by arms once, reused evaluations not
-        at all), each with the file that marks it finished."""
+        at all), each with the file that marks it finished. An RFT arm's training counts as an ``rl`` stage."""
         plan, seen = [], set()
         for seed in self.config.seeds:
             for arm in self.arms:
-                if arm.demos and (seed, arm.demos) not in seen:
-                    seen.add((seed, arm.demos))
-                    plan.append(PlannedStage("sft", self.out / f"seed{seed}" / f"sft-{arm.demos}demos" / DONE))
-                if arm.trains_rl:
-                    plan.append(PlannedStage("rl", self.out / f"seed{seed}" / arm.label / DONE))
-                if seed == self.config.seeds[0] or not self.seed_independent(arm):
-                    plan += [PlannedStage("eval", self.out / "evals" / arm.label / f"seed{seed}-{panel}.json")
-                             for panel in self.panel_names()]
+                for stage in self.arm_stages(arm, seed):
+                    if stage.marker not in seen:
+                        seen.add(stage.marker)
+                        plan.append(stage)
         return plan
+
+    def arm_stages(self, arm: Arm, seed: int) -> list[PlannedStage]:
+        """One arm's stages for one seed, in order: its SFT warm start, its RL (or RFT) run, its evaluations
+        (none for a :meth:`seed_independent` arm after the first seed: the first seed's stand for it)."""
+        stages = []
+        if arm.demos:
+            stages.append(PlannedStage("sft", self.out / f"seed{seed}" / f"sft-{arm.demos}demos" / DONE))
+        if arm.trains_rl:
+            stages.append(PlannedStage("rl", self.out / f"seed{seed}" / arm.label / DONE))
+        if seed == self.config.seeds[0] or not self.seed_independent(arm):
+            stages += [PlannedStage("eval", self.out / "evals" / arm.label / f"seed{seed}-{panel}.json")
+                       for panel in self.panel_names()]
+        return stages
+
+    def finished(self, arm: Arm) -> bool:
+        """Whether every stage of ``arm`` has finished for every seed of the study."""
+        return all(stage.finished for seed in self.config.seeds for stage in self.arm_stages(arm, seed))
 
     def world(self, panel: str | None = None) -> Any:
         """World options (a panel's overrides merged in) as a :class:`~turngym.trainers.config.WorldOptions`."""
@@ -204,6 +237,8 @@ class Study:
         algorithm's overrides, the budget as ``max_steps``, and the learning-curve evaluation."""
         from turngym.trainers.config import TurnGymConfig
 
+        if self.rft_entry(arm) is not None:
+            raise ValueError(f"{arm.label} is an RFT arm (algorithm: {RFT}): it trains through rft_config, not RL")
         overrides = dict(self.config.algorithms.get(arm.algorithm or "", {}))
         if arm.algorithm and "algorithm" not in overrides and arm.algorithm in _algorithm_names():
             overrides["algorithm"] = arm.algorithm
@@ -273,6 +308,87 @@ class Study:
                                  "start": str(start)})
         return folder / "policy"
 
+    # ---------------------------------------------------------------- RFT (expert iteration)
+    def rft_entry(self, arm: Arm) -> dict[str, Any] | None:
+        """An RFT arm's entry without its ``algorithm`` (its TurnGymSFTConfig overrides); None for any other arm.
+        An entry is RFT when its ``algorithm`` is ``rft``, or when it has none and its label is ``rft``."""
+        if not arm.trains_rl or arm.algorithm is None:
+            return None
+        entry = self.config.algorithms.get(arm.algorithm, {})
+        if entry.get("algorithm", arm.algorithm) != RFT:
+            return None
+        return {k: v for k, v in entry.items() if k != "algorithm"}
+
+    def rft_budget(self, arm: Arm) -> tuple[int, int]:
+        """An RFT arm's ``(rounds, episodes sampled a round)``: its budget, ``episodes``, counted in sampled episodes
+        as RL's is. Refused in one line unless the budget splits into whole rounds of whole tasks."""
+        from turngym.trainers.sft import TurnGymSFTConfig
+
+        entry = self.rft_entry(arm) or {}
+        defaults = {f.name: f.default for f in fields(TurnGymSFTConfig)}
+        rounds = int(entry.get("rounds", defaults["rounds"]))
+        samples = int(entry.get("demo_samples_per_task", defaults["demo_samples_per_task"]))
+        if rounds < 1 or samples < 1 or arm.episodes % (rounds * samples):
+            raise ValueError(
+                f"{arm.label}: RFT's budget of {arm.episodes} episodes is not {rounds} rounds (rounds) of whole games "
+                f"x {samples} samples (demo_samples_per_task); make episodes a multiple of rounds x "
+                f"demo_samples_per_task = {rounds * samples}")
+        for key in ("num_demos", "demo_seed", "model_name_or_path", "output_dir"):
+            if key in entry:
+                raise ValueError(f"{arm.label}: an RFT arm's {key} is set by the study (num_demos: episodes / "
+                                 "rounds; demo_seed: the seed; the start: the seed's SFT checkpoint); remove it")
+        if entry.get("demo_source", "policy") != "policy":
+            raise ValueError(f"{arm.label}: an RFT arm samples its demos from the policy; remove demo_source "
+                             f"{entry['demo_source']!r} (or set it to policy)")
+        return rounds, arm.episodes // rounds
+
+    def rft_config(self, arm: Arm, start: str, seed: int, folder: Path) -> Any:
+        """The :class:`~turngym.trainers.sft.TurnGymSFTConfig` of one RFT arm: the study's world and ``sft`` fields,
+        the entry's overrides, ``episodes / rounds`` policy episodes a round on the train games after the SFT
+        demos (``skip_train_tasks``, as RL plays them), from ``start``."""
+        from turngym.trainers.sft import TurnGymSFTConfig
+
+        entry = self.rft_entry(arm)
+        if entry is None:
+            raise ValueError(f"{arm.label} is not an RFT arm (algorithm: {RFT})")
+        _, per_round = self.rft_budget(arm)
+        fields_ = {**self.config.world, **(self.config.sft or {}), "demo_source": "policy", **entry}
+        fields_.setdefault("skip_train_tasks", arm.demos)  # the SFT demos' games are not sampled
+        fields_.update(model_name_or_path=start, num_demos=per_round, demo_seed=seed, seed=seed,
+                       output_dir=str(folder / "policy"), eval_split=None, save_strategy="no", report_to="none",
+                       disable_tqdm=not self.progress)
+        return TurnGymSFTConfig(**fields_)
+
+    def rft_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
+        """Rejection-sampling fine-tuning from ``start`` (:func:`~turngym.trainers.sft.run_sft` with policy demos)
+        for the arm's budget of sampled episodes; returns the policy folder. ``done.json`` records each round's
+        stats (games, episodes played and kept, tokens, why the rest were dropped)."""
+        from turngym.trainers.sft import DEMO_STATS_FILE, run_sft
+
+        folder = self.out / f"seed{seed}" / arm.label
+        if self._done(folder):
+            return folder / "policy"
+        config = self.rft_config(arm, str(start), seed, folder)
+        self._stage(f"{arm.label}: RFT (expert iteration) for {arm.episodes} episodes ({config.rounds} rounds of "
+                    f"{config.num_demos}, {config.demo_samples_per_task} a game) from {start} (seed {seed})")
+        started = time.perf_counter()
+        run_sft(config)
+        rounds = json.loads((folder / "policy" / DEMO_STATS_FILE).read_text())["rounds"]
+        self._mark_done(folder, {"seconds": time.perf_counter() - started, "algorithm": RFT,
+                                 "episodes": arm.episodes, "rounds": config.rounds,
+                                 "episodes_per_round": config.num_demos,
+                                 "samples_per_task": config.demo_samples_per_task,
+                                 "temperature": config.demo_temperature,
+                                 "kept": sum(r["kept"] for r in rounds), "per_round": rounds, "start": str(start)})
+        release_freed_memory()
+        return folder / "policy"
+
+    def train_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
+        """The arm's training from ``start``: RFT for an RFT arm, else RL; returns the policy folder."""
+        if self.rft_entry(arm) is not None:
+            return self.rft_stage(arm, start, seed)
+        return self.rl_stage(arm, start, seed)
+
     def _curve_tasks(self) -> Any:
         """The learning curve's panel: the first ``curve_tasks`` tasks of the held-out panel."""
         tasks = self.tasks("held_out")
@@ -314,13 +430,31 @@ class Study:
         return result
 
     def train_panel(self) -> Any:
-        """The tasks the study trains on: the first ``num_train_tasks`` of the train split (the SFT demos are
-        its first ``num_demos``, RL plays the ones after them)."""
+        """The tasks the study trains on: the train split's first :meth:`training_games` (the SFT demos are its
+        first ``num_demos``; RL plays ``num_train_tasks`` after them, RFT samples its rounds' games after them)."""
         from turngym.envs.panels import task_panel
 
         world = self.world()
-        return task_panel(world.env_id, world.train_split, world.num_train_tasks, world.world_kwargs(),
+        return task_panel(world.env_id, world.train_split, self.training_games(), world.world_kwargs(),
                           progress=self.progress)
+
+    def training_games(self) -> int:
+        """How many of the train split's first games any arm of the study trains on: its SFT demos, an RL arm's
+        ``skip_train_tasks`` + ``num_train_tasks``, an RFT arm's ``skip_train_tasks`` + episodes / samples a game."""
+        count = self.world().num_train_tasks or 0
+        for arm in self.all_arms:
+            count = max(count, arm.demos)
+            if not arm.trains_rl:
+                continue
+            entry = self.config.algorithms.get(arm.algorithm or "", {})
+            if (rft := self.rft_entry(arm)) is not None:
+                rft = {**(self.config.sft or {}), **rft}
+                count = max(count, rft.get("skip_train_tasks", arm.demos)
+                            + arm.episodes // int(rft.get("demo_samples_per_task", 1)))
+            else:
+                count = max(count, {**self.config.rl, **entry}.get("skip_train_tasks", arm.demos)
+                            + (self.world().num_train_tasks or 0))
+        return count
 
     def check_panels(self) -> dict[str, Any]:
         """Before any stage: every held-out panel is disjoint from the training panel, by task and by content
@@ -360,6 +494,9 @@ class Study:
         base = self.world().model_name_or_path
         evals: dict[str, list[dict[str, Any]]] = {arm.label: [] for arm in self.arms}
         stages: dict[str, dict[str, Any]] = {}
+        for arm in self.all_arms:  # before any stage (a later tier's too): an RFT budget that is not whole rounds
+            if self.rft_entry(arm) is not None:
+                self.rft_budget(arm)
         self.panel_check = self.check_panels()
         self._plan = self.stage_plan()
         for seed in self.config.seeds:
@@ -370,7 +507,7 @@ class Study:
                     stages[f"seed{seed}/sft-{arm.demos}demos"] = self._done(start.parent) or {}
                 policy = start
                 if arm.trains_rl:
-                    policy = self.rl_stage(arm, start, seed)
+                    policy = self.train_stage(arm, start, seed)
                     stages[f"seed{seed}/{arm.label}"] = self._done(policy.parent) or {}
                 for panel in self.panel_names():
                     if seed != self.config.seeds[0] and self.seed_independent(arm):
@@ -391,6 +528,7 @@ class Study:
         for arm in self.arms:
             arms[arm.label] = {
                 **asdict(arm),
+                "rft": self.rft_entry(arm) is not None,
                 "panels": {panel: panel_summary(evals[arm.label], evals[reference], panel)
                            for panel in self.panel_names()},
                 "rl": [stages[k] for k in stages if k.endswith(f"/{arm.label}")],
@@ -410,6 +548,8 @@ class Study:
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}
                        for p in self.panel_names()},
             "panel_check": self.panel_check,
+            "arms_run": list(self.run_labels),  # this call's arms; the others in "arms" had finished before it
+            "arms_left_out": list(self.left_out),  # the study's arms neither run by this call nor finished
             "preregistered": _plan_record(self.config.preregistered),
             "versions": _versions(),
             "config": self.config.to_dict(),

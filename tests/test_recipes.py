@@ -458,6 +458,54 @@ def test_the_algorithm_comparison_holds_to_its_plan(tmp_path):
         assert _without(pilot.algorithms["ppo"], "learning_rate") == _without(main.algorithms["ppo"], "learning_rate")
 
 
+@pytest.mark.parametrize("world", ["q2", "q4"])
+def test_the_algorithm_comparison_plans_its_stages_tier_by_tier_with_rft_at_rls_budget(world, tmp_path):
+    """The plan's run order: tier 1 (base, SFT-only, PPO, RLOO, GRPO, RFT) seed-major from one folder, then each later
+    tier, which adds its arms' stages and reuses every seed's SFT warm start; RFT trains like an RL stage, from the
+    seed's SFT checkpoint, on the same 256 games RL plays (64 a round x 4 samples, 4 rounds: 1024 episodes)."""
+    from turngym.recipes.study import RFT
+
+    main = _algorithm_study("", world, tmp_path)
+    arms = compare_algorithms.arms_of(main)
+    first = Study(main, arms, only=["base", "sft-only", *TIERS[0]], progress=False)
+    assert [a.label for a in first.arms] == ["base", "sft-only", *TIERS[0]]
+    assert first.left_out == [label for tier in TIERS[1:] for label in tier]
+    plan = [(stage.kind, str(stage.marker.relative_to(first.out))) for stage in first.stage_plan()]
+    seed_one = [("eval", "evals/base/seed120-held_out.json"), ("sft", "seed120/sft-20demos/done.json"),
+                ("eval", "evals/sft-only/seed120-held_out.json")]
+    for label in TIERS[0]:  # RFT's training counts as an RL stage for the progress line and the time left
+        seed_one += [("rl", f"seed120/{label}/done.json"), ("eval", f"evals/{label}/seed120-held_out.json")]
+    assert plan[:11] == seed_one and len(plan) == 11 + 4 * 10  # the base model is evaluated once
+    assert plan[11:13] == [("sft", "seed121/sft-20demos/done.json"), ("eval", "evals/sft-only/seed121-held_out.json")]
+    # Every game any arm trains on is checked against the panel: the 20 demos and the 256 RL and RFT games after them.
+    assert first.training_games() == 276
+
+    rft = next(a for a in arms if a.label == "rft")
+    assert first.rft_entry(rft) is not None and first.rft_budget(rft) == (4, 256)
+    assert all(first.rft_entry(a) is None for a in arms if a.label != "rft")
+    with pytest.raises(ValueError, match="is an RFT arm"):
+        first.rl_config(rft, "start", 120, tmp_path / "rft")
+    config = first.rft_config(rft, "sft-checkpoint", 120, first.out / "seed120" / "rft")
+    assert (config.demo_source, config.rounds, config.num_demos, config.demo_samples_per_task) == ("policy", 4, 256, 4)
+    assert config.skip_train_tasks == main.sft["num_demos"] and config.demo_temperature == main.rl["temperature"]
+    assert (config.model_name_or_path, config.seed, config.demo_seed) == ("sft-checkpoint", 120, 120)
+    assert (config.learning_rate, config.num_train_epochs) == (main.algorithms[RFT]["learning_rate"], 1)
+    assert (config.per_device_train_batch_size, config.lr_scheduler_type.value, config.bf16) == (4, "cosine", True)
+    assert config.eval_split is None and config.output_dir.endswith("seed120/rft/policy")
+    assert config.env_kwargs == main.world["env_kwargs"] and config.max_length == main.sft["max_length"]
+
+    # Tier 2 from the same folder: the same config (nothing refused), its own arms' stages, the shared SFT stages.
+    second = Study(main, arms, only=["base", "sft-only", *TIERS[1]], progress=False)
+    kinds = [(stage.kind, stage.marker.parent.name) for stage in second.stage_plan()]
+    assert [k for k in kinds if k[0] == "rl"] == [("rl", label) for _ in main.seeds for label in TIERS[1]]
+    assert kinds.count(("sft", "sft-20demos")) == 5
+    # Pilot T's RFT pair plans like its RL arms, at the same budget.
+    tune = _algorithm_study("tune-", world, tmp_path / "tune")
+    pilot = Study(tune, compare_algorithms.arms_of(tune), progress=False)
+    assert [pilot.rft_budget(a) for a in pilot.arms if pilot.rft_entry(a)] == [(4, 256), (4, 256)]
+    assert sum(stage.kind == "rl" for stage in pilot.stage_plan()) == 10
+
+
 @pytest.mark.parametrize("path", sorted(CONFIGS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(CONFIGS)))
 def test_no_config_credits_the_clip_with_small_steps_when_it_cannot_fire(path):
     """With one update per batch (num_iterations 1, TRL's default) the ratio is 1, so the clip never fires."""
@@ -761,3 +809,102 @@ def test_turngym_compare_command(tmp_path, policy, capsys):
     assert "| grpo | " in printed and "vs base (95 % CI, seeds x tasks)" in printed and "McNemar p" in printed
     assert main(["stats", str(tmp_path / "missing")]) == 2
     assert main(["compare", "--config", str(tmp_path / "nope.yaml")]) == 2
+
+
+def _rft_study(tmp_path: Path, policy: Path, **overrides) -> StudyConfig:
+    """The tiny study with an RFT arm (2 rounds of 4 episodes, 2 a game) beside two RL arms, one panel, 1-turn games."""
+    rft = {"algorithm": "rft", "rounds": 2, "demo_samples_per_task": 2, "num_train_epochs": 1, "learning_rate": 1e-3}
+    options = {"name": "tiers", "algorithms": {"turn_rloo": {}, "rft": rft, "grpo": {}},
+               "evaluation": {"num_tasks": 2, "curve_points": 0}}
+    config = tiny_study(tmp_path, policy, **{**options, **overrides})
+    config.world["env_kwargs"] = {"turns": 1, "colours": 2}  # one right command in 2 turns: wins to keep
+    return config
+
+
+def test_a_study_runs_its_arms_tier_by_tier_with_an_rft_arm(tmp_path, policy, monkeypatch, capsys):
+    """`--arms` runs base, SFT-only and the named arms into the study's folder; a later call with other arms extends
+    the same study (the same config: nothing refused, nothing finished runs again) and tables every finished arm. The
+    RFT arm samples its budget in rounds from the seed's SFT checkpoint, keeps the wins, fine-tunes on them, and
+    records each round's stats in its done.json."""
+    import yaml
+
+    from tests.test_sft import SpelledPolicy
+    from turngym.recipes.cli import main
+
+    sampled = []
+
+    def backend(model, tokenizer):  # the tiny model seldom wins: a policy that does, spelled on the model's tokenizer
+        sampled.append(model)
+        return SpelledPolicy(tokenizer)
+
+    monkeypatch.setattr("turngym.trainers.sft.policy_backend", backend)
+    config = _rft_study(tmp_path, policy)
+    summary, out = compare_algorithms.run(config, arms=["rft"])
+    said = re.findall(r"study: stage (\d+) of (\d+)", capsys.readouterr().out)
+    assert [int(k) for k, _ in said] == [1, 2, 3, 4, 5] and {n for _, n in said} == {"5"}
+    study = Study(config, compare_algorithms.arms_of(config), only=["base", "sft-only", "rft"], progress=False)
+    assert [(s.kind, s.marker.parent.name) for s in study.stage_plan()] == [
+        ("eval", "base"), ("sft", "sft-4demos"), ("eval", "sft-only"), ("rl", "rft"), ("eval", "rft")]
+
+    done = json.loads((out / "seed0" / "rft" / "done.json").read_text())
+    assert (done["algorithm"], done["episodes"], done["rounds"], done["episodes_per_round"]) == ("rft", 8, 2, 4)
+    assert done["start"] == str(out / "seed0" / "sft-4demos" / "model") and done["seconds"] > 0
+    assert done["peak_rss_gb"] > 0 and len(sampled) == 2  # each round samples with the policy it has then
+    per_round = done["per_round"]
+    assert [r["taskset"].rsplit("[", 1)[1] for r in per_round] == ["4:6]", "6:8]"]  # RL's games, after the demos
+    assert all(r["played"] == 4 and 0 < r["kept"] <= 4 for r in per_round)
+    assert done["kept"] == sum(r["kept"] for r in per_round)
+    assert summary["arms_run"] == ["base", "sft-only", "rft"] and summary["arms_left_out"] == ["turn_rloo", "grpo"]
+    assert list(summary["arms"]) == ["base", "sft-only", "rft"] and summary["arms"]["rft"]["rft"]
+    assert summary["stages"]["seed0/rft"]["rounds"] == 2
+    table = (out / "results.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| rft |"))  # the main table's
+    assert row.startswith("| rft | 8 | - | ")  # its budget in sampled episodes; RL's token count is not RFT's
+    assert "RFT (rejection-sampling fine-tuning, expert iteration): rft." in table
+    assert "2 rounds of 4 episodes (2 a game, temperature 0.7)" in table
+    assert "Not in this table (not run yet, or unfinished for some seed): turn_rloo, grpo." in table
+    assert not (out / "seed0" / "turn_rloo").exists()
+
+    # The next tier through the command line: the same config file, other arms; finished stages are not run again.
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished stage ran again")
+
+    monkeypatch.setattr("turngym.trainers.sft.run_sft", refuse)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))  # the arms in the config's order
+    assert main(["compare", "--config", str(path), "--arms", "turn_rloo"]) == 0
+    said = re.findall(r"study: stage (\d+) of (\d+)", capsys.readouterr().out)
+    assert said == [("6", "7"), ("7", "7")]  # the finished stages count: turn_rloo's RL and its evaluation are left
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["arms"]) == ["base", "sft-only", "turn_rloo", "rft"]  # the config's order
+    assert summary["arms_run"] == ["base", "sft-only", "turn_rloo"] and summary["arms_left_out"] == ["grpo"]
+    assert [(p["a"], p["b"]) for p in summary["pairwise"]] == [("turn_rloo", "rft")]
+    assert summary["arms"]["turn_rloo"]["rl"][0]["episodes"] == 8 and not summary["arms"]["turn_rloo"]["rft"]
+    record = json.loads((out / "outcomes.json").read_text())
+    assert set(record["arms"]) == {"base", "sft-only", "turn_rloo", "rft"}
+    table = (out / "results.md").read_text()
+    assert "| turn_rloo | 8 | " in table and "| rft | 8 | - | " in table and "| turn_rloo | rft |" in table
+    assert "Not in this table (not run yet, or unfinished for some seed): grpo." in table
+
+    # --arms names only the config's entries; a changed config is refused as before.
+    with pytest.raises(ValueError, match="--arms: no algorithm entry ppo in the config; it has turn_rloo, rft, grpo"):
+        compare_algorithms.run(config, arms=["ppo"], progress=False)
+    with pytest.raises(ValueError, match="different config.*episodes"):
+        compare_algorithms.run(_rft_study(tmp_path, policy, episodes=16), arms=["grpo"], progress=False)
+
+
+def test_an_rft_budget_that_is_not_whole_rounds_is_refused_before_any_stage(tmp_path, policy):
+    """episodes must split into rounds x demo_samples_per_task; the study says so in one line before it runs
+    anything, even for an arm a later tier runs."""
+    config = _rft_study(tmp_path, policy, episodes=8)
+    config.algorithms["rft"]["rounds"] = 3
+    with pytest.raises(ValueError, match=r"^rft: RFT's budget of 8 episodes is not 3 rounds \(rounds\) of whole games "
+                                         r"x 2 samples \(demo_samples_per_task\); make episodes a multiple of rounds x "
+                                         r"demo_samples_per_task = 6$") as refused:
+        compare_algorithms.run(config, arms=["turn_rloo"], progress=False)
+    assert "\n" not in str(refused.value)
+    out = Path(config.results_dir) / config.name
+    assert sorted(p.name for p in out.iterdir()) == ["config.json"]  # no stage ran
+    config.algorithms["rft"] = {"algorithm": "rft", "rounds": 2, "demo_samples_per_task": 2, "num_demos": 4}
+    with pytest.raises(ValueError, match="rft: an RFT arm's num_demos is set by the study"):
+        Study(config, compare_algorithms.arms_of(config), restart=True, progress=False).run()
