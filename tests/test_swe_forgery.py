@@ -472,6 +472,14 @@ def _on_return(frame, event, arg):
     return _on_return
 """ + _TRACE_THE_TEST_MODULE
 
+INNER_WRAPPER = """
+import pytest
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_call(item):
+    outcome = yield
+    if outcome.excinfo is not None and "mean" in item.obj.__code__.co_names:
+        outcome.force_result(None)
+"""
 PYTEST_ATTACKS = {
     # result lines printed after pytest's own summary: the last report of a test wins in a -rA log
     "print_pass_lines_at_exit": ([_append("calc/__init__.py", (
@@ -507,6 +515,32 @@ if "_pytest.python" in _sys.modules:
     # F4 under pytest: a trace on the importing test module's frame wraps its test functions
     "trace_wraps_the_test_functions": ([_append("calc/__init__.py", _PYTEST_WRAP)], True),
 }
+
+# Issue #40 under pytest: each earned 1.0 from the runner before it (checked on a copy of the repository).
+PYTEST_ATTACKS.update({
+    # class 1: the records the plugin kept to write at the end, rewritten by a cleanup the code under test gave
+    # pytest's config while it imported (it runs as pytest unconfigures, after every report)
+    "kept_records_rewritten_by_a_config_cleanup": ([_append("calc/__init__.py", """
+import gc as _gc
+def _forge():
+    for o in _gc.get_objects():
+        for name, value in list(getattr(o, "__dict__", {}).items()) if not isinstance(o, type) else ():
+            if name == "statuses" and isinstance(value, dict):
+                for key in list(value):
+                    if key.endswith("::test_mean"):
+                        value[key] = "PASSED"
+            if name == "raw" and isinstance(value, dict):
+                for key in list(value):
+                    value[key] = {when: None for when in value[key]}
+for _o in _gc.get_objects():
+    if type(_o).__name__ == "Config" and hasattr(_o, "add_cleanup"):
+        _o.add_cleanup(_forge)
+        break""")], False),
+    # class 6 (and 3): a hook wrapper registered from inside (trylast: pluggy puts it inside the plugin's own
+    # observer) that swallows the exception of the tests that call the package (old canaries compared literals)
+    "inner_hook_wrapper_spares_literal_canaries": ([_append("calc/__init__.py", "PLUGIN = '''" + INNER_WRAPPER
+                                                            + "'''" + REGISTER_FROM_THE_FRAMES)], True),
+})
 
 
 @needs_bwrap

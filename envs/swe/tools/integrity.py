@@ -478,9 +478,12 @@ class Channel:
         self.fd = fd
         self.write = os.write
         self.alarmed = []
+        self.counts = [0]  # outcomes written so far (a cell: the instance is in the snapshot)
 
     def event(self, *words, text=""):
         line = " ".join(words) + (" " + text.encode("utf-8", "replace").hex() if text else "") + "\n"
+        if words[0] == "out":
+            self.counts[0] += 1
         self.write(self.fd, line.encode())
 
     def alarm(self, reason):
@@ -513,6 +516,15 @@ class Control:
             words = line.split(" ")
             rest, exclude = (bytes.fromhex(w).decode() for w in (words + [""])[:2])
             yield tuple(p for p in rest.split("\x1f") if p), frozenset(p for p in exclude.split("\x1f") if p)
+
+    def pytest_steps(self):
+        """``(graded id, the node id whose fixtures outlive the step or '')`` for each step of the pytest child."""
+        while True:
+            line = self.line()
+            if not line:
+                return
+            words = line.split(" ")
+            yield tuple(bytes.fromhex(w).decode() for w in (words + [""])[:2])
 
 
 def live_digest(codes):
@@ -1040,6 +1052,10 @@ def _owner(cls, test, b):
 # pytest replaces these callables itself at configuration (pytest 7's legacypath plugin; hypothesis's
 # plugin bans ``@given`` fixtures): a replacement of any other framework callable is tampering.
 FRAMEWORK_REPLACEMENTS = frozenset((("Config", "_getini_unknown_type"), ("FixtureFunctionMarker", "__call__")))
+# module globals pytest sets for the length of each test (its assertion plugin's per-test hooks): seen while a
+# test runs by the checks made from inside its hook calls; they shape a failure's message, never a verdict
+PER_TEST_STATE = frozenset((("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
+                            ("_pytest.assertion.util", "_config")))
 
 
 def snapshot(modules, extra_owners=()):
@@ -1076,7 +1092,11 @@ def make_checker(taken, lenient=False):
 
     def tolerated(owner, key, old, new, _type=type, _str=str, _callable=callable, _mro=type.__dict__["__mro__"].__get__,
                   _dict=type.__dict__["__dict__"].__get__, _name=type.__dict__["__name__"].__get__,
-                  _allowed=FRAMEWORK_REPLACEMENTS, _lenient=lenient, _has=_has, _original=original, _id=id):
+                  _allowed=FRAMEWORK_REPLACEMENTS, _lenient=lenient, _has=_has, _original=original, _id=id,
+                  _module=ModuleType, _vars=vars, _per_test=PER_TEST_STATE):
+        if _lenient and _type(owner) is _module and _type(key) is _str:
+            name = _vars(owner).get("__name__")
+            return _type(name) is _str and (name, key) in _per_test
         if not _lenient or not isinstance(owner, type) or _type(key) is not _str:
             return False
         if old is _MISSING:  # a new name: it must not shadow one a base had

@@ -43,65 +43,108 @@ def _module_of(item):
     return item.getparent(pytest.Module)
 
 
-class Verdicts:
-    """pytest's reports, one status per node id; the canaries' order; the checks around every test."""
+def _hex(text):
+    return str(text).encode("utf-8", "replace").hex()
 
-    def __init__(self, canaries, guard, same, alarm, config_cell, cwd):
-        self.canaries = canaries  # node id (parameters cut) -> "fail" | "error"
-        self.guard, self.same, self.alarm, self.config_cell, self.cwd = guard, same, alarm, config_cell, cwd
-        self.statuses = {}
+
+def _selects(step_id, nodeid):
+    """Whether a graded id selects a collected item: itself, one of its parameters, or a test under a class."""
+    return nodeid == step_id or nodeid.startswith((step_id + "[", step_id + "::"))
+
+
+class Stepper:
+    """The pytest child: the parent's steps run one at a time (pytest collects the graded files, then this
+    plugin's ``pytest_runtestloop`` runs what each step names and nothing else); every report and every
+    exception a phase raised written the moment it exists; the checks before, during and after each test.
+
+    ``harness`` 1 runs each test through pytest's own protocol (its reports are the record); ``harness`` 2,
+    the independent one, sets the test up, calls it and tears it down itself, each in its own ``try``, with
+    pytest's skip and xfail marks evaluated by pytest's functions: no report, no ``pytest_runtest_*`` hook."""
+
+    def __init__(self, harness, control, channel, guard, digest_of, config_cell, cwd, own_ids):
+        self.harness, self.control, self.channel = harness, control, channel
+        self.guard, self.digest_of, self.config_cell, self.cwd = guard, digest_of, config_cell, cwd
+        self.own_ids = own_ids  # ids of the code objects of this plugin and of integrity.py
         self.adopted = set()
+        # filled in place (the instance is in the snapshot): the snapshot's checker, the hooks, the digest
+        self.state = {"same": None, "hooks": None, "digest": None}
+
+    def same(self):
+        return self.state["same"]()
 
     def pytest_configure(self, config):
         self.config_cell.append(config)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session, config, items):
-        """Each module's failing canaries first and its erroring canaries last."""
-        ordered, group, previous = [], [], None
-        for item in items + [None]:
-            module = _module_of(item) if item is not None else None
-            if item is None or module is not previous:
-                ordered += [i for i in group if self._canary(i.nodeid) == "fail"]
-                ordered += [i for i in group if self._canary(i.nodeid) is None]
-                ordered += [i for i in group if self._canary(i.nodeid) == "error"]
-                group, previous = [], module
-            if item is not None:
-                group.append(item)
-        items[:] = ordered
-
-    def _canary(self, nodeid):
-        """The kind of canary ``nodeid`` is (a parametrized class or module parametrizes them too), or None."""
-        return self.canaries.get(nodeid.split("[", 1)[0])
-
+    # ----------------------------------------------------------------- collection
     def pytest_collection_finish(self, session):
         if not self.same():
-            self.alarm(f"pytest's or unittest's machinery was modified before the tests ran ({self.same.what()})")
-            return
+            self.channel.alarm(f"pytest's or unittest's machinery was modified before the tests ran "
+                               f"({self.state['same'].what()})")
         for item in session.items:
             self._adopt(item)
         for item in session.items:
             if self._check(item, "after collection"):
-                return
+                break
+        self.state["hooks"] = self._hooks(session.config)
+        why = self._hooks_foreign(self.state["hooks"])
+        if why:
+            self.channel.alarm(why)
+        codes = []
+        for item in session.items:
+            function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+            code = getattr(function, "__code__", None)
+            if code is not None and code not in codes:
+                codes.append(code)
+        self.state["digest"] = self.digest_of(codes)
+        self.channel.event("ready", self.state["digest"]())
 
     def _adopt(self, item):
         module = item.module
         path = os.path.join(self.cwd, item.nodeid.partition("::")[0])
         found, name = self.guard._get(tuple(vars(module).items()), "__name__")
         if not found or type(name) is not str:
-            self.alarm(f"the module of {item.nodeid} has no name")
+            self.channel.alarm(f"the module of {item.nodeid} has no name")
             return
         if name in self.adopted:
             return
         self.adopted.add(name)
         why = self.guard.adopt_file(name, module, path)
         if why:
-            self.alarm(why)
+            self.channel.alarm(why)
+
+    @staticmethod
+    def _hooks(config):
+        """Every hook caller of the plugin manager and its implementations, as objects (compared by identity)."""
+        relay = config.pluginmanager.hook
+        return tuple((name, caller, tuple(caller.get_hookimpls())) for name, caller in sorted(vars(relay).items())
+                     if hasattr(caller, "get_hookimpls"))
+
+    def _hooks_foreign(self, hooks):
+        """Why a hook implementation is not pytest's, an installed plugin's, a restored test file's or conftest's,
+        or this plugin's own code (a hook wrapper the code under test registered), or ''."""
+        for name, _, impls in hooks:
+            for impl in impls:
+                function = getattr(impl, "function", None)
+                function = getattr(function, "__func__", function)
+                code = getattr(function, "__code__", None)
+                if code is None or id(code) in self.own_ids or self.guard.code_ok(code):
+                    continue
+                return f"a {name} hook implementation is not pytest's, a plugin's or a test file's code"
+        return ""
 
     def _check(self, item, when):
         if not self.same():
-            self.alarm(f"{when} {item.nodeid}: pytest's or unittest's machinery was modified ({self.same.what()})")
+            self.channel.alarm(f"{when} {item.nodeid}: pytest's or unittest's machinery was modified "
+                               f"({self.state['same'].what()})")
             return True
+        hooks = self.state["hooks"]
+        if hooks is not None:
+            now = self._hooks(item.config)
+            if len(now) != len(hooks) or any(a[1] is not b[1] or len(a[2]) != len(b[2]) or any(
+                    x is not y for x, y in zip(a[2], b[2])) for a, b in zip(now, hooks)):
+                self.channel.alarm(f"{when} {item.nodeid}: a pytest hook was registered or removed "
+                                   "(plugin-manager state)")
+                return True
         try:
             cls, test = item.cls, item.obj
         except Exception as error:  # noqa: BLE001 - an item whose object cannot be found: pytest reports it
@@ -109,72 +152,152 @@ class Verdicts:
             del error
         why = self.guard.check([(cls, test)])
         if why:
-            self.alarm(f"{when} {item.nodeid}: {why}")
+            self.channel.alarm(f"{when} {item.nodeid}: {why}")
             return True
         return False
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_protocol(self, item, nextitem):
-        self._check(item, "before")
-        yield
-        self._check(item, "after")
+    # ----------------------------------------------------------------- the steps
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        items = list(session.items)
+        for step_id, keep in self.control.pytest_steps():
+            if self.channel.alarmed:
+                break
+            self.channel.event("begin")
+            for item in [i for i in items if _selects(step_id, i.nodeid)]:
+                nextitem = _keep_node(item, keep, session)
+                self.channel.event("start", _hex(item.nodeid))
+                self._check(item, "before")
+                if self.harness == 1:
+                    item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                else:
+                    self._direct(item, nextitem)
+                self._check(item, "after")
+                self.channel.event("stop")
+            self.channel.event("end", self.state["digest"]() if self.state["digest"] else "")
+        return True
 
     def pytest_runtest_logreport(self, report):
-        wasxfail = hasattr(report, "wasxfail")
-        if report.when == "setup":
-            if report.failed:
-                status = "ERROR"
-            elif report.skipped:
-                status = "XFAIL" if wasxfail else "SKIPPED"
-            else:
-                return
-        elif report.when == "call":
-            if report.passed:
-                status = "XPASS" if wasxfail else "PASSED"
-            elif report.failed:
-                status = "FAILED"
-            else:
-                status = "XFAIL" if wasxfail else "SKIPPED"
-        elif report.failed:  # teardown
-            status = "ERROR"
-        else:
+        """pytest's report of a phase, written as it is made (harness 1)."""
+        outcome = report.outcome if report.outcome in ("passed", "failed", "skipped") else "failed"
+        self.channel.event("rep", report.when, outcome, "1" if hasattr(report, "wasxfail") else "0")
+
+    def _direct(self, item, nextitem):
+        """Harness 2: set up, call and tear down ``item`` without pytest's runner, reports or hooks."""
+        from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
+        from _pytest.unittest import TestCaseFunction
+
+        event, counts = self.channel.event, self.channel.counts
+        before = counts[0]
+        state = item.session._setupstate
+        set_up = getattr(state, "setup", None) or state.prepare  # pytest 6: prepare
+        try:
+            skipped = evaluate_skip_marks(item)
+            xfailed = evaluate_xfail_marks(item)
+        except BaseException:  # noqa: BLE001 - a mark that cannot be evaluated: pytest errors the test
+            event("out", "error")
             return
-        nodeid = report.nodeid
-        if self._canary(nodeid) is not None and nodeid not in self.canaries:
-            nodeid = nodeid.split("[", 1)[0]  # a parametrized canary: any of its runs that passes counts
-            if self.statuses.get(nodeid) in ("PASSED", "XFAIL", "XPASS", "SKIPPED"):
-                return
-        self.statuses[nodeid] = status
+        if skipped is not None:
+            event("out", "skip")
+            return
+        if xfailed is not None and not xfailed.run:
+            event("out", "xfail")
+            return
+        try:
+            try:
+                set_up(item)
+            except XFailed:
+                event("out", "xfail")
+            except Skipped:
+                event("out", "skip")
+            except BaseException:  # noqa: BLE001 - every exception is a verdict
+                event("out", "error")
+            else:
+                try:
+                    item.runtest()
+                except XFailed:
+                    event("out", "xfail")
+                except Skipped:
+                    event("out", "skip")
+                except BaseException as error:  # noqa: BLE001
+                    raises = xfailed.raises if xfailed is not None else None
+                    expected = xfailed is not None and (raises is None or isinstance(error, raises))
+                    event("out", "xfail" if expected else "fail")
+                else:
+                    if xfailed is not None and not isinstance(item, TestCaseFunction):
+                        event("out", "fail" if xfailed.strict else "xpass")
+                self._check(item, "during")
+        finally:
+            try:
+                state.teardown_exact(nextitem)
+            except BaseException:  # noqa: BLE001
+                event("out", "error")
+        if counts[0] == before:
+            event("out", "pass")
+
+
+def _keep_node(item, keep, session):
+    """The node whose fixtures outlive this step (the common part of this step's id and the next one's, the
+    parent says which): its module or class, else the session. The child is told no more of the next step."""
+    if keep:
+        for node in item.listchain():
+            if node.nodeid == keep:
+                return node
+    return session
 
 
 class Observer:
-    """The exception each phase raised, from the innermost hook wrapper (before pytest reports it)."""
+    """The exception each phase raised, from the innermost hook wrapper (before pytest reports it), written
+    at once; and the checks the moment the test's call returns, before its teardown."""
 
-    def __init__(self):
-        self.raw = {}
+    def __init__(self, channel, stepper):
+        self.channel, self.stepper = channel, stepper
 
-    def _see(self, item, when, outcome):
+    def _see(self, when, outcome):
         excinfo = outcome.excinfo
-        kind = None
+        kind = "none"
         if excinfo is not None:
             error = excinfo[1]
             kind = "xfail" if isinstance(error, XFailed) else "skip" if isinstance(error, Skipped) else "exception"
-        self.raw.setdefault(item.nodeid, {})[when] = kind
+        self.channel.event("raw", when, kind)
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_setup(self, item):
         outcome = yield
-        self._see(item, "setup", outcome)
+        self._see("setup", outcome)
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_call(self, item):
         outcome = yield
-        self._see(item, "call", outcome)
+        self._see("call", outcome)
+        self.stepper._check(item, "during")
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_teardown(self, item):
         outcome = yield
-        self._see(item, "teardown", outcome)
+        self._see("teardown", outcome)
+
+
+def _stream_unittest_outcomes(channel):
+    """A ``unittest.TestCase`` run by pytest reports to ``TestCaseFunction``, which keeps the exception in a
+    list (``_excinfo``) that pytest reads after the cleanups ran: each outcome is written the moment unittest
+    reports it, before that list exists. Done before the snapshot, so the wrappers are the framework's now."""
+    from _pytest.unittest import TestCaseFunction
+
+    kinds = {"addError": "error", "addFailure": "fail", "addSkip": "skip", "addExpectedFailure": "xfail",
+             "addUnexpectedSuccess": "xpass", "addSuccess": "pass"}
+
+    def wrap(original, kind):
+        def streaming(self, *args, **kwargs):
+            channel.event("out", kind)
+            return original(self, *args, **kwargs)
+        streaming.__name__ = original.__name__
+        return streaming
+
+    for name, kind in kinds.items():
+        original = TestCaseFunction.__dict__.get(name)
+        if original is not None:
+            setattr(TestCaseFunction, name, wrap(original, kind))
 
 
 def installed_plugins(cwd):
@@ -198,12 +321,6 @@ def installed_plugins(cwd):
         if spec is not None and not inside and entry.name not in [name for name, _ in plugins]:
             plugins.append((entry.name, module))
     return plugins
-
-
-def records(verdicts, observer):
-    """The JSON records for the parent: every test and canary with both observations."""
-    for nodeid, status in verdicts.statuses.items():
-        yield {"id": nodeid, "status": status, "raw": observer.raw.get(nodeid, {})}
 
 
 def _framework(cwd, plugins, mentions):
@@ -234,17 +351,23 @@ def _framework(cwd, plugins, mentions):
 
 
 def main(result_fd, integrity_path, own_module):
-    payload = json.loads(sys.stdin.readline())
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - the tests get an empty stdin
-    write, dumps = os.write, json.dumps
+    control_fd, buffer = os.dup(0), b""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # the tests get an empty stdin; the steps come on a descriptor of the runner's own
+    os.close(null)
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    while b"\n" not in buffer:
+        chunk = os.read(control_fd, 1 << 20)
+        if not chunk:
+            os._exit(0)
+        buffer += chunk
+    line, _, buffer = buffer.partition(b"\n")
+    payload = json.loads(line)
     cwd = os.getcwd()
     spec = importlib.util.spec_from_file_location("turngym_integrity_" + os.urandom(6).hex(), integrity_path)
     integrity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(integrity)
-
-    def alarm(reason, _write=write, _dumps=dumps, _fd=result_fd, _str=str):
-        _write(_fd, (_dumps({"tamper": _str(reason)[:300]}) + "\n").encode())
-
+    channel, control = integrity.Channel(result_fd), integrity.Control(control_fd, buffer)
     mentions = ""
     for path in payload["trusted"]:
         try:
@@ -256,6 +379,7 @@ def main(result_fd, integrity_path, own_module):
             pass
     plugins = installed_plugins(cwd)
     framework, unittest, _ = _framework(cwd, plugins, mentions)
+    _stream_unittest_outcomes(channel)
     from _pytest.assertion.rewrite import rewrite_asserts
 
     config_cell = []
@@ -271,27 +395,33 @@ def main(result_fd, integrity_path, own_module):
     core = frozenset(["builtins", "sys", "abc", "types", "functools", "importlib", "importlib.util", "gc",
                       "threading"] + [vars(m)["__name__"] for m in framework])
     guard = integrity.Guard(cwd, payload["trusted"], framework, core, test_case=unittest.TestCase,
-                            variants=variants, alarm=alarm)
-    taken = integrity.snapshot(framework, [own_module, integrity, guard])
+                            variants=variants, alarm=channel.alarm)
+    own = integrity.own_codes(own_module, integrity)
+    own_ids = frozenset(id(c) for c in own)
+
+    def digest_of(test_codes, _own=tuple(own)):
+        return integrity.live_digest(list(_own) + list(test_codes))
+
+    stepper = Stepper(int(payload.get("harness", 1)), control, channel, guard, digest_of, config_cell, cwd, own_ids)
+    observer = Observer(channel, stepper)
+    taken = integrity.snapshot(framework, [own_module, integrity, guard, channel, control, stepper, observer])
     same = integrity.make_checker(taken, lenient=True)
-    integrity.install_alarm(integrity.protected_ids(taken), alarm)
+    stepper.state["same"] = same
+    integrity.install_alarm(integrity.protected_ids(taken), channel.alarm)
     guard.install_audit()
-    verdicts, observer = Verdicts(payload["canaries"], guard, same, alarm, config_cell, cwd), Observer()
     args = list(payload["args"])
     for name, _ in plugins:
         args += ["-p", name]
-    ids = list(dict.fromkeys(list(payload["ids"]) + list(payload["canaries"])))
+    active = [stepper] + ([observer] if stepper.harness == 1 else [])
     try:
-        code = int(pytest.main(args + ids, plugins=[verdicts, observer]))
-    except BaseException:  # noqa: BLE001 - pytest itself failed: the parent sees no end record
+        code = int(pytest.main(args + list(payload["files"]), plugins=active))
+    except BaseException:  # noqa: BLE001 - pytest itself failed: the parent sees the steps end early
         import traceback
 
         traceback.print_exc()
         code = 3
     if not same():
-        alarm(f"pytest's or unittest's machinery was modified ({same.what()})")
+        channel.alarm(f"pytest's or unittest's machinery was modified ({same.what()})")
     sys.stdout.flush()
     sys.stderr.flush()
-    lines = [dumps(record) for record in records(verdicts, observer)]
-    write(result_fd, ("\n".join(lines + [dumps({"end": len(lines)})]) + "\n").encode())
     os._exit(code)

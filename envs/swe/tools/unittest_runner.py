@@ -832,24 +832,105 @@ class StepEvents:
             return "SKIPPED"
         return "XFAIL" if "xfail" in every else "PASSED"
 
+    def best(self):
+        """The most passing status of any one test of the step (a canary must have none that passes)."""
+        if self.loose or not self.tests:
+            return self.status()
+        ranked = []
+        for outcomes in self.tests:
+            one = StepEvents()
+            one.tests = [outcomes]
+            ranked.append(one.status())
+        return min(ranked, key=RANK.index)
 
-def run_steps(command, payload, steps, emit):
-    """Run ``steps`` (``(rest, exclude)``) in one child: ``(statuses in order, failure texts per step, why the
-    grading is void or '', complete)``. A step's events must end before the next step is sent."""
-    child = Child(command, payload)
-    statuses, texts, void = [], [], ""
+
+# statuses from the most passing to the least
+RANK = ("PASSED", "XFAIL", "XPASS", "SKIPPED", "FAILED", "ERROR")
+
+
+class PytestStepEvents:
+    """One step of pytest's own protocol (harness 1): per collected item, the report of each phase and the
+    exception each phase raised as the innermost hook wrapper saw it, checked as a whole."""
+
+    def __init__(self):
+        self.items, self.current, self.problem, self.texts = [], None, "", []
+
+    def add(self, words):
+        kind = words[0]
+        if kind == "start":
+            if self.current is not None:
+                self.problem = "a test started inside another"
+            self.current = {"reports": [], "raw": {}, "unittest": []}
+        elif self.current is None:
+            self.problem = f"a {kind[:20]!r} record outside a test"
+        elif kind == "stop":
+            self.items.append(self.current)
+            self.current = None
+        elif kind == "rep" and len(words) == 4:
+            self.current["reports"].append((words[1], words[2], words[3] == "1"))
+        elif kind == "raw" and len(words) == 3:
+            if words[1] in self.current["raw"]:
+                self.problem = "a phase observed twice"
+            self.current["raw"][words[1]] = words[2]
+        elif kind == "out" and len(words) > 1 and words[1] in OUTCOMES:
+            self.current["unittest"].append(words[1])
+        else:
+            self.problem = f"an unknown event {kind[:20]!r}"
+
+    def why_forged(self):
+        if self.problem or self.current is not None:
+            return self.problem or "a test never stopped"
+        for item in self.items:
+            phases = [when for when, _, _ in item["reports"]]
+            outcomes = {when: outcome for when, outcome, _ in item["reports"]}
+            expected = ["setup", "call", "teardown"] if outcomes.get("setup") == "passed" else ["setup", "teardown"]
+            if phases != expected:
+                return "a test's reports are missing or extra (" + ", ".join(phases) + ")"
+            for when, outcome, _ in item["reports"]:
+                if outcome == "passed" and item["raw"].get(when) == "exception":
+                    return f"pytest reported a {when} passed although it raised"
+            if outcomes.get("call") == "passed" and any(o in ("fail", "error") for o in item["unittest"]):
+                return "pytest reported a unittest test passed although unittest recorded its failure"
+        return ""
+
+    @staticmethod
+    def _item_status(item):
+        found = []
+        for when, outcome, wasxfail in item["reports"]:
+            if when == "setup":
+                found.append("ERROR" if outcome == "failed" else ("XFAIL" if wasxfail else "SKIPPED")
+                             if outcome == "skipped" else "PASSED")
+            elif when == "call":
+                found.append({"passed": "XPASS" if wasxfail else "PASSED", "failed": "FAILED",
+                              "skipped": "XFAIL" if wasxfail else "SKIPPED"}[outcome])
+            elif outcome == "failed":
+                found.append("ERROR")
+        return max(found, key=RANK.index) if found else "ERROR"
+
+    def status(self):
+        return max((self._item_status(i) for i in self.items), key=RANK.index) if self.items else "ERROR"
+
+    def best(self):
+        return min((self._item_status(i) for i in self.items), key=RANK.index) if self.items else "ERROR"
+
+
+def run_steps(command, payload, steps, emit, events_class=StepEvents, env=None):
+    """Run ``steps`` (each already encoded as the line the child reads) in one child: ``(each step's events in
+    order, why the grading is void or '', complete)``. A step's events must end before the next is sent."""
+    child = Child(command, payload, env=env)
+    found, void = [], ""
     ready = child.next_event()
     digest = ready[1] if ready and ready[0] == "ready" and len(ready) > 1 else None
-    for rest, exclude in steps if digest else ():
+    for step in steps if digest else ():
         if child.alarms:
             break
-        child.send(_encode_step(rest, exclude))
+        child.send(step)
         first = child.next_event()
         if first != ["begin"]:
             if first is not None:
                 void = "a step's events did not begin where the step did"
             break
-        events = StepEvents()
+        events = events_class()
         while True:
             words = child.next_event()
             if words is None or words[0] == "end":
@@ -864,14 +945,13 @@ def run_steps(command, payload, steps, emit):
                                        "was rewritten in place (its live bytecode or constants changed)")
         if void:
             break
-        statuses.append(events.status())
-        texts.append(events.texts)
+        found.append(events)
     code = child.close(emit)
     if child.alarms:
-        return statuses, texts, child.alarms[0], True
+        return found, child.alarms[0], True
     if void:
-        return statuses, texts, void, True
-    return statuses, texts, "", len(statuses) == len(steps) and code == 0
+        return found, void, True
+    return found, "", len(found) == len(steps) and code in (0, 1, 2, 5)  # pytest: tests failed, none ran...
 
 
 class FilePlan:
@@ -897,7 +977,7 @@ class FilePlan:
                 singles += entries
             else:  # a whole class or module: its canaries first, and only now are the canaries' names left out
                 wholes += sorted(entries, key=lambda entry: entry[2] == "test")
-        self.steps = [(rest, every_canary if kind == "test" and len(rest) < 2 else ())
+        self.steps = [_encode_step(rest, every_canary if kind == "test" and len(rest) < 2 else ())
                       for _, rest, kind in singles + wholes]
         self.entries = singles + wholes
 
@@ -919,9 +999,10 @@ class FilePlan:
         return {"path": self.path, "module": self.module, "trusted": trusted, "source": source.decode("latin-1"),
                 "integrity": integrity_code}
 
-    def judge(self, statuses, harness):
-        """``(statuses of the graded tests, why the grading is void or '')`` from one harness's step statuses."""
-        by_entry = dict(zip(((test_id, kind) for test_id, _, kind in self.entries), statuses))
+    def judge(self, events, harness):
+        """``(statuses of the graded tests, why the grading is void or '')`` from one harness's steps' events."""
+        by_entry = {(test_id, kind): (e.status() if kind == "test" else e.best())
+                    for (test_id, _, kind), e in zip(self.entries, events)}
         found = {}
         for test_id, rest in self.tests:
             status = by_entry[(test_id, "test")]
@@ -948,26 +1029,24 @@ def run_file(plan, trusted, emit, integrity_code):
     if not os.path.isfile(plan.path):  # nothing to import: no process needed
         emit(f"| turngym: {plan.path} does not exist")
         return dict.fromkeys(test_ids, "ERROR"), ""
-    statuses, texts, void, complete = run_steps(_child_command(CHILD), plan.payload(trusted, integrity_code),
-                                                plan.steps, emit)
+    events, void, complete = run_steps(_child_command(CHILD), plan.payload(trusted, integrity_code), plan.steps, emit)
     if void:
         return {}, "harness 1: " + void
-    for (test_id, _, kind), failures in zip(plan.entries, texts):
-        for text in failures if kind == "test" else ():
+    for (test_id, _, kind), step in zip(plan.entries, events):
+        for text in step.texts if kind == "test" else ():
             emit(f"| turngym: {test_id}:")
             for line in text.splitlines()[-40:]:
                 emit("|   " + line)
     if not complete:
         emit("| turngym: the test process ended abnormally; its tests count as errors")
         return dict.fromkeys(test_ids, "ERROR"), ""
-    found, void = plan.judge(statuses, 1)
+    found, void = plan.judge(events, 1)
     if void:
         return {}, void
     passed = [t for t in test_ids if found[t] in PASSING]
     if not passed:
         return found, ""
-    second, _, void, complete = run_steps(_child_command(CHECK), plan.payload(trusted, integrity_code),
-                                          plan.steps, emit)
+    second, void, complete = run_steps(_child_command(CHECK), plan.payload(trusted, integrity_code), plan.steps, emit)
     if void:
         return {}, "harness 2: " + void
     if not complete:
@@ -1106,56 +1185,75 @@ def _conftest_mentions(cwd, path, word):
     return False
 
 
-class Report:
-    """What the pytest child reported: its records, alarms, and whether it ended well."""
+def _common_node(step_id, next_id):
+    """The node id two steps share, module or class (the fixtures that outlive the first), or ''."""
+    if not next_id:
+        return ""
+    here, there = step_id.split("[", 1)[0].split("::"), next_id.split("[", 1)[0].split("::")
+    common = []
+    for a, b in zip(here[:-1], there[:-1]):
+        if a != b:
+            break
+        common.append(a)
+    return "::".join(common)
 
-    def __init__(self, code, frames, known_ids):
-        self.alarms, self.extra, self.statuses = [], {}, {}
-        ended = None
-        for raw in frames.decode("utf-8", "replace").splitlines():
-            try:
-                frame = json.loads(raw)
-            except ValueError:
+
+def _conftests(cwd):
+    """Every conftest.py under the repository (restored to their base versions before grading)."""
+    found = []
+    for directory, subdirs, files in os.walk(cwd):
+        subdirs[:] = sorted(d for d in subdirs if d not in (".git", "__pycache__"))
+        found += [os.path.relpath(os.path.join(directory, "conftest.py"), cwd) for f in files if f == "conftest.py"]
+    return found
+
+
+class PytestPlan:
+    """The graded pytest ids, each with its two canaries in an order drawn here, as the steps both harnesses run."""
+
+    def __init__(self, test_ids, files, rng):
+        self.test_ids, self.guards, self.entries = test_ids, {}, []
+        for test_id in test_ids:
+            path = test_id.partition("::")[0]
+            rest = tuple(p for p in test_id.partition("::")[2].split("::") if p)
+            canaries = files.plans.get(path, {}).get(rest)
+            entries = [(test_id, "test")]
+            if canaries is not None:
+                self.guards[test_id] = tuple(path + "::" + "::".join(c) for c in canaries)
+                entries += [(c, "canary") for c in self.guards[test_id]]
+            rng.shuffle(entries)
+            self.entries += entries
+        ids = [entry[0] for entry in self.entries]
+        self.steps = [" ".join(w.encode().hex() for w in (i, _common_node(i, n))).rstrip()
+                      for i, n in zip(ids, ids[1:] + [""])]
+
+    def judge(self, events, harness, allowed_xfail):
+        """``(statuses of the graded tests, why the grading is void or '')`` from one harness's steps' events."""
+        by_entry = {(i, kind): (e.status() if kind == "test" else e.best())
+                    for (i, kind), e in zip(self.entries, events)}
+        found = {}
+        for test_id in self.test_ids:
+            status = by_entry[(test_id, "test")]
+            found[test_id] = status
+            if status not in PASSING:
                 continue
-            if not isinstance(frame, dict):
-                continue
-            if "end" in frame:
-                ended = frame["end"]
-            elif "tamper" in frame:
-                self.alarms.append(str(frame["tamper"])[:300])
-            elif frame.get("id") in known_ids and frame.get("status") in STATUSES:
-                self.statuses[frame["id"]] = frame["status"]
-                self.extra[frame["id"]] = frame
-        self.code = code
-        self.ended = ended is not None
-
-
-def spawn(command, payload, emit, env=None):
-    """Run a child with ``payload`` on its stdin and a private result pipe; return (exit code, frames)."""
-    read_fd, write_fd = os.pipe()
-    process = subprocess.Popen(command + [str(write_fd)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, pass_fds=(write_fd,), close_fds=True, env=env)
-    os.close(write_fd)
-    frames = []
-    reader = threading.Thread(target=lambda: frames.append(_read_all(read_fd)), daemon=True)
-    reader.start()
-    try:
-        process.stdin.write((json.dumps(payload) + "\n").encode())
-        process.stdin.close()
-    except OSError:
-        pass
-    output = process.stdout.read()
-    code = process.wait()
-    reader.join()
-    for line in output.decode("utf-8", "replace").splitlines():
-        emit("| " + line)
-    return code, frames[0] if frames else b""
+            if test_id not in self.guards:
+                return {}, f"harness {harness}: {test_id} passed without canaries beside it"
+            if status == "XFAIL" and not allowed_xfail(test_id):
+                return {}, f"harness {harness}: pytest reported {test_id} XFAIL although its source does not mark it"
+            allowed = ("FAILED", "ERROR") + (("XFAIL",) if allowed_xfail(test_id) else ())
+            for canary in self.guards[test_id]:
+                came = by_entry[(canary, "canary")]
+                if came not in allowed:
+                    return {}, (f"harness {harness}: a canary test beside {test_id} (a copy of it that must fail) "
+                                f"came back {came}")
+        return found, ""
 
 
 def run_pytest(test_ids, plugins, emit, verdict):
-    """All ids in one pytest process with turngym's plugin; the grading is void ('' if not) when a
-    passing test's canaries came back wrong, pytest reported a pass over an exception, an XFAIL its
-    source does not mark, or the plugin saw the framework or the test files changed."""
+    """The ids through turngym's plugin in two pytest processes, a step at a time: pytest's own protocol, then
+    (when a test passed) the independent harness; the grading is void ('' if not) when a passing test's canaries
+    came back wrong, a phase's report contradicts what it raised, a record is missing or extra, an XFAIL is not
+    in the source, the harnesses disagree, or the plugin saw the framework, the hooks or the code changed."""
     python = _pytest_python()
     if python is None:
         emit("| turngym: pytest is not installed for this python3 nor on PATH")
@@ -1164,77 +1262,65 @@ def run_pytest(test_ids, plugins, emit, verdict):
         return ""
     cwd = os.getcwd()
     integrity = load_integrity()
-    rests = {t: tuple(p for p in t.partition("::")[2].split("::") if p) for t in test_ids}
     files = TestFiles(integrity, unittest_style=False)
     config_path = None
     try:
         by_file = {}
         for test_id in test_ids:
-            by_file.setdefault(test_id.partition("::")[0], set()).add(rests[test_id])
+            rest = tuple(p for p in test_id.partition("::")[2].split("::") if p)
+            by_file.setdefault(test_id.partition("::")[0], set()).add(rest)
         for path, targets in by_file.items():
             if os.path.isfile(path) and path.endswith(".py"):
                 files.add(path, targets)
-        guards, kinds = {}, {}
-        for test_id in test_ids:
-            path = test_id.partition("::")[0]
-            canaries = files.plans.get(path, {}).get(rests[test_id])
-            if canaries is not None:
-                fail_id, error_id = (path + "::" + "::".join(c) for c in canaries)
-                guards[test_id] = (fail_id, error_id)
-                kinds[fail_id], kinds[error_id] = "fail", "error"
-        trusted = integrity.trusted_hashes(cwd, list(by_file))
+        plan = PytestPlan(test_ids, files, files.rng)
+        trusted = integrity.trusted_hashes(cwd, list(by_file) + _conftests(cwd))
         config = base_pytest_config()
         config_path = _write_private(cwd, config[1], config[0]) if config else None
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        payload = {"ids": test_ids, "canaries": kinds, "trusted": trusted,
+        payload = {"files": sorted(p for p in by_file if os.path.isfile(p)), "trusted": trusted,
                    "args": pytest_arguments(cwd, config_path, plugins)}
         command = [python, "-B", "-s", "--check-hash-based-pycs", "always", "-c", PYTEST_BOOT, PLUGIN, INTEGRITY]
-        report = Report(*spawn(command, payload, emit, env=env), set(test_ids) | set(kinds))
+
+        def allowed_xfail(test_id):
+            path, _, rest = test_id.partition("::")
+            rest = tuple(p for p in rest.split("::") if p)
+            conftest = _conftest_mentions(cwd, path, "xfail")
+            return integrity.marked(files.sources.get(path, ""), rest, "xfail", conftest) or \
+                integrity.marked(files.sources.get(path, ""), rest[:-1] + ("\0",), "xfail", conftest)
+
+        first, void, complete = run_steps(command, {**payload, "harness": 1}, plan.steps, emit,
+                                          events_class=PytestStepEvents, env=env)
+        if void:
+            return "harness 1: " + void
+        if not complete:
+            emit("| turngym: pytest ended abnormally; its tests count as errors")
+            for test_id in test_ids:
+                verdict("ERROR", test_id)
+            return ""
+        found, void = plan.judge(first, 1, allowed_xfail)
+        if void:
+            return void
+        passed = [t for t in test_ids if found[t] in PASSING]
+        if passed:
+            second, void, complete = run_steps(command, {**payload, "harness": 2}, plan.steps, emit, env=env)
+            if void:
+                return "harness 2: " + void
+            if not complete:
+                return "the independent harness ended abnormally"
+            second_found, void = plan.judge(second, 2, allowed_xfail)
+            if void:
+                return void
+            for test_id in passed:
+                if second_found[test_id] not in PASSING:
+                    return (f"{test_id} {found[test_id]} under pytest's protocol but {second_found[test_id]} "
+                            "when set up and called directly")
     finally:
         if config_path:
             os.unlink(config_path)
         files.restore()
-    if report.alarms:
-        return report.alarms[0]
-    ended = report.ended and report.code in (0, 1, 2, 5)  # tests ran, failed, were interrupted or none ran
-    statuses = {t: (report.statuses.get(t, "ERROR") if ended else "ERROR") for t in test_ids}
-    if not ended:
-        emit(f"| turngym: pytest ended abnormally (exit {report.code}); its tests count as errors")
-
-    def allowed_xfail(test_id, rest):
-        path = test_id.partition("::")[0]
-        return integrity.marked(files.sources.get(path, ""), rest, "xfail", _conftest_mentions(cwd, path, "xfail"))
-
-    void = pytest_forgery(statuses, report, guards, rests, allowed_xfail)
-    if void:
-        return void
     for test_id in test_ids:
-        verdict(statuses[test_id], test_id)
-    return ""
-
-
-def pytest_forgery(statuses, report, guards, rests, allowed_xfail):
-    """Why pytest's passes cannot be believed ('' when they can): per test, the canaries beside it,
-    pytest's report of a pass against the exceptions its phases raised, and an XFAIL its source allows."""
-    for test_id, status in statuses.items():
-        if status not in PASSING:
-            continue
-        if test_id not in guards:
-            return f"{test_id} passed without canaries beside it"
-        fail_id, error_id = guards[test_id]
-        # the canaries are copies of the test, its marks included: an xfail test's canaries come back XFAIL
-        expecting = allowed_xfail(fail_id, rests[test_id][:-1] + ("\0",)) or allowed_xfail(test_id, rests[test_id])
-        fail, error = report.statuses.get(fail_id), report.statuses.get(error_id)
-        allowed = ("FAILED", "ERROR") + (("XFAIL",) if expecting else ())
-        if fail not in allowed or error not in allowed:
-            return f"the canary tests beside {test_id} (copies of it that must fail) came back {fail} and {error}"
-        phases = report.extra.get(test_id, {}).get("raw") or {}
-        raised = [kind for kind in phases.values() if kind]
-        if status == "PASSED" and raised:
-            return "pytest reported {} PASSED although it raised ({})".format(test_id, ", ".join(raised))
-        if status == "XFAIL" and not allowed_xfail(test_id, rests[test_id]):
-            return f"pytest reported {test_id} XFAIL although its source does not mark it xfail"
+        verdict(found[test_id], test_id)
     return ""
 
 
