@@ -908,3 +908,55 @@ def test_an_rft_budget_that_is_not_whole_rounds_is_refused_before_any_stage(tmp_
     config.algorithms["rft"] = {"algorithm": "rft", "rounds": 2, "demo_samples_per_task": 2, "num_demos": 4}
     with pytest.raises(ValueError, match="rft: an RFT arm's num_demos is set by the study"):
         Study(config, compare_algorithms.arms_of(config), restart=True, progress=False).run()
+
+
+def test_an_interrupted_rft_stage_resumes_at_its_unfinished_round(tmp_path, policy, monkeypatch):
+    """Each RFT round is `turngym sft --demos policy`'s round: its own games and seed, from the policy the round before
+    trained; a finished round leaves a marker, so a stage cut in round 3 reruns round 3 only, from round 2's policy."""
+    from tests.test_sft import SpelledPolicy
+    from turngym.trainers import sft
+
+    monkeypatch.setattr("turngym.trainers.sft.policy_backend", lambda model, tokenizer: SpelledPolicy(tokenizer))
+    config = _rft_study(tmp_path, policy, sft=None, episodes=12, name="rft-resume")
+    config.algorithms["rft"]["rounds"] = 3
+    study = Study(config, compare_algorithms.arms_of(config), only=["rft"], progress=False)
+    (arm,) = study.arms
+    folder = study.out / "seed0" / "rft"
+    whole = study.rft_config(arm, str(policy), 0, folder)
+    assert (whole.rounds, whole.num_demos, whole.skip_train_tasks, whole.demo_seed) == (3, 4, 0, 0)
+    rounds = [study.rft_config(arm, f"start{k}", 0, folder, round_index=k) for k in range(3)]
+    assert [(c.rounds, c.num_demos, c.skip_train_tasks, c.demo_seed) for c in rounds] == [
+        (1, 4, 0, 0), (1, 4, 2, 1), (1, 4, 4, 2)]  # the games and seeds of sft's rounds 1-3 within one run
+    assert [Path(c.output_dir).name for c in rounds] == ["round1", "round2", "policy"]
+
+    run_sft, starts = sft.run_sft, []
+
+    def cut_in_round_three(options):
+        starts.append(options.model_name_or_path)
+        if len(starts) == 3:
+            raise KeyboardInterrupt
+        return run_sft(options)
+
+    monkeypatch.setattr("turngym.trainers.sft.run_sft", cut_in_round_three)
+    with pytest.raises(KeyboardInterrupt):
+        study.rft_stage(arm, str(policy), 0)
+    assert starts == [str(policy), str(folder / "round1"), str(folder / "round2")]
+    assert (folder / "round1" / "done.json").is_file() and not (folder / "round1" / "model.safetensors").exists()
+    assert (folder / "round2" / "model.safetensors").is_file() and not (folder / "done.json").exists()
+    study.rft_stage(arm, str(policy), 0)
+    assert starts[3:] == [str(folder / "round2")]  # round 3 only, from round 2's policy
+    done = json.loads((folder / "done.json").read_text())
+    assert [r["taskset"].rsplit("[", 1)[1] for r in done["per_round"]] == [":2]", "2:4]", "4:6]"]
+    assert [r["start"] for r in done["per_round"]] == starts[:2] + starts[3:]
+    assert (folder / "policy" / "model.safetensors").is_file() and not (folder / "round2").exists()
+    # The rounds run one at a time train the policy `turngym sft --demos policy --rounds 3` trains in one run.
+    import torch
+
+    from turngym.agents.models import load_policy
+
+    one_run = study.rft_config(arm, str(policy), 0, tmp_path / "one-run")
+    run_sft(one_run)
+    assert json.loads((Path(one_run.output_dir) / "sft_demos.json").read_text())["rounds"] == [
+        {k: v for k, v in r.items() if k not in ("seconds", "start", "peak_rss_gb")} for r in done["per_round"]]
+    (mine, _), (theirs, _) = load_policy(str(folder / "policy")), load_policy(one_run.output_dir)
+    assert all(torch.equal(a, b) for a, b in zip(mine.parameters(), theirs.parameters(), strict=True))
