@@ -17,8 +17,8 @@ episodes with the current policy, keeping the wins and fine-tuning on them (:met
 
 Everything lands in ``results/<name>/``. Each stage (an SFT run, an RL or RFT run, one evaluation) writes
 its output folder and then a ``done.json``; a rerun skips finished stages and an interrupted RL run
-resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` steps (an interrupted RFT run
-starts over). A study can run its arms a few at a time into one folder (``only``: tier by tier); each call
+resumes from its last checkpoint, so ``Ctrl-C`` loses at most ``save_steps`` steps (an interrupted RFT run, at
+most one round). A study can run its arms a few at a time into one folder (``only``: tier by tier); each call
 tables every arm finished so far.
 """
 
