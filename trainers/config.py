@@ -92,6 +92,8 @@ class RolloutOptions:
     episode_samples: int = field(
         default=4, metadata={"help": "episodes per step kept as text, with turn advantages, in "
                                      "output_dir/episode_samples.jsonl and trackio; 0: off"})
+    save_minutes: float = field(
+        default=5.0, metadata={"help": "checkpoint every X min too, 0: off"})
 
 
 @dataclass
@@ -261,6 +263,8 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
                 raise ValueError(f"{name} must be >= {floor}, got {getattr(self, name)}")
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
+        if self.save_minutes < 0:
+            raise ValueError(f"save_minutes must be >= 0 (0: off), got {self.save_minutes}")
         if self.episode_samples < 0:
             raise ValueError(f"episode_samples must be >= 0 (0: off), got {self.episode_samples}")
         self._validate_pipeline()

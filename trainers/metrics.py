@@ -145,10 +145,14 @@ def sample_table_row(record: dict[str, Any], width: int = 160) -> dict[str, Any]
 
 def write_episode_samples(output_dir: str, records: Sequence[dict[str, Any]], step: int, *, trackio: bool) -> None:
     """:func:`episode_sample` records appended to ``output_dir/episode_samples.jsonl`` (``turngym view`` renders
-    it), and one trackio table for the step when ``trackio`` (the run opened by transformers' TrackioCallback)."""
+    it), each with the id of the run that wrote it (``run``, from ``turngym_run.json``; None outside ``turngym train``),
+    and one trackio table for the step when ``trackio`` (the run opened by transformers' TrackioCallback)."""
+    from turngym.trainers.runs import run_id_of
+
     os.makedirs(output_dir, exist_ok=True)
+    run = run_id_of(output_dir)  # the run that writes here (turngym_run.json): rows of two runs never look alike
     with open(os.path.join(output_dir, EPISODE_SAMPLES), "a") as handle:
-        handle.writelines(json.dumps(record) + "\n" for record in records)
+        handle.writelines(json.dumps({"run": run, **record}) + "\n" for record in records)
     if trackio:
         import trackio as tracker
 

@@ -12,6 +12,8 @@ import argparse
 import dataclasses
 import difflib
 import logging
+import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,8 @@ class _TrlArgs:
     imports: list[str] = field(default_factory=list)
     threads: int | None = None
     help: str | None = None  # "short" or "all"
+    resume: bool = False  # train: continue the run in --output_dir (its newest checkpoint)
+    overwrite: bool = False  # train: delete the run in --output_dir and start over
 
 
 def _split_trl_args(argv: Sequence[str], prog: str) -> _TrlArgs:
@@ -44,6 +48,8 @@ def _split_trl_args(argv: Sequence[str], prog: str) -> _TrlArgs:
                 parsed.threads = _threads(value, prog)
         elif item in ("-h", "--help", "--help-all"):
             parsed.help = "all" if item == "--help-all" else "short"
+        elif item in ("--resume", "--overwrite") and prog.endswith(" train"):
+            setattr(parsed, item[2:], True)
         else:
             parsed.rest.append(item)
     return parsed
@@ -113,7 +119,8 @@ def _parser(config_class: type, prog: str, *, summary: str | None = None, full_h
             raise UsageError(f"{prog}: error: {message}")
 
     parser = Parser(config_class, prog=prog, full_help=full_help, description=summary, add_help=False,
-                    usage=f"{prog} [--config FILE.yaml] [--import MODULE] [--threads N] [--field value ...]")
+                    usage=f"{prog} [--config FILE.yaml] [--import MODULE] [--threads N] "
+                    + ("[--resume | --overwrite] " if prog.endswith(" train") else "") + "[--field value ...]")
     if summary is not None:
         own = parser.add_argument_group("turngym options")
         own.add_argument("-h", "--help", action="help", help="this help; --help-all: every field, TRL's too")
@@ -162,15 +169,17 @@ def _train_defaults() -> dict[str, str]:
     to the network unless ``--trackio_space_id`` names a Space; ``trackio show --project turngym`` opens it."""
     import importlib.util
 
+    defaults = {"logging_steps": "1"}  # one summary line per step (trainers.runs.StepSummary)
     if importlib.util.find_spec("trackio") is None:
-        return {}
-    return {"report_to": "trackio", "project": "turngym"}
+        return defaults
+    return {**defaults, "report_to": "trackio", "project": "turngym"}
 
 
 def _trl_command(args: argparse.Namespace, config_class: type, example: str, summary: str,
                  defaults: dict[str, str] | None = None):
     """The config of ``turngym train``/``sft``: help, imports, threads and checks, then TrlParser (``defaults``:
-    options set unless the command line or the YAML config sets them)."""
+    options set unless the command line or the YAML config sets them), and the options taken out of the command line
+    (:class:`_TrlArgs`)."""
     prog = f"turngym {args.command}"
     options = _split_trl_args(args.config_args, prog)
     if options.help:  # the fields by group: world, rollout, estimator, critic, TRL's config, model (LoRA)
@@ -186,15 +195,15 @@ def _trl_command(args: argparse.Namespace, config_class: type, example: str, sum
     set_threads(options.threads)
     if not args.verbose:  # progress, demo counts and the eval table are the point of the run: show them
         logging.getLogger("turngym.trainers").setLevel(logging.INFO)
-    return config
+    return config, options
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
     """SFT warm start: every field of TurnGymSFTConfig (and TRL's SFTConfig) is an option."""
     from turngym.trainers.sft import TurnGymSFTConfig, run_sft
 
-    config = _trl_command(args, TurnGymSFTConfig, "recipes/configs/textworld-sft.yaml",
-                          "SFT warm start on expert (oracle) episodes, in the chat format the RL rollout uses.")
+    config, _ = _trl_command(args, TurnGymSFTConfig, "recipes/configs/textworld-sft.yaml",
+                             "SFT warm start on expert (oracle) episodes, in the chat format the RL rollout uses.")
     output = run_sft(config)
     print(f"SFT model and tokenizer saved to {output}; continue with RL: turngym train --model_name_or_path {output}")
     return 0
@@ -202,21 +211,116 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """RL on whole episodes. Every field of TurnGymConfig (and TRL's GRPOConfig) is an option;
-    ``--config FILE.yaml`` sets them from YAML, and options given after it override the file."""
-    from turngym.trainers.config import TurnGymConfig
-    from turngym.trainers.trainer import TurnGymTrainer
+    ``--config FILE.yaml`` sets them from YAML, and options given after it override the file.
 
-    config = _trl_command(args, TurnGymConfig, "recipes/configs/signals-ppo.yaml",
-                          "RL on whole episodes: PPO, GRPO, RLOO, turn-level RLOO/GRPO, GiGPO.", _train_defaults())
+    A folder that holds a run is resumed (the same config, or ``--resume``) or refused (``--overwrite`` clears it);
+    Ctrl-C stops the run with one line: the step, what was saved, the command that resumes."""
+    from turngym.trainers.config import TurnGymConfig
+
+    config, options = _trl_command(
+        args, TurnGymConfig, "recipes/configs/signals-ppo.yaml",
+        "RL on whole episodes: PPO, GRPO, RLOO, turn-level RLOO/GRPO, GiGPO.", _train_defaults())
     config.resolve()  # imports and registry lookups: a bad world or algorithm fails before the model loads
-    trainer = TurnGymTrainer(args=config)
-    resume = config.resume_from_checkpoint
-    resume = True if str(resume).lower() in ("true", "last") else resume  # True: the newest checkpoint
-    trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(config.output_dir)
+    resume = _resume_or_refuse(config, options, args.config_args)
+    if resume == "finished":
+        return 0
+    command = " ".join(shlex.quote(a) for a in ["turngym", "train", *args.config_args] if a != "--overwrite")
+    trainer = None
+    try:
+        trainer = _trainer(config)
+        trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(config.output_dir)
+    except KeyboardInterrupt:
+        print(_stopped(config, trainer.state.global_step if trainer else None, command), file=sys.stderr)
+        return 130
+    from turngym.trainers.runs import finish_run
+
+    finish_run(config.output_dir, trainer.state.global_step)
     critic = " (critic in critic/)" if getattr(trainer.critic, "enabled", True) else ""
     print(f"turngym train: policy saved to {config.output_dir}{critic}")
     return 0
+
+
+def _trainer(config):
+    """The trainer, with a checkpoint every ``save_minutes`` (unless save_strategy is no) and one summary line
+    per step."""
+    from turngym.trainers.runs import StepSummary, TimedCheckpoints
+    from turngym.trainers.trainer import TurnGymTrainer
+
+    trainer = TurnGymTrainer(args=config)
+    if _strategy(config.save_strategy) != "no" and config.save_minutes > 0:
+        trainer.add_callback(TimedCheckpoints(config.save_minutes))
+    trainer.add_callback(StepSummary())
+    return trainer
+
+
+def _strategy(value: Any) -> str:
+    return str(getattr(value, "value", value))
+
+
+def _resume_or_refuse(config, options: _TrlArgs, argv: Sequence[str]) -> str | bool | None:
+    """What ``turngym train`` does with ``--output_dir``: start a run (None), resume one (a checkpoint folder or
+    True), say it is finished ("finished"), or refuse in one line (a UsageError naming --resume and --overwrite)."""
+    from turngym.trainers.runs import RunFolder, keep_samples_up_to, start_run
+
+    prog, out = "turngym train", config.output_dir
+    if options.resume and options.overwrite:
+        raise UsageError(f"{prog}: error: --resume continues the run in {out}, --overwrite deletes it: give one")
+    folder = RunFolder.read(out)
+    explicit = config.resume_from_checkpoint
+    if explicit not in (None, "", False):  # the TRL field: a checkpoint, or true/last for the newest
+        explicit = True if str(explicit).lower() in ("true", "last") else explicit
+        start_run(out, config, ["turngym", "train", *argv], run_id=(folder.record or {}).get("run_id"))
+        return explicit
+    if options.overwrite and folder.holds_run:
+        print(f"{prog}: --overwrite: deleted the run in {out} ({folder.describe()})", file=sys.stderr)
+        folder.clear()
+    elif folder.holds_run:
+        same = folder.same_run(config)
+        if not (options.resume or same):
+            raise UsageError(f"{prog}: error: --output_dir {out} holds another run ({folder.describe()}"
+                             f"{_differences(folder, config)}); --resume continues it with this command's config, "
+                             "--overwrite deletes it and starts over, or choose another --output_dir")
+        finished = (folder.record or {}).get("finished")
+        if same and finished is not None and (folder.latest is None or folder.latest[0] <= finished):
+            print(f"{prog}: --output_dir {out} holds this run, finished at step {finished}; "
+                  "--overwrite trains it again")
+            return "finished"
+        if folder.latest is None:
+            raise UsageError(f"{prog}: error: --output_dir {out} holds a run with no checkpoint to resume (it stopped "
+                             "before its first save); --overwrite deletes it and starts over")
+        step, checkpoint = folder.latest
+        print(f"{prog}: resuming from {folder.describe(config.max_steps)}", file=sys.stderr)
+        keep_samples_up_to(out, step)  # the steps after the checkpoint play again
+        start_run(out, config, ["turngym", "train", *argv], run_id=(folder.record or {}).get("run_id"))
+        return str(checkpoint)
+    start_run(out, config, ["turngym", "train", *argv])
+    return None
+
+
+def _differences(folder, config) -> str:
+    """``; differs in learning_rate, max_steps`` (the first few fields), or nothing without a run file."""
+    from turngym.trainers.runs import run_fields
+
+    if not folder.record or "config" not in folder.record:
+        return ""
+    before, now = folder.record["config"], run_fields(config)
+    names = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+    return f"; its config differs in {', '.join(names[:4])}{more}" if names else ""
+
+
+def _stopped(config, step: int | None, command: str) -> str:
+    """The one line Ctrl-C prints: the step reached, the newest checkpoint, the command that resumes."""
+    from turngym.trainers.runs import RunFolder
+
+    folder = RunFolder.read(config.output_dir)
+    where = "before the first step" if not step else f"at step {step}"
+    if folder.latest is None:
+        return (f"turngym train: stopped {where}; nothing saved yet (a checkpoint comes every save_minutes "
+                f"minutes and every save_steps steps); start again with: {command} --overwrite")
+    return (f"turngym train: stopped {where}; saved {folder.latest[1].name} (step {folder.latest[0]}) in "
+            f"{config.output_dir}; resume with: {command} --resume")
 
 
 def add(sub) -> None:
