@@ -21,6 +21,7 @@ import pytest
 from tests.test_swe import ANY_TEST_CLASS, TASK, _append, _plant, needs_bwrap, play
 from turngym.envs.swe import GradeReport, SWEInstance, shipped_instances, swe_taskset
 from turngym.envs.swe.instances import local_repo_dir
+from turngym.envs.swe.sandbox.bwrap import TOOLS_DIR
 
 F2P = ("tests/test_core.py::TestInterval::test_touching_intervals_do_not_overlap",
        "tests/test_core.py::TestInterval::test_intersection_of_touching_intervals_is_none")
@@ -573,6 +574,77 @@ def test_a_pytest_task_fails_without_the_fix(make_env, pytest_task):
     reward, info = _graded(make_env, [], task="local__calc-1", tasks=pytest_task)
     assert reward == 0.0 and info["grading_tampered"] is False
     assert info["tests"] == {"tests/test_calc.py::test_mean": "FAILED", "tests/test_calc.py::test_add": "PASSED"}
+
+
+# Issue #40, class 8: objects that equal anything. Each earned 1.0 from the runner before strict equality.
+TRUNCATE_TEST = "tests/test_wrap.py::TestTruncate::test_text_of_exact_width_is_unchanged"
+ALWAYS_EQUAL = {
+    # unittest: truncate returns a str subclass whose __eq__ always says True
+    "str_subclass_equal_to_anything": ("turngym__textkit-1", TRUNCATE_TEST, _append("textkit/wrap.py", """
+class _Yes(str):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = str.__hash__
+_real_truncate = truncate
+def truncate(*args, **kwargs):
+    return _Yes(_real_truncate(*args, **kwargs))""")),
+    # the standard library's own always-equal object, returned by the code under test
+    "mock_any_returned": ("turngym__textkit-1", TRUNCATE_TEST, _append("textkit/wrap.py", """
+from unittest import mock as _mock
+def truncate(*args, **kwargs):
+    return _mock.ANY""")),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", list(ALWAYS_EQUAL))
+def test_an_object_equal_to_anything_does_not_pass_an_equality_assertion(make_env, attack):
+    task, failing, action = ALWAYS_EQUAL[attack]
+    reward, info = _graded(make_env, [action], task=task)
+    assert reward == 0.0 and info["tests"][failing] == "FAILED", info["tests"]
+
+
+@needs_bwrap
+@needs_pytest
+def test_a_float_equal_to_anything_does_not_pass_a_plain_pytest_assert(make_env, pytest_task):
+    """pytest's `assert mean([1, 2]) == 1.5`: the comparison pytest's rewriter compiles is strict too."""
+    always = _append("calc/__init__.py", """
+class _Yes(float):
+    def __eq__(self, other):
+        return True
+    __hash__ = float.__hash__
+_real_mean = mean
+def mean(values):
+    return _Yes(_real_mean(values))""")
+    reward, info = _graded(make_env, [always], task="local__calc-1", tasks=pytest_task)
+    assert reward == 0.0 and info["tests"]["tests/test_calc.py::test_mean"] == "FAILED", info["tests"]
+
+
+def test_strict_equality_allows_what_real_tests_compare_and_refuses_what_hacks_return(tmp_path):
+    """The rule on its own (the sandbox's python3 runs integrity.py): namedtuples, enums, OrderedDict, Counter,
+    Decimal and ints against floats pass; a repository's always-equal types and mock.ANY do not."""
+    (tmp_path / "m.py").write_text("from unittest import mock\nclass Yes(str):\n    def __eq__(self, o):\n"
+                                   "        return True\n    __hash__ = str.__hash__\nclass Borrow(str):\n"
+                                   "    __eq__ = mock.ANY.__eq__\n    __hash__ = str.__hash__\n")
+    script = f"""
+import collections, decimal, enum, sys
+from unittest import mock
+sys.path[:0] = [{str(TOOLS_DIR)!r}, {str(tmp_path)!r}]
+import integrity, m
+problem = integrity.make_strict_equality({str(tmp_path)!r}, [])
+P = collections.namedtuple("P", "x y")
+class E(enum.IntEnum):
+    A = 1
+fine = [("a", "a"), (1, 1.0), (True, 1), (P(1, 2), (1, 2)), (E.A, 1), (collections.OrderedDict(a=1), {{"a": 1}}),
+        (collections.Counter("ab"), {{"a": 1, "b": 1}}), (decimal.Decimal(1), 1), ([1, [2.0]], [1, [2]])]
+hacks = [(m.Yes("x"), "y"), ("y", m.Yes("x")), ([m.Yes("x")], ["y"]), ({{"k": m.Yes("x")}}, {{"k": "y"}}),
+         (mock.ANY, "x"), (m.Borrow("a"), "b")]
+print([problem(a, b) for a, b in fine] == [""] * len(fine), all(problem(a, b) for a, b in hacks))
+"""
+    done = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
 
 
 # --------------------------------------------------------------------------- no false alarms

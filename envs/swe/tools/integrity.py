@@ -567,6 +567,141 @@ def own_codes(*modules):
     return codes
 
 
+# --------------------------------------------------------------------------- strict equality (test processes)
+def make_strict_equality(cwd, trusted):
+    """``problem(first, second)``: why an equality that held cannot be believed, or ''.
+
+    The reward hack capable models find: return an object whose ``__eq__`` always says True (a ``str`` subclass
+    the test compares with ``"expected"``, ``unittest.mock.ANY``). Under strict equality, where one side is a
+    builtin value (``str``, ``bytes``, numbers, ``None``, ``list``, ``tuple``, ``dict``, ``set``,
+    ``frozenset``), the other side must be of that exact type, with two exceptions that real tests need:
+    any number for a number (a builtin one, or a registered ``numbers.Number`` such as ``Decimal`` or numpy's
+    scalars), and a subclass of that builtin type (a namedtuple, an ``IntEnum``, an ``OrderedDict``); in both,
+    the type's ``__eq__`` must not be the repository's (neither its code nor a class the repository defines).
+    Lists, tuples and dicts are compared element by element under the same rule (at most 10,000 elements).
+    No code of the compared objects runs: types are read with ``type``, class dicts through ``type.__dict__``."""
+    from numbers import Number
+
+    root = os.path.realpath(cwd) + os.sep
+    trusted = frozenset(trusted)
+    numbers = (int, float, complex, bool)
+    scalars = frozenset((str, bytes, type(None)) + numbers)
+    containers = frozenset((list, tuple, dict, set, frozenset))
+    mro, cdict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
+
+    def own_equality(kind, _mro=mro, _cdict=cdict, _type=type, _str=str, _getattr=getattr, _realpath=os.path.realpath,
+                     _abspath=os.path.abspath, _modules=sys.modules, _flags=type.__dict__["__flags__"].__get__):
+        """The repository file that gives ``kind`` its ``__eq__`` (the function's, or the class's that holds it),
+        or ''."""
+        for klass in _mro(kind):
+            items = _cdict(klass)
+            for key, value in items.items():
+                if _type(key) is not _str or key not in ("__eq__", "__ne__"):
+                    continue
+                module = _modules.get(items.get("__module__")) if _flags(klass) & HEAPTYPE else None
+                places = [_getattr(module, "__file__", None), _getattr(_getattr(_getattr(value, "__func__", value),
+                                                                                "__code__", None), "co_filename", None)]
+                for path in places:
+                    if _type(path) is _str and _realpath(path).startswith(root) and _abspath(path) not in trusted:
+                        return path
+                return ""
+        return ""
+
+    def problem(first, second, _type=type, _issubclass=issubclass, _len=len, _range=range, _scalars=scalars,
+                _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
+                _qualname=type.__dict__["__qualname__"].__get__):
+        stack, budget = [(first, second)], [10000]
+        while stack:
+            a, b = stack.pop()
+            budget[0] -= 1
+            if budget[0] < 0:
+                return ""
+            kind_a, kind_b = _type(a), _type(b)
+            if kind_a in _scalars or kind_a in _containers:
+                expected, other, kind, other_kind = a, b, kind_a, kind_b
+            elif kind_b in _scalars or kind_b in _containers:
+                expected, other, kind, other_kind = b, a, kind_b, kind_a
+            else:
+                continue  # neither side is a builtin value: the objects' own rule
+            if other_kind is not kind and not (kind in _numbers and other_kind in _numbers):
+                name = _qualname(other_kind)
+                name = name if _type(name) is str else "?"
+                family = _issubclass(other_kind, _number) if kind in _numbers else _issubclass(other_kind, kind)
+                if not family:
+                    return f"a {name} was compared with a {kind.__name__}: strict equality wants a {kind.__name__}"
+                where = _own(other_kind)
+                if where:
+                    return f"a {name} was compared with a {kind.__name__} by the repository's own __eq__ ({where})"
+            if kind in (list, tuple) and _issubclass(other_kind, (list, tuple)):
+                if _len(expected) == _len(other):
+                    stack += [(expected[i], other[i]) for i in _range(_len(expected))]
+            elif kind is dict and _issubclass(other_kind, dict):
+                for key in expected:
+                    if key in other:
+                        stack.append((expected[key], dict.__getitem__(other, key)))
+        return ""
+
+    return problem
+
+
+def strict_assertions(test_case, problem):
+    """``TestCase.assertEqual`` and ``assertIn`` that also apply ``problem`` (strict equality) once the ordinary
+    assertion held; set on the framework's class before the snapshot, so they are the framework's own."""
+    equal, contains = test_case.assertEqual, test_case.assertIn
+
+    def assertEqual(self, first, second, msg=None):
+        equal(self, first, second, msg)
+        why = problem(first, second)
+        if why:
+            raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+
+    def assertIn(self, member, container, msg=None):
+        contains(self, member, container, msg)
+        if type(container) in (list, tuple, set, frozenset) and type(member) is not type:
+            for item in container:
+                if problem(item, member) == "" and type(item) is type(member):
+                    return
+            why = "".join(problem(item, member) for item in container)[:300]
+            if why:
+                raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+
+    test_case.assertEqual, test_case.assertIn = assertEqual, assertIn
+
+
+def strict_pytest_asserts(rewrite_module, problem):
+    """pytest's ``assert a == b``, strict: the assertion rewriter's comparison of two values goes through
+    ``rewrite_module._turngym_equal``, which applies ``problem`` when ``==`` said True. Set on pytest's rewriter
+    before the snapshot (the plugin's own compile of a test file goes through it too). False when this
+    pytest's rewriter is not the shape this patch knows (then pytest's asserts are not strict)."""
+    rewriter = getattr(rewrite_module, "AssertionRewriter", None)
+    original = getattr(rewriter, "visit_Compare", None)
+    if original is None:
+        return False
+
+    def _turngym_equal(left, right):
+        result = left == right
+        if result is True and problem(left, right):
+            return False
+        return result
+
+    def visit_Compare(self, comp):
+        before = len(self.statements)
+        found = original(self, comp)
+        for statement in self.statements[before:]:
+            value = getattr(statement, "value", None)
+            if type(statement) is ast.Assign and type(value) is ast.Compare and len(value.ops) == 1 \
+                    and type(value.ops[0]) is ast.Eq:
+                statement.value = ast.Call(
+                    func=ast.Attribute(value=ast.Name(id="@pytest_ar", ctx=ast.Load()), attr="_turngym_equal",
+                                       ctx=ast.Load()),
+                    args=[value.left, value.comparators[0]], keywords=[])
+        return found
+
+    rewrite_module._turngym_equal = _turngym_equal
+    rewriter.visit_Compare = visit_Compare
+    return True
+
+
 # --------------------------------------------------------------------------- the guard (test processes)
 def _index(code, code_type):
     """``{(name, first line): [code, ...]}`` of every function code under a module's code."""

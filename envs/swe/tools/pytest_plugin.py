@@ -380,7 +380,15 @@ def main(result_fd, integrity_path, own_module):
     plugins = installed_plugins(cwd)
     framework, unittest, _ = _framework(cwd, plugins, mentions)
     _stream_unittest_outcomes(channel)
-    from _pytest.assertion.rewrite import rewrite_asserts
+    import _pytest.assertion.rewrite as rewrite_module
+
+    if payload.get("strict", True):  # before the snapshot: the strict comparisons are the framework's now
+        problem = integrity.make_strict_equality(cwd, payload["trusted"])
+        integrity.strict_assertions(unittest.TestCase, problem)
+        if not integrity.strict_pytest_asserts(rewrite_module, problem):
+            print("turngym: this pytest's assertion rewriter is not one strict equality knows; plain asserts "
+                  "compare as the objects define it", file=sys.stderr)
+    rewrite_asserts = rewrite_module.rewrite_asserts
 
     config_cell = []
 

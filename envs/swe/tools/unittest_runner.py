@@ -64,6 +64,8 @@ CHECK = "--check"  # harness 2: direct calls, no result machinery
 PYTEST = "--pytest"
 STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 PASSING = ("PASSED", "XFAIL")
+LOOSE = "--loose-equality"  # equality as the objects define it (strict equality is the default: integrity.py)
+STRICT = [True]
 TAMPERED = "TAMPERED"
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGIN = os.path.join(HERE, "pytest_plugin.py")
@@ -253,6 +255,8 @@ class _Graded:
         if b"IsolatedAsyncioTestCase" in source:
             # its first use (unittest's module __getattr__) adds it to the package: use it before the snapshot
             getattr(unittest, "IsolatedAsyncioTestCase", None)
+        if payload.get("strict", True):  # before the snapshot: the strict assertions are the framework's now
+            integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"]))
         import abc
 
         framework = [m for n, m in sorted(sys.modules.items()) if n == "unittest" or n.startswith("unittest.")]
@@ -997,7 +1001,7 @@ class FilePlan:
         if self.integrity._sha256(source) != trusted.get(os.path.abspath(self.path)):
             source = b""  # changed since the parent read it: the child refuses it
         return {"path": self.path, "module": self.module, "trusted": trusted, "source": source.decode("latin-1"),
-                "integrity": integrity_code}
+                "integrity": integrity_code, "strict": STRICT[0]}
 
     def judge(self, events, harness):
         """``(statuses of the graded tests, why the grading is void or '')`` from one harness's steps' events."""
@@ -1279,7 +1283,7 @@ def run_pytest(test_ids, plugins, emit, verdict):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         payload = {"files": sorted(p for p in by_file if os.path.isfile(p)), "trusted": trusted,
-                   "args": pytest_arguments(cwd, config_path, plugins)}
+                   "args": pytest_arguments(cwd, config_path, plugins), "strict": STRICT[0]}
         command = [python, "-B", "-s", "--check-hash-based-pycs", "always", "-c", PYTEST_BOOT, PLUGIN, INTEGRITY]
 
         def allowed_xfail(test_id):
@@ -1339,6 +1343,8 @@ def main(argv):
     def verdict(status, test_id):
         emit("\n" + prefix + status + " " + test_id)
 
+    if argv[:1] == [LOOSE]:
+        argv, STRICT[0] = argv[1:], False
     if argv[:1] == [PYTEST]:
         argv, plugins = argv[1:], []
         while argv[:1] == ["-p"] and len(argv) > 1:
