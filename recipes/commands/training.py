@@ -81,6 +81,30 @@ def _require_something_to_run(argv: Sequence[str], prog: str, example: str) -> N
         "or at least --env_id (the policy defaults to SmolLM2-135M-Instruct); `" + prog + " --help` lists the fields")
 
 
+def _check_model_early(argv: Sequence[str]) -> None:
+    """A mistyped model (on the command line or in the YAML config): one line at once, before TRL is imported."""
+    from turngym.agents.models import check_model
+
+    given = _given([a for a in argv if a not in ("-h", "--help", "--help-all")], "model_name_or_path")
+    if given:
+        check_model(given)
+
+
+def _given(argv: Sequence[str], name: str) -> str | None:
+    """Field ``name`` as the command line sets it, else as the ``--config`` YAML file does (None: neither)."""
+    import yaml
+
+    value = _option_value(argv, name)
+    config = _option_value(argv, "config")
+    if value is None and config and Path(config).expanduser().is_file():
+        try:
+            data = yaml.safe_load(Path(config).expanduser().read_text())
+        except yaml.YAMLError:
+            return None  # _check_yaml reports it
+        value = data.get(name) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _check_yaml(path: str, config_class: type) -> None:
     """The YAML file exists, parses, is a mapping, and names only fields of ``config_class``."""
     import yaml
@@ -191,6 +215,9 @@ def _trl_command(args: argparse.Namespace, config_class: type, example: str, sum
     _require_something_to_run(options.rest, prog, example)
     config = _parse_trl_config(config_class, _with_defaults(options.rest, defaults or {}), prog)
     config.imports = list(dict.fromkeys([*config.imports, *options.imports]))
+    from turngym.agents.models import check_model
+
+    check_model(config.model_name_or_path)  # from defaults too
     check_out(config.output_dir, "--output_dir")
     set_threads(options.threads)
     if not args.verbose:  # progress, demo counts and the eval table are the point of the run: show them
@@ -200,6 +227,7 @@ def _trl_command(args: argparse.Namespace, config_class: type, example: str, sum
 
 def cmd_sft(args: argparse.Namespace) -> int:
     """SFT warm start: every field of TurnGymSFTConfig (and TRL's SFTConfig) is an option."""
+    _check_model_early(args.config_args)
     from turngym.trainers.sft import TurnGymSFTConfig, run_sft
 
     config, _ = _trl_command(args, TurnGymSFTConfig, "recipes/configs/textworld-sft.yaml",
@@ -215,6 +243,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     A folder that holds a run is resumed (the same config, or ``--resume``) or refused (``--overwrite`` clears it);
     Ctrl-C stops the run with one line: the step, what was saved, the command that resumes."""
+    _check_model_early(args.config_args)
     from turngym.trainers.config import TurnGymConfig
 
     config, options = _trl_command(
