@@ -529,24 +529,35 @@ class Control:
 
 def live_digest(codes):
     """A function giving the SHA-256 of code objects' *contents*: their live bytecode (:func:`live_bytecode`),
-    their constants' and names' reprs, nested code included. Taken before the repository loads and after every step, it
-    shows a constant or an instruction rewritten in place (ctypes) that an identity check never sees."""
+    their constants (other than code) and names, marshalled by value, nested code included. Taken before the
+    repository loads and after every step, it shows a constant or an instruction rewritten in place (ctypes)
+    that an identity check never sees. The deoptimised bytecode is recomputed only for a code object whose
+    running instructions changed since the last call (CPython specialises them as they warm up), so a call
+    costs about 2 ms for the runner's ~270 code objects."""
     import hashlib
+    import marshal
     from types import CodeType
 
-    def digest(_codes=tuple(codes), _live=live_bytecode, _type=type, _code=CodeType, _repr=repr,
-               _sha=hashlib.sha256, _getattr=getattr):
-        total, stack = _sha(), list(_codes)
-        while stack:
-            code = stack.pop()
-            total.update(_live(code))
-            total.update(_repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
-                                _getattr(code, "co_exceptiontable", b""))).encode("utf-8", "replace"))
-            for const in code.co_consts:
-                if _type(const) is _code:
-                    stack.append(const)
-                else:
-                    total.update(_repr(const).encode("utf-8", "replace"))
+    flat, stack = [], list(codes)
+    while stack:
+        code = stack.pop()
+        flat.append(code)
+        stack += [const for const in code.co_consts if type(const) is CodeType]
+    seen = [None] * len(flat)  # per code: (running instructions last read, their deoptimised form)
+
+    def digest(_flat=tuple(flat), _seen=seen, _live=live_bytecode, _type=type, _code=CodeType, _tuple=tuple,
+               _sha=hashlib.sha256, _getattr=getattr, _dumps=marshal.dumps, _range=range, _len=len):
+        total = _sha()
+        for index in _range(_len(_flat)):
+            code = _flat[index]
+            raw = _getattr(code, "_co_code_adaptive", None)
+            last = _seen[index]
+            if raw is None or last is None or raw != last[0]:
+                last = _seen[index] = (raw, _live(code))
+            total.update(last[1])
+            total.update(_dumps((_tuple(c for c in code.co_consts if _type(c) is not _code), code.co_names,
+                                 code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
+                                 _getattr(code, "co_exceptiontable", b""))))
         return total.hexdigest()
 
     return digest
