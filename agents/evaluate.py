@@ -23,6 +23,7 @@ from typing import Any
 from turngym.agents.base import Agent
 from turngym.agents.intervals import PassAtK, pass_at_k_summary, wilson_interval
 from turngym.agents.rollout import Trajectory, run_episodes
+from turngym.envs.pool_api import ENV_ERROR_REASONS
 from turngym.envs.tasks import TaskSet
 from turngym.envs.vector import make_pool
 
@@ -55,6 +56,7 @@ class Summary:
     invalid_action_rate: float  # invalid turns / all turns
     truncation_rate: float
     infrastructure_failures: int
+    env_errors: int = 0  # episodes the world's own exception (or its process's death) ended: ENV_ERROR_REASONS
 
 
 def summarise(trajectories: Sequence[Trajectory]) -> Summary:
@@ -70,6 +72,7 @@ def summarise(trajectories: Sequence[Trajectory]) -> Summary:
         invalid_action_rate=sum(sum(t.invalid_actions) for t in trajectories) / turns if turns else 0.0,
         truncation_rate=sum(t.truncated for t in trajectories) / n if n else 0.0,
         infrastructure_failures=sum(t.infrastructure_failure for t in trajectories),
+        env_errors=sum(t.truncation_reason in ENV_ERROR_REASONS for t in trajectories),
     )
 
 
@@ -183,9 +186,10 @@ def write_trajectories(trajectories: Sequence[Trajectory], path: str | Path, *, 
 def markdown_table(reports: Sequence[EvalReport], *, breakdown: bool = True) -> str:
     """A markdown table of reports: one row per agent (and per difficulty when there are several); then,
     when a report has pass@k, one row per agent with each pass@k and its bootstrap interval."""
+    crashes = any(r.overall.env_errors for r in reports)  # a column of its own only when a world raised
     header = ("| agent | protocol | tasks | episodes | success (95 % CI) | return | turns | invalid actions "
-              "| truncated |")
-    lines = [header, "|---|---|---|---:|---|---:|---:|---:|---:|"]
+              "| truncated |" + (" env_error |" if crashes else ""))
+    lines = [header, "|---|---|---|---:|---|---:|---:|---:|---:|" + ("---:|" if crashes else "")]
     for report in reports:
         rows = [("all", report.overall)]
         if breakdown and len(report.by_difficulty) > 1:
@@ -197,6 +201,7 @@ def markdown_table(reports: Sequence[EvalReport], *, breakdown: bool = True) -> 
                 f"| {name} | {report.action_protocol} | {report.taskset} | {s.episodes} | "
                 f"{100 * s.success_rate:.1f} % ({100 * low:.1f}-{100 * high:.1f}) | {s.mean_return:.3f} | "
                 f"{s.mean_turns:.2f} | {100 * s.invalid_action_rate:.1f} % | {100 * s.truncation_rate:.1f} % |"
+                + (f" {s.env_errors} |" if crashes else "")
             )
     ks = sorted({p.k for report in reports for p in report.pass_at_k})
     if ks:

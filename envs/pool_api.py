@@ -4,7 +4,7 @@
 * :class:`BatchCalls`: ``reset_some``/``step_some`` on top of a pool's ``send``/``receive``;
 * :func:`failed_step`: the *truncated* step that replaces a worker's failure, with
   ``info["truncation_reason"]`` saying why (``worker_timeout``, ``worker_crash``, ``worker_error``,
-  ``env_disconnected``);
+  ``env_error``: the world raised in this process, ``env_disconnected``);
 * :func:`reset_env`: a reset that, when it raises, leaves the environment ready for the next one;
 * :func:`untrusted_step`, :func:`answer_problems`, :func:`turn_limit` and :func:`declared_step_timeout`'s
   ``cap``: what a client whose worlds run on a server it does not trust checks (finite numbers, rewards
@@ -266,6 +266,10 @@ def untrusted_step(result: StepResult, *, max_observation_chars: int = MAX_REMOT
 def untrusted_text(text: Any, limit: int = MAX_REMOTE_OBSERVATION_CHARS) -> str:
     """A server's observation text, at most ``limit`` characters (cut in the middle, with the usual marker)."""
     return truncate_text(text if isinstance(text, str) else str(text), limit)
+
+
+ENV_ERROR = "env_error"  # the world raised in step (in this process; in a worker process: worker_error)
+ENV_ERROR_REASONS = (ENV_ERROR, "worker_error", "worker_crash")  # a world that raised or killed its process
 
 
 def failed_step(failure: tuple[str, str]) -> StepResult:

@@ -39,12 +39,14 @@ from gymnasium.vector.utils import CloudpickleWrapper
 # The records and the batch API every pool shares (importable from here, where they were first defined).
 from turngym.envs.pool_api import (
     DEFAULT_STEP_TIMEOUT,
+    ENV_ERROR,
     BatchCalls,
     EnvFactory,
     Reply,
     StepResult,
     call_env,
     declared_step_timeout,
+    failed_step,
 )
 from turngym.envs.pools import Call, CallKind, DeadlinePool, Failure, TransportBase, pool_backend, register_pool_backend
 
@@ -200,7 +202,15 @@ class LocalPool(BatchCalls):
 
     def send(self, index: int, kind: CallKind | Call, payload: Any = None) -> None:
         call = kind if isinstance(kind, Call) else Call(kind, payload)
-        self._done.append(Reply(index, call.kind, call_env(self.envs[index], call.kind, call.payload)))
+        try:
+            value = call_env(self.envs[index], call.kind, call.payload)
+        except Exception as error:
+            if call.kind != "step" or not isinstance(call.payload, str):  # a reset, or the caller's own bug
+                raise
+            # The world's bug ends its episode (truncated, env_error), not the batch; as a worker process's would.
+            logger.exception("world %d raised %s", index, type(error).__name__)
+            value = failed_step((ENV_ERROR, f"{type(error).__name__}: {error}"))
+        self._done.append(Reply(index, call.kind, value))
 
     def receive(self, *, wait_all: bool = True, timeout: float | None = None) -> list[Reply]:
         replies, self._done = self._done, []  # every call ran when it was sent

@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.test_packaging import data_folders
+
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"envs": "turngym.envs", "agents": "turngym.agents", "trainers": "turngym.trainers",
            "recipes": "turngym.recipes", "turngym": "turngym"}
@@ -31,10 +33,11 @@ def test_the_distribution_installs_only_the_turngym_namespace():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert all(p == "turngym" or p.startswith("turngym.") for p in setuptools["packages"])
     assert set(setuptools["package-dir"].values()) == set(FOLDERS)
+    data = data_folders()  # folders of package data: listed as (namespace) packages, without an __init__.py
     for package in setuptools["packages"]:  # every listed package exists where the mapping says
         top, *rest = package.split(".")[1:] or ["turngym"]
         folder = ROOT / (setuptools["package-dir"].get(f"turngym.{top}", "turngym") if top != "turngym" else "turngym")
-        assert (folder.joinpath(*rest) / "__init__.py").exists(), package
+        assert (folder.joinpath(*rest) / "__init__.py").exists() or package in data, package
     # ... and every package folder is listed: a wheel leaves an unlisted one out (editable installs hide it)
     listed = set(setuptools["packages"])
     for dotted, folder in setuptools["package-dir"].items():

@@ -9,8 +9,10 @@ help formatter hooks. ``tests/test_trl_contract.py`` pins them.
 from __future__ import annotations
 
 import argparse
+import enum
+import types
 from dataclasses import fields as dataclass_fields
-from typing import Any, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from trl import TrlParser
 
@@ -84,3 +86,75 @@ class _HelpFormatter(argparse.HelpFormatter):
         if not action.option_strings or action.nargs == 0:
             return super()._format_action_invocation(action)
         return f"{action.option_strings[0]} {self._format_args(action, self._get_default_metavar_for_optional(action))}"
+
+
+# ---------------------------------------------------------------------- YAML values against the fields' types
+_KIND_NAMES = {"integer": "an integer", "number": "a number", "boolean": "true or false", "text": "text",
+               "list": "a list", "mapping": "a mapping"}
+
+
+def field_kinds(hint: Any) -> set[str] | None:
+    """The YAML kinds a field of type ``hint`` takes (None: any). A scalar field also takes text (the parser reads
+    it: ``1e-5``, ``yes``)."""
+    if hint is Any:
+        return None
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        kinds: set[str] = set()
+        for arg in get_args(hint):
+            if arg is type(None):
+                continue
+            more = field_kinds(arg)
+            if more is None:
+                return None
+            kinds |= more
+        return kinds
+    if origin is Literal:
+        return {"integer", "number", "boolean", "text"}
+    if origin in (list, tuple) or hint in (list, tuple):
+        return {"list", "integer", "number", "boolean", "text"}  # one value for a list is a list of one
+    if origin is dict or hint is dict:
+        return {"mapping"}
+    if hint is bool:
+        return {"boolean", "text", "integer"}
+    if hint is int:
+        return {"integer", "text"}
+    if hint is float:
+        return {"integer", "number", "text"}
+    if hint is str or (isinstance(hint, type) and issubclass(hint, enum.Enum)):
+        return {"integer", "number", "boolean", "text"}
+    return None  # a class of its own (e.g. accelerate's ParallelismConfig): not checked here
+
+
+def value_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list | tuple):
+        return "list"
+    return "mapping" if isinstance(value, dict) else "text"
+
+
+def yaml_type_problems(data: dict[str, Any], config_class: type) -> list[str]:
+    """``field max_steps must be an integer, got a list ([1, 2])`` for each value of a YAML config whose kind the
+    field's type does not take (TRL would otherwise fail deep in its own code with a traceback). ``null`` passes:
+    the parser reports it where it matters."""
+    hints = get_type_hints(config_class)
+    problems = []
+    for name, value in data.items():
+        if value is None or name not in hints:
+            continue
+        kinds = field_kinds(hints[name])
+        if kinds is None or value_kind(value) in kinds:
+            continue
+        wanted = next((_KIND_NAMES[k] for k in ("mapping", "list") if k in kinds), None) or (
+            "true or false" if kinds == {"boolean", "text", "integer"} else "an integer" if kinds == {"integer", "text"}
+            else "a number" if kinds == {"integer", "number", "text"} else "one value")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        problems.append(f"field {name} must be {wanted}, got {_KIND_NAMES[value_kind(value)]} ({shown})")
+    return problems

@@ -89,7 +89,8 @@ def no_signal_advice(metrics: dict[str, float], args: Any) -> str | None:
     (``advantages/frac_zero_groups`` 1: each task's episodes all scored the same, so no comparison exists). The
     remedies named are those that apply to ``args`` (a TurnGymConfig): when every episode won, RL on tasks the
     warm start did not see, dense rewards or harder tasks; otherwise also an SFT warm start from the world's
-    walkthroughs, the ``choose_index`` protocol, an answer prefix and a larger model.
+    walkthroughs, the ``choose_index`` protocol, an answer prefix (under ``tools``, which refuses one: room for a
+    whole call) and a larger model.
     """
     invalid, silent = metrics.get("episode/invalid_action_rate", 0.0), metrics.get("advantages/frac_zero_groups", 0.0)
     if invalid < 1.0 and silent < 1.0:
@@ -108,7 +109,9 @@ def no_signal_advice(metrics: dict[str, float], args: Any) -> str | None:
         fixes = unseen if demos else [warm_start]
         if getattr(args, "action_protocol", None) == "free_form":
             fixes.append("--action_protocol choose_index (answer with the number of an admissible command)")
-        if getattr(args, "response_prefix", None) == "":
+        if getattr(args, "action_protocol", None) == "tools":  # tools refuses a response prefix: a call needs room
+            fixes.append("room for a whole call (--max_new_tokens_per_turn 48 or more)")
+        elif getattr(args, "response_prefix", None) == "":
             fixes.append("an answer prefix (--response_prefix 'Action:')")
         fixes += [*dense, "a larger model (--model_name_or_path)"]
     return (f"no learning signal in the first rollouts: {why}, so RL cannot learn from them. Try "

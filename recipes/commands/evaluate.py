@@ -6,9 +6,12 @@ Both take the world's options (``common.env_options``); eval adds the agents' an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,20 +119,59 @@ def cmd_eval(args: argparse.Namespace) -> int:
     agents = [_make_agent(name, args) for name in args.agent]  # a missing model fails before games are made
     tasks = _task_set(args, kwargs)
     reports = []
-    for agent in agents:
-        out = Path(args.out) / f"{_file_name(agent.name)}.jsonl" if args.out else None
-        report = evaluate(agent, args.env, tasks, env_kwargs=kwargs, num_workers=args.workers, batch=args.batch,
-                          seed=args.seed, trajectories_path=out, samples_per_task=args.samples_per_task,
-                          pass_at=args.pass_at, pool_options=pool_options)
-        _require_answers(report, args)
-        reports.append(report)
-        if args.out:
-            (Path(args.out) / f"{_file_name(agent.name)}.json").write_text(json.dumps(report.to_dict(), indent=1))
+    log = _error_log(args.out)
+    with _world_errors_to(log):  # a world that raises: its tracebacks go to the log, one line to the console
+        for agent in agents:
+            out = Path(args.out) / f"{_file_name(agent.name)}.jsonl" if args.out else None
+            report = evaluate(agent, args.env, tasks, env_kwargs=kwargs, num_workers=args.workers, batch=args.batch,
+                              seed=args.seed, trajectories_path=out, samples_per_task=args.samples_per_task,
+                              pass_at=args.pass_at, pool_options=pool_options)
+            _require_answers(report, args)
+            reports.append(report)
+            if args.out:
+                (Path(args.out) / f"{_file_name(agent.name)}.json").write_text(json.dumps(report.to_dict(), indent=1))
     print(markdown_table(reports))
     _hint_invalid_actions(reports)
     if args.out:
         print(f"\ntrajectories and reports written under {args.out}/")
+    crashed = sum(report.overall.env_errors for report in reports)
+    if crashed:
+        episodes = sum(report.overall.episodes for report in reports)
+        print(f"turngym eval: error: the world raised in {crashed} of {episodes} episodes (env_error in the table; "
+              f"they count as failures); tracebacks in {log}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _error_log(out: str | None) -> Path:
+    """Where the world's tracebacks go: ``OUT/env_errors.log``, or a file in the temporary folder."""
+    if out:
+        return Path(out) / "env_errors.log"
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"turngym-eval-{os.getpid()}-env_errors.log"
+
+
+@contextlib.contextmanager
+def _world_errors_to(path: Path) -> Iterator[None]:
+    """Send the pools' reports of a world that raised (a traceback each, and the worker respawns) to ``path``, not
+    to the console; the file is written only when there is one."""
+    handler = logging.FileHandler(path, delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(name) for name in ("turngym.envs.vector", "turngym.envs.pools")]
+    before = [(logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.setLevel(min(logger.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, (propagate, level) in zip(loggers, before, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = propagate
+            logger.setLevel(level)
+        handler.close()
 
 
 def _pool_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -126,6 +126,12 @@ def _check_yaml(path: str, config_class: type) -> None:
     for key in data:
         if key not in known:
             raise ValueError(f"config file {path}: unknown field {key!r}{_did_you_mean(str(key), known)}")
+    from turngym.trainers.config_cli import yaml_type_problems
+
+    problems = yaml_type_problems(data, config_class)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ValueError(f"config file {path}: {problems[0]}{more}")
 
 
 def _did_you_mean(name: str, known: set[str]) -> str:
