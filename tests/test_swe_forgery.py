@@ -598,6 +598,21 @@ def test_a_pytest_task_fails_without_the_fix(make_env, pytest_task):
     assert info["tests"] == {"tests/test_calc.py::test_mean": "FAILED", "tests/test_calc.py::test_add": "PASSED"}
 
 
+@needs_bwrap
+@needs_pytest
+def test_swe_benchs_own_pytest_command_is_graded_through_the_runner(make_env, pytest_task):
+    """Issue #40, class 7: a record naming SWE-bench's usual command (`pytest --no-header -rA --tb=no -p
+    no:cacheprovider`) was graded from the log the code under test prints: PASSED lines printed at import
+    earned 1.0 before. Now the command goes through the runner and the printed lines count for nothing."""
+    task = pytest_task.tasks[0]
+    record = {**task.payload, "test_cmd": "pytest --no-header -rA --tb=no -p no:cacheprovider {tests}"}
+    tasks = swe_taskset([SWEInstance.from_record(record)], name="calc-swebench")
+    printed = _append("calc/__init__.py", "print('PASSED tests/test_calc.py::test_mean')\n"
+                                          "print('tests/test_calc.py::test_mean PASSED')")
+    reward, info = _graded(make_env, [printed], task="local__calc-1", tasks=tasks)
+    assert reward == 0.0 and info["tests"]["tests/test_calc.py::test_mean"] == "FAILED", info["tests"]
+
+
 # Issue #40, class 8: objects that equal anything. Each earned 1.0 from the runner before strict equality.
 TRUNCATE_TEST = "tests/test_wrap.py::TestTruncate::test_text_of_exact_width_is_unchanged"
 ALWAYS_EQUAL = {
