@@ -16,6 +16,7 @@
     turngym compare --config recipes/configs/compare/textworld-demo.yaml   algorithms at an equal budget
     turngym budget --config recipes/configs/budget/textworld.yaml           SFT demos vs RL episodes
     turngym demo                                   the embedded default job (SFT, then PPO / GRPO / turn-RLOO)
+    turngym swe synth cachetools==5.3.3 --out DIR  SWE tasks from a package's own tests (validated, offline)
 
 The command line runs offline: it sets ``HF_HUB_OFFLINE=1`` unless ``--online`` is given (anywhere on the line) or
 the environment sets ``HF_HUB_OFFLINE`` itself, so a missing model is one line at once, never a wait on the Hub; the
@@ -33,12 +34,12 @@ import logging
 import os
 import sys
 
-from turngym.recipes.commands import envs, evaluate, generate, serve, studies, templates, training, view
+from turngym.recipes.commands import envs, evaluate, generate, serve, studies, swe, templates, training, view
 from turngym.recipes.commands.common import Parser, UsageError
 
 # In the order `turngym --help` lists them: envs, generate, eval, play, serve, check-template, sft, train,
-# demo, compare, stats, budget, view.
-COMMANDS = (envs, generate, evaluate, serve, templates, training, studies, view)
+# demo, compare, stats, budget, view, swe.
+COMMANDS = (envs, generate, evaluate, serve, templates, training, studies, view, swe)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,581 @@
+"""The synthesis pipeline: a package's own tests, procedural bugs, SWE-bench records, validated in the sandbox.
+
+For each package (``name==version`` from the registry, or a local directory):
+
+1. **source** (:mod:`.source`): the sdist, unpacked and cleaned into ``<cache>/repos/<name>-<version>``,
+   the repository every task of the package points at (``repo_path``);
+2. **baseline** (:mod:`.runner`, in one sandbox): collect the suite, run it twice, keep the tests that
+   pass both times (flaky ones, and ones that need the network, fail there and drop out), and trace
+   which functions of the package each kept test runs;
+3. **mutations** (:mod:`.modifiers`): swesmith's procedural modifiers on the functions and classes those
+   tests run, in a deterministic order seeded by ``seed`` and the package, interleaved by modifier kind;
+4. **screening**: a mutation is kept only if the file compiles, at least one kept test that runs the
+   changed code now fails, and the failing set over the test files involved is the same on a rerun;
+5. **records**: SWE-bench / SWE-Gym records (``FAIL_TO_PASS``, ``PASS_TO_PASS``, gold ``patch`` = the
+   mutation reversed, ``setup_patch`` = the bug, ``test_patch``, ``repo_path``, ``test_cmd``, a problem
+   statement from :mod:`.statement`, ``difficulty`` = the modifier kind, ``difficulty_label`` with lines
+   changed, failing tests and files touched);
+6. **validation** in the sandbox through the world's own grading path (:func:`turngym.envs.swe.taskset.
+   validate`: turngym's runner, a fresh grading sandbox): the bugged repository fails every FAIL_TO_PASS
+   and passes every PASS_TO_PASS test, the gold patch resolves it, the empty patch earns 0. A void grading
+   (``grading_tampered``) on the gold patch or the untouched bug is a *false alarm* of the grader: it is
+   reported with its log excerpt, never silently dropped.
+
+Every stage writes its results under ``<cache>/work/<name>-<version>/`` (``baseline.json``,
+``screen.jsonl``, ``validate.jsonl``), keyed by the mutation, so an interrupted run resumes where it
+stopped and a rerun with the same seed does the same work. Bad input (no sdist, no tests, a syntax
+error, a suite that needs the network or hangs) ends that package with a one-line reason in the report,
+never the run.
+
+The test files of each task are *protected* at grading: its ``test_patch`` appends one comment line to
+each graded test file, so the grader restores those files (and their test directories) to their base
+versions before the tests run, as it does for SWE-bench's hidden tests. The tests stay visible in the
+repository, as in SWE-smith.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from turngym.envs.swe.instances import SWEInstance
+from turngym.envs.swe.synth import modifiers as mods
+from turngym.envs.swe.synth.runner import Run, TestSession
+from turngym.envs.swe.synth.source import LAYOUT, SourceError, cache_root, needs_pytest, prepare_repo, source_files
+from turngym.envs.swe.synth.statement import changed_lines, leaks, write_statement
+from turngym.envs.tasks import canonical_json, sha256_text
+
+logger = logging.getLogger(__name__)
+
+RUNNER = "/opt/turngym/unittest_runner.py"
+GRADED_MARK = "# turngym-synth: this file grades the task (restored to its base version before grading)\n"
+MAX_COVERING_TESTS = 300
+NETWORK_HINTS = ("Network is unreachable", "Temporary failure in name resolution", "Name or service not known",
+                 "Failed to establish a new connection", "nodename nor servname")
+
+
+@dataclass
+class SynthConfig:
+    """What a synthesis run does (the manifest records it)."""
+
+    seed: int = 0
+    max_candidates: int = 40  # mutations screened per package
+    max_tasks: int = 0  # stop screening a package after this many kept mutations (0: no limit)
+    validate: bool = True
+    backend: str = "bwrap"
+    suite_timeout: float = 600.0  # one run of the whole suite
+    min_timeout: float = 60.0  # one run of a mutation's tests: max(this, 3 x the baseline's time for them)
+    max_validations: int = 0  # 0: validate every kept mutation
+    # Every grading of a task runs its FAIL_TO_PASS and PASS_TO_PASS tests through turngym's runner, whose checks
+    # cost about 0.1-0.3 s a test on 2 busy cores (inflection's 455 tests took over 120 s): a task grades a
+    # seeded sample of at most this many of each (the tests that run the changed code first, for PASS_TO_PASS).
+    max_f2p: int = 20
+    max_p2p: int = 40
+
+
+@dataclass
+class PackageReport:
+    spec: str
+    key: str = ""
+    status: str = "ok"  # ok | dropped
+    reason: str = ""
+    tests_collected: int = 0
+    tests_kept: int = 0
+    tests_flaky: int = 0
+    collection_errors: int = 0
+    covered_units: int = 0
+    candidates: int = 0
+    screened: int = 0
+    kept_mutations: int = 0
+    validated: int = 0
+    drops: dict[str, int] = field(default_factory=dict)
+    false_alarms: list[dict[str, Any]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    validation_seconds: list[float] = field(default_factory=list)
+    sdist_sha256: str = ""
+
+
+# --------------------------------------------------------------------------- small helpers
+def _jsonl(path: Path) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by an interruption: that item is redone
+                found[row["key"]] = row
+    return found
+
+
+def _append(path: Path, row: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def make_patch(changes: dict[str, tuple[str, str]]) -> str:
+    """A ``git diff`` of ``{path: (old text, new text)}`` (git's own format, as SWE-bench patches are)."""
+    with tempfile.TemporaryDirectory(prefix="turngym-synth-diff-") as tmp:
+        git = ["git", "-c", "core.autocrlf=false", "-c", "core.quotePath=false", "-C", tmp]
+        subprocess.run([*git, "init", "-q"], check=True, capture_output=True)
+        for path, (old, _) in changes.items():
+            target = Path(tmp) / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(old, encoding="utf-8")
+        subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
+        for path, (_, new) in changes.items():
+            (Path(tmp) / path).write_text(new, encoding="utf-8")
+        done = subprocess.run([*git, "diff", "--no-color", "--no-ext-diff"], check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+def _short(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _first_error(log: str) -> str:
+    for hint in NETWORK_HINTS:
+        if hint in log:
+            return f"needs the network at test time ({hint})"
+    for line in log.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("E ") and ("Error" in stripped or "Exception" in stripped):
+            return _short(stripped[1:].strip())
+    for line in reversed(log.splitlines()):
+        if "Error" in line:
+            return _short(line)
+    return _short(log.strip().splitlines()[-1] if log.strip() else "no output")
+
+
+def _test_file(test_id: str) -> str:
+    return test_id.split("::", 1)[0]
+
+
+def _runner_mode(repo: Path, test_ids: list[str]) -> str:
+    """``unittest`` when every graded file is a plain unittest module (the runner's second harness then
+    guards it too) and the package imports from the root without the root conftest.py, else ``pytest``."""
+    if needs_pytest(repo):
+        return "pytest"
+    for test_id in test_ids:
+        if test_id.count("::") < 2 or "[" in test_id:
+            return "pytest"
+    for path in {_test_file(t) for t in test_ids}:
+        try:
+            text = (repo / path).read_text(encoding="utf-8")
+        except OSError:
+            return "pytest"
+        if "pytest" in text or "unittest" not in text:
+            return "pytest"
+    return "unittest"
+
+
+def test_command(mode: str) -> str:
+    """The runner, in its pytest or unittest mode. No PYTHONPATH: it would put the agent's tree before the standard
+    library in the runner's own process (the root conftest.py places the package after it instead)."""
+    return f"python3 {RUNNER} {'--pytest ' if mode == 'pytest' else ''}{{tests}}"
+
+
+# --------------------------------------------------------------------------- stages
+def baseline(session: TestSession, work: Path, report: PackageReport, config: SynthConfig) -> dict | None:
+    """Collect, run twice, trace; cached in ``baseline.json``. None (and ``report.reason``) when unusable."""
+    path = work / "baseline.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    start = time.monotonic()
+    try:
+        ids, log = session.collect(timeout=config.suite_timeout)
+    except TimeoutError as error:
+        report.reason = str(error)
+        return None
+    report.collection_errors = sum(1 for line in log.splitlines() if line.startswith("ERROR "))
+    if not ids:
+        report.reason = f"no test collected: {_first_error(log)}"
+        return None
+    runs: list[Run] = []
+    for _ in range(2):
+        run = session.run(ids, timeout=config.suite_timeout, tb="line")
+        if run.timed_out:
+            report.reason = f"the suite did not finish within {config.suite_timeout:.0f} s (hangs?)"
+            return None
+        runs.append(run)
+    passed = [[t for t in ids if r.statuses[t] == "PASSED"] for r in runs]
+    kept = [t for t in passed[0] if t in set(passed[1])]
+    flaky = sorted(set(passed[0]) ^ set(passed[1]))
+    if not kept:
+        report.reason = f"no test passes in the sandbox: {_first_error(runs[0].log)}"
+        return None
+    try:
+        trace = session.trace(kept, timeout=config.suite_timeout)
+    except (TimeoutError, RuntimeError, ValueError) as error:
+        report.reason = f"tracing the tests failed: {_short(str(error))}"
+        return None
+    data = {"collected": ids, "kept": kept, "flaky": flaky, "collection_errors": report.collection_errors,
+            "suite_seconds": min(r.seconds for r in runs), "trace": trace,
+            "network": any(h in runs[0].log for h in NETWORK_HINTS)}
+    data["seconds"] = time.monotonic() - start
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return data
+
+
+def candidate_mutations(repo: Path, base: dict, source_key: str, config: SynthConfig) -> tuple[list, dict, int]:
+    """``(mutations, tests by unit, covered units)``: deterministic, interleaved by modifier kind."""
+    covering: dict[tuple[str, int], set[str]] = {}
+    for test, calls in base["trace"].items():
+        for file, line in calls:
+            covering.setdefault((file, int(line)), set()).add(test)
+    units: list[tuple[mods.Span, str, list[str]]] = []
+    for path in source_files(repo):
+        try:
+            text = (repo / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        spans = mods.spans(path, text)
+        functions = [s for s in spans if s.kind == "function"]
+        for span in spans:
+            if span.kind == "function":
+                tests = covering.get((path, span.start), set()) | covering.get((path, span.def_line), set())
+            else:
+                tests = set()
+                for f in functions:
+                    if span.start <= f.start <= span.end:
+                        tests |= covering.get((path, f.start), set()) | covering.get((path, f.def_line), set())
+            if tests:
+                units.append((span, text, sorted(tests)))
+    by_kind: dict[str, list[tuple[mods.Span, str, list[str], type]]] = {}
+    for modifier_class in mods.swesmith_modifiers():
+        pairs = [(span, text, tests, modifier_class) for span, text, tests in units]
+        random.Random(mods.seed_for(config.seed, source_key, modifier_class.name)).shuffle(pairs)
+        by_kind[modifier_class.name] = pairs
+    mutations, tests_of, seen = [], {}, set()
+    cursors = dict.fromkeys(by_kind, 0)
+    # round-robin over the kinds, each kind's next applicable unit, until enough or all are spent
+    while len(mutations) < config.max_candidates and any(cursors[k] < len(by_kind[k]) for k in by_kind):
+        for kind in sorted(by_kind):
+            pairs = by_kind[kind]
+            while cursors[kind] < len(pairs):
+                span, text, tests, modifier_class = pairs[cursors[kind]]
+                cursors[kind] += 1
+                seed = mods.seed_for(config.seed, source_key, span.path, span.qualname, kind)
+                mutation = mods.mutate(span, text, modifier_class, seed)
+                if mutation is not None and mutation.mutated not in seen:
+                    seen.add(mutation.mutated)
+                    mutations.append(mutation)
+                    tests_of[mutation.key] = tests
+                    break
+            if len(mutations) >= config.max_candidates:
+                break
+    return mutations, tests_of, len(units)
+
+
+def screen(session: TestSession, mutation: mods.Mutation, covering: list[str], kept: list[str],
+           base: dict, config: SynthConfig) -> dict:
+    """Try one mutation in the sandbox: ``{"key", "drop"}`` or ``{"key", "f2p", "p2p", "log"}``."""
+    per_test = base["suite_seconds"] / max(1, len(base["kept"]))
+    row: dict[str, Any] = {"key": mutation.key}
+    covering = covering[:MAX_COVERING_TESTS]
+    session.write(mutation.path, mutation.mutated)
+    try:
+        first = session.run(covering, timeout=max(config.min_timeout, 3 * per_test * len(covering)), tb="no")
+        if first.timed_out:
+            return row | {"drop": "the bug hangs the tests"}
+        if not first.failing():
+            return row | {"drop": "no test fails"}
+        files = {_test_file(t) for t in first.failing()}
+        scope = [t for t in kept if _test_file(t) in files]
+        timeout = max(config.min_timeout, 3 * per_test * len(scope))
+        runs = [session.run(scope, timeout=timeout, tb="short") for _ in range(2)]
+    finally:
+        session.write(mutation.path, mutation.original)
+    if any(r.timed_out for r in runs):
+        return row | {"drop": "the bug hangs the tests"}
+    failing = [r.failing() for r in runs]
+    if failing[0] != failing[1]:
+        return row | {"drop": "failing set unstable on a rerun"}
+    if not failing[0]:
+        return row | {"drop": "no test fails"}
+    p2p = [t for t in scope if t not in set(failing[0])]
+    return row | {"f2p": failing[0], "p2p": p2p, "log": runs[0].log[-60_000:]}
+
+
+def choose_tests(row: dict, covering: list[str], config: SynthConfig, seed: int) -> tuple[list[str], list[str]]:
+    """``(FAIL_TO_PASS, PASS_TO_PASS)``: seeded samples of at most ``max_f2p`` / ``max_p2p`` of the failing and
+    passing tests, the passing tests that run the changed code first."""
+    rng = random.Random(seed)
+    f2p = list(row["f2p"])
+    if len(f2p) > config.max_f2p:
+        f2p = sorted(rng.sample(f2p, config.max_f2p))
+    near = [t for t in row["p2p"] if t in set(covering)]
+    far = [t for t in row["p2p"] if t not in set(covering)]
+    rng.shuffle(near)
+    rng.shuffle(far)
+    p2p = sorted((near + far)[: config.max_p2p])
+    return f2p, p2p
+
+
+def build_record(source_name: str, source_version: str, repo: Path, mutation: mods.Mutation, row: dict,
+                 config: SynthConfig, covering: list[str] | None = None) -> tuple[dict | None, str]:
+    """The SWE-bench record of a screened mutation, or ``(None, drop reason)``."""
+    seed = mods.seed_for(config.seed, mutation.key)
+    f2p, p2p = choose_tests(row, covering or [], config, seed)
+    changed = changed_lines(mutation.original, mutation.mutated)
+    failing = f2p + [t for t in row["f2p"] if t not in set(f2p)]
+    statement = write_statement(source_name, source_version, failing, row["log"], changed, seed)
+    if leaks(statement, changed):
+        return None, "the statement would quote the changed line"
+    setup_patch = make_patch({mutation.path: (mutation.original, mutation.mutated)})
+    gold = make_patch({mutation.path: (mutation.mutated, mutation.original)})
+    graded_files = sorted({_test_file(t) for t in f2p + p2p})
+    tests = {}
+    for path in graded_files:
+        text = (repo / path).read_text(encoding="utf-8")
+        tests[path] = (text, text + ("" if text.endswith("\n") or not text else "\n") + GRADED_MARK)
+    test_patch = make_patch(tests)
+    lines_changed = sum(1 for line in gold.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")))
+    mode = _runner_mode(repo, f2p + p2p)
+    record = {
+        "instance_id": f"{source_name}__{source_version}.{mutation.modifier}__{mutation.key}",
+        "repo": f"pypi/{source_name}",
+        "base_commit": "",
+        "problem_statement": statement,
+        "patch": gold,
+        "test_patch": test_patch,
+        "setup_patch": setup_patch,
+        "FAIL_TO_PASS": f2p,
+        "PASS_TO_PASS": p2p,
+        "hints_text": "",
+        "test_cmd": test_command(mode),
+        "difficulty": mutation.modifier,
+        "difficulty_label": {"modifier": mutation.modifier, "lines_changed": lines_changed,
+                             "fail_to_pass": len(f2p), "failing_tests": len(row["f2p"]), "files_touched": 1,
+                             "tier": "easy" if lines_changed <= 2 and len(f2p) <= 3 else
+                             "medium" if lines_changed <= 8 else "hard"},
+        "synth": {"package": source_name, "version": source_version, "seed": config.seed,
+                  "mutation_seed": mutation.seed,
+                  "file": mutation.path, "function": mutation.qualname, "runner": mode},
+        "created_at": "",
+        "version": source_version,
+    }
+    return record, ""
+
+
+def grader_hash() -> str:
+    """sha256 of the grading tools the sandbox mounts (the runner, its checks): a cached validation holds only
+    for the grader that made it."""
+    from turngym.envs.swe.sandbox import bwrap
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(bwrap.TOOLS_DIR).glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
+    """The world's own validation of one record: ``{"key", "ok", "drop", "false_alarm", "seconds", ...}``."""
+    from turngym.envs.swe.sandbox import SandboxError
+    from turngym.envs.swe.taskset import validate
+
+    instance = SWEInstance.from_record({**record, "repo_path": str(repo_path)})
+    start = time.monotonic()
+    row: dict[str, Any] = {"key": record["instance_id"]}
+    try:
+        result = validate(instance, backend)
+    except RuntimeError as error:
+        return row | {"ok": False, "drop": "validate: the gold patch does not apply", "detail": _short(str(error)),
+                      "seconds": time.monotonic() - start}
+    except SandboxError as error:
+        return row | {"ok": False, "drop": "validate: sandbox error", "detail": _short(str(error)),
+                      "seconds": time.monotonic() - start}
+    row["seconds"] = time.monotonic() - start
+    row["base_commit"] = result.base_commit
+    row["grading_seconds"] = [result.before.duration_s, result.after.duration_s]
+    alarms = []
+    for label, report in (("gold patch", result.after), ("untouched bug", result.before)):
+        if report.tampered:
+            excerpt = [line for line in report.log.splitlines() if "turngym" in line][-6:]
+            alarms.append({"on": label, "excerpt": "\n".join(excerpt)[-1500:]})
+    if alarms:
+        return row | {"ok": False, "drop": "validate: grader false alarm (grading_tampered)", "false_alarm": alarms}
+    problems = result.problems
+    empty_reward = result.before.pass_ratio()
+    if empty_reward != 0.0:
+        problems.append(f"the empty patch earns {empty_reward}")
+    if problems:
+        kind = ("validate: FAIL_TO_PASS passes on the bug" if "already pass" in problems[0] else
+                "validate: PASS_TO_PASS fails on the bug" if "PASS_TO_PASS tests fail" in problems[0] else
+                "validate: the gold patch does not resolve it" if "does not resolve" in problems[0] else
+                "validate: the empty patch earns a reward")
+        return row | {"ok": False, "drop": kind, "detail": _short("; ".join(problems), 400),
+                      "log_tail": result.after.log[-1500:] if "resolve" in kind else result.before.log[-1500:]}
+    return row | {"ok": True}
+
+
+# --------------------------------------------------------------------------- one package, a whole run
+def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None) -> tuple[PackageReport, list[dict]]:
+    """Synthesize (and validate) the tasks of one package; never raises for bad input."""
+    root = root or cache_root()
+    report = PackageReport(spec=spec)
+    start = time.monotonic()
+    try:
+        source, repo = prepare_repo(spec, root)
+    except SourceError as error:
+        report.status, report.reason = "dropped", str(error)
+        return report, []
+    report.key, report.sdist_sha256 = source.key, source.sdist_sha256
+    report.seconds["source"] = time.monotonic() - start
+    work = root / "work" / LAYOUT / source.key
+    work.mkdir(parents=True, exist_ok=True)
+    records: list[dict] = []
+    try:
+        with TestSession(repo, backend=config.backend, name=f"synth-{source.key}") as session:
+            t0 = time.monotonic()
+            base = baseline(session, work, report, config)
+            report.seconds["baseline"] = time.monotonic() - t0
+            if base is None:
+                report.status = "dropped"
+                return report, []
+            report.tests_collected, report.tests_kept = len(base["collected"]), len(base["kept"])
+            report.tests_flaky, report.collection_errors = len(base["flaky"]), base["collection_errors"]
+            t0 = time.monotonic()
+            mutations, tests_of, report.covered_units = candidate_mutations(repo, base, source.key, config)
+            report.candidates = len(mutations)
+            report.seconds["mutate"] = time.monotonic() - t0
+            if not mutations:
+                report.status, report.reason = "dropped", "no procedural bug applies to the code the tests run"
+                return report, []
+            screened = _jsonl(work / "screen.jsonl")
+            t0 = time.monotonic()
+            for mutation in tqdm(mutations, desc=f"screening {source.key}", unit="bug", disable=None):
+                if config.max_tasks and sum(1 for r in screened.values() if "f2p" in r) >= config.max_tasks:
+                    break
+                if mutation.key not in screened:
+                    row = screen(session, mutation, tests_of[mutation.key], base["kept"], base, config)
+                    _append(work / "screen.jsonl", row)
+                    screened[mutation.key] = row
+            report.seconds["screen"] = time.monotonic() - t0
+    except Exception as error:
+        logger.exception("synthesizing %s failed", spec)
+        report.status, report.reason = "dropped", f"{type(error).__name__}: {_short(str(error))}"
+        return report, []
+    drops: Counter[str] = Counter()
+    candidates: list[dict] = []
+    for mutation in mutations:  # in the seeded order, whatever order an interrupted run screened them in
+        key, row = mutation.key, screened.get(mutation.key)
+        if row is None:
+            continue
+        report.screened += 1
+        if "drop" in row:
+            drops[row["drop"]] += 1
+            continue
+        record, reason = build_record(source.name, source.version, repo, mutation, row, config, tests_of.get(key, []))
+        if record is None:
+            drops[reason] += 1
+            continue
+        candidates.append(record)
+    report.kept_mutations = len(candidates)
+    if config.validate:
+        validated = _jsonl(work / "validate.jsonl")
+        grader = grader_hash()
+        t0 = time.monotonic()
+        for index, record in enumerate(tqdm(candidates, desc=f"validating {source.key}", unit="task", disable=None)):
+            key = record["instance_id"]
+            content_hash = sha256_text(canonical_json(record) + grader)
+            if validated.get(key, {}).get("content_hash") != content_hash:  # new, or the record changed since
+                if config.max_validations and index >= config.max_validations:
+                    drops["not validated (--max-validations)"] += 1
+                    continue
+                try:
+                    row = validate_record(record, repo, config.backend)
+                except Exception as error:
+                    logger.exception("validating %s failed", key)
+                    row = {"key": key, "ok": False, "drop": f"validate: {type(error).__name__}",
+                           "detail": _short(str(error))}
+                row["content_hash"] = content_hash
+                _append(work / "validate.jsonl", row)
+                validated[key] = row
+            row = validated[key]
+            if "seconds" in row and row.get("ok") is not None:
+                report.validation_seconds.append(round(row["seconds"], 2))
+            if row.get("false_alarm"):
+                report.false_alarms.append({"instance_id": key, "alarms": row["false_alarm"]})
+            if row.get("ok"):
+                records.append({**record, "base_commit": row["base_commit"]})
+            else:
+                drops[row["drop"]] += 1
+        report.seconds["validate"] = time.monotonic() - t0
+        report.validated = len(records)
+    else:
+        records = candidates
+    report.drops = dict(sorted(drops.items()))
+    report.seconds["total"] = time.monotonic() - start
+    _write_records(work / "records.jsonl", records, repo, work)
+    return report, records
+
+
+def _write_records(path: Path, records: list[dict], repo: Path, relative_to: Path) -> None:
+    lines = [json.dumps({**r, "repo_path": os.path.relpath(repo, relative_to)}, sort_keys=True) for r in records]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | None = None) -> dict:
+    """Synthesize from every package in ``specs``; write ``tasks.jsonl``, ``report.json`` and
+    ``manifest.json`` to ``out`` (the records point at the repositories in the cache); return the report."""
+    root = root or cache_root()
+    out.mkdir(parents=True, exist_ok=True)
+    packages, all_records = [], []
+    for spec in specs:
+        logger.info("synthesizing %s", spec)
+        report, records = synthesize_package(spec, config, root)
+        packages.append(report)
+        all_records += [(report, r) for r in records]
+        logger.info("%s: %s", spec, report.reason or f"{report.validated} tasks")
+    lines = []
+    for report, record in all_records:
+        repo = root / "repos" / LAYOUT / report.key
+        lines.append(json.dumps({**record, "repo_path": os.path.relpath(repo, out)}, sort_keys=True))
+    (out / "tasks.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    drops: Counter[str] = Counter()
+    for report in packages:
+        drops.update(report.drops)
+        if report.status == "dropped":
+            drops[f"package dropped: {report.reason.split(':')[0]}"] += 1
+    seconds = [s for r in packages for s in r.validation_seconds]
+    summary = {
+        "config": asdict(config),
+        "grader_sha256": grader_hash(),
+        "tasks": len(all_records),
+        "packages": [asdict(r) for r in packages],
+        "drops": dict(sorted(drops.items())),
+        "false_alarms": [a for r in packages for a in r.false_alarms],
+        "gold_gradings": sum(len(r.validation_seconds) for r in packages),
+        "seconds_per_validation": round(sum(seconds) / len(seconds), 2) if seconds else None,
+    }
+    (out / "report.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    manifest = {
+        "seed": config.seed, "config": asdict(config), "grader_sha256": grader_hash(),
+        "packages": [{"spec": r.spec, "key": r.key, "sdist_sha256": r.sdist_sha256, "status": r.status,
+                      "reason": r.reason} for r in packages],
+        "tasks": [{"instance_id": rec["instance_id"], "content_hash": sha256_text(canonical_json(
+            {k: v for k, v in rec.items() if k not in ("repo_path", "base_commit")}))} for _, rec in all_records],
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return summary
+
+
+def clear_package(spec_key: str, root: Path | None = None) -> None:
+    """Forget a package's cached state (not its sdist or repository)."""
+    shutil.rmtree((root or cache_root()) / "work" / LAYOUT / spec_key, ignore_errors=True)

@@ -1,0 +1,198 @@
+"""Running a repository's tests in the sandbox while synthesizing: collect, run, trace, try a mutation.
+
+One sandbox (the SWE world's own, bubblewrap by default: no network, uid 65534, the host's ``/usr``)
+holds the repository for a whole package; each mutation is written into it, its tests run with plain
+``python3 -m pytest -rA`` (fast screening), and the original file is written back. The tasks that
+survive screening are then validated through the world's own grading path (``taskset.validate``:
+turngym's runner, a fresh grading sandbox per grading), so nothing here decides a task's verdict.
+
+Bytecode is off (``PYTHONDONTWRITEBYTECODE``): a mutation of the same size written in the same second
+as the original would otherwise reuse the original's ``.pyc``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+from turngym.envs.swe.grading import parse_test_log
+from turngym.envs.swe.sandbox import PhaseTimeouts, SandboxLimits, SandboxSpec, make_sandbox, resolve_backend
+
+SCRATCH = "/scratch"
+IDS_FILE = f"{SCRATCH}/.turngym-synth-ids"
+TRACE_PLUGIN = f"{SCRATCH}/turngym_synth_trace.py"
+TRACE_OUT = f"{SCRATCH}/.turngym-synth-trace.json"
+PYTEST_OPTIONS = ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "console_output_style=classic",
+                  "-p", "no:randomly", "-W", "ignore::DeprecationWarning"]
+
+# Records, per test, which functions of the repository (not its tests) ran: (file, first line of the code).
+TRACE_SOURCE = r'''
+import json, os, sys, threading
+import pytest
+ROOT = os.getcwd()
+_now = None
+_seen = {}
+_codes = {}
+
+def _where(code):
+    found = _codes.get(code)
+    if found is None:
+        name = code.co_filename
+        path = os.path.normpath(name if os.path.isabs(name) else os.path.join(ROOT, name))
+        inside = path.startswith(ROOT + os.sep)
+        found = _codes[code] = (os.path.relpath(path, ROOT), code.co_firstlineno) if inside else ()
+    return found
+
+def _profile(frame, event, arg):
+    if event == "call" and _now is not None:
+        where = _where(frame.f_code)
+        if where:
+            _now.add(where)
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _now
+    _now = set()
+    sys.setprofile(_profile)
+    threading.setprofile(_profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+        _seen[item.nodeid] = sorted(_now)
+        _now = None
+
+def pytest_sessionfinish(session):
+    with open(os.environ["TURNGYM_TRACE_OUT"], "w") as out:
+        json.dump(_seen, out)
+'''
+
+
+@dataclass
+class Run:
+    """One pytest run: the status of each id, the log, and whether it finished in time."""
+
+    statuses: dict[str, str]
+    log: str
+    seconds: float
+    timed_out: bool = False
+    exit_code: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def failing(self) -> list[str]:
+        return sorted(t for t, s in self.statuses.items() if s not in ("PASSED", "XFAIL"))
+
+
+class TestSession:
+    """A sandbox holding ``repo_dir`` at /testbed for the whole synthesis of one package."""
+
+    def __init__(self, repo_dir: Path, backend: str = "bwrap", name: str = "synth",
+                 memory_mb: int = 2048, workspace_root: Path | None = None) -> None:
+        spec = SandboxSpec(repo_dir=repo_dir, limits=SandboxLimits(memory_mb=memory_mb, cpu_seconds=600),
+                           timeouts=PhaseTimeouts(exec=600.0, test=600.0), lifetime_s=6 * 3600.0, name=name)
+        self.sandbox = make_sandbox(resolve_backend(backend), spec, workspace_root=workspace_root)
+        self.sandbox.start()
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- files
+    def write(self, path: str, text: str) -> None:
+        """Write ``text`` to ``/testbed/path`` (through stdin: no size limit on arguments)."""
+        result = self.sandbox.exec(f"cat > {shlex.quote(path)}", stdin=text.encode(), timeout=60)
+        if not result.ok:
+            raise RuntimeError(f"could not write {path} in the sandbox: {result.output[-300:]}")
+
+    # ----------------------------------------------------------------- pytest
+    def _env(self) -> str:
+        pieces = ["PYTHONDONTWRITEBYTECODE=1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONHASHSEED=0", "TZ=UTC"]
+        return "env " + " ".join(pieces)
+
+    def pytest(self, args: list[str], ids: list[str] | None, timeout: float, env: str = "") -> tuple[str, int, float,
+                                                                                                   bool]:
+        """Run pytest with ``args`` and the ids (through a file: thousands exceed the argument limit)."""
+        if ids is not None:
+            self.write(IDS_FILE, "\n".join(ids) + "\n")
+        # the current directory off sys.path, as under the pytest script and turngym's grading runner
+        script = (f"import sys; del sys.path[0]; import pytest; "
+                  f"ids = open({IDS_FILE!r}).read().split('\\n') if {ids is not None!r} else []; "
+                  f"sys.exit(pytest.main({args!r} + [i for i in ids if i]))")
+        command = f"{self._env()} {env} python3 -c {shlex.quote(script)}"
+        start = time.monotonic()
+        result = self.sandbox.exec(command, timeout=timeout)
+        seconds = time.monotonic() - start
+        return result.output, result.exit_code, seconds, bool(result.timed_out)
+
+    def collect(self, timeout: float = 300.0) -> tuple[list[str], str]:
+        """The suite's test ids (pytest's collection, files that fail to collect skipped) and the log."""
+        log, _, _, timed_out = self.pytest([*PYTEST_OPTIONS, "--collect-only", "-q", "--continue-on-collection-errors"],
+                                           None, timeout)
+        if timed_out:
+            raise TimeoutError(f"collecting the tests took over {timeout:.0f} s")
+        ids = [line.strip() for line in log.splitlines() if "::" in line and not line.startswith(("ERROR", " "))
+               and not line.startswith("<")]
+        return list(dict.fromkeys(ids)), log
+
+    def run(self, ids: list[str], timeout: float, tb: str = "short") -> Run:
+        """Run ``ids`` once; statuses from pytest's ``-rA`` summary (MISSING when absent)."""
+        log, code, seconds, timed_out = self.pytest([*PYTEST_OPTIONS, "-rA", f"--tb={tb}", "-q"], ids, timeout)
+        return Run(parse_test_log(log, ids), log, seconds, timed_out, code)
+
+    def trace(self, ids: list[str], timeout: float) -> dict[str, list[tuple[str, int]]]:
+        """Which functions of the repository each test runs: ``{test id: [(file, first line), ...]}``."""
+        self.sandbox.exec(f"cat > {TRACE_PLUGIN}", stdin=TRACE_SOURCE.encode(), timeout=60)
+        env = f"TURNGYM_TRACE_OUT={TRACE_OUT}"
+        log, _, _, timed_out = self.pytest([*PYTEST_OPTIONS, "-q", "--tb=no", "-p", "turngym_synth_trace"], ids,
+                                           timeout, env=f"{env} PYTHONPATH={SCRATCH}")
+        if timed_out:
+            raise TimeoutError(f"tracing the tests took over {timeout:.0f} s")
+        result = self.sandbox.exec(f"base64 -w0 {TRACE_OUT}", timeout=60)
+        if not result.ok:
+            raise RuntimeError(f"the trace plugin wrote nothing: {log[-500:]}")
+        data = json.loads(base64.b64decode(result.output.strip().splitlines()[-1]))
+        return {test: [tuple(x) for x in calls] for test, calls in data.items()}
+
+
+# --------------------------------------------------------------------------- failure details
+_SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
+_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
+
+
+def failure_sections(log: str) -> dict[str, list[str]]:
+    """pytest's ``--tb`` section of each failing test, by the header's name (``Class.test`` or ``test``)."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in log.splitlines():
+        if line.startswith("=") and ("short test summary" in line or "PASSES" in line or "warnings summary" in line):
+            current = None
+            continue
+        match = _SECTION.match(line)
+        if match:
+            current = sections.setdefault(match.group(1), [])
+            continue
+        if current is not None and not line.startswith("="):
+            current.append(line)
+    return sections
+
+
+def failure_messages(log: str) -> dict[str, str]:
+    """The one-line message of each FAILED / ERROR line of pytest's short summary, by test id."""
+    found = {}
+    for line in log.splitlines():
+        match = _SUMMARY.match(line.strip())
+        if match and match.group(2) not in found:
+            found[match.group(2)] = (match.group(3) or "").strip()
+    return found

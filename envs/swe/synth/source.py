@@ -1,0 +1,307 @@
+"""Where a synthesized task set's repositories come from: a registry package's sdist, or a local directory.
+
+``pip download --no-binary :all: --no-deps NAME==VERSION`` fetches the source distribution (many ship
+their tests) into the cache, outside git; it is unpacked with tarfile's ``data`` filter and cleaned
+(bytecode, ``*.egg-info``, VCS folders out) into the repository the tasks use (``repo_path``). Everything
+below the cache root is keyed by name and version, so a second run reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+TEST_DIR_NAMES = ("test", "tests", "testing")
+DEPS_DIR = ".turngym-deps"  # the tests' dependencies, installed into the repository (what the sandbox can see)
+SKIP_DIRS = {DEPS_DIR, ".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".eggs", "build", "dist", ".mypy_cache",
+             ".pytest_cache", "node_modules", ".venv", "venv"}
+NOT_SOURCE_DIRS = {"docs", "doc", "examples", "example", "benchmarks", "bench", "scripts", "tools", "ci", ".github"}
+# Bumped when the preparation of a repository changes: repositories and state of older preparations are not reused.
+LAYOUT = "v2"
+CONFTEST_MARK = "# turngym-synth: the package's own code (and the tests' requirements) importable, as an install would"
+# Written at the top of the repository's root conftest.py (protected at grading: restored to its base version).
+# The paths go right after the standard library, never before it: a module the agent writes (src/json.py) can
+# never shadow one the runner or the tests import from the standard library, and an older copy of the package
+# installed in the system's dist-packages never shadows the repository's. (PYTHONPATH in the test command would
+# put them before the standard library, in the runner's own trusted process too.)
+CONFTEST_HEAD = CONFTEST_MARK + """
+import os as _turngym_os
+import sys as _turngym_sys
+
+
+def _turngym_paths():
+    root = _turngym_os.path.dirname(_turngym_os.path.abspath(__file__))
+    wanted = [root] + [_turngym_os.path.join(root, entry) for entry in {entries!r}]
+    stdlib = [i for i, p in enumerate(_turngym_sys.path)
+              if p and "-packages" not in p and p.startswith(_turngym_sys.base_prefix)]
+    at = stdlib[-1] + 1 if stdlib else 0
+    for path in wanted:
+        if path in _turngym_sys.path:
+            _turngym_sys.path.remove(path)
+    _turngym_sys.path[at:at] = wanted
+
+
+_turngym_paths()
+del _turngym_paths
+# turngym-synth: end
+"""
+_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9._+!-]+)$")
+
+
+class SourceError(Exception):
+    """A package whose source cannot be used; the message is the one-line reason for the report."""
+
+
+def cache_root() -> Path:
+    """``$TURNGYM_CACHE/swe-synth`` (default ``~/.cache/turngym/swe-synth``): sdists, repositories, state."""
+    root = os.environ.get("TURNGYM_CACHE") or Path.home() / ".cache" / "turngym"
+    return Path(root) / "swe-synth"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One repository to synthesize from."""
+
+    name: str  # the distribution name (or the local folder's name)
+    version: str  # the version, or "local-<hash>" for a directory
+    spec: str  # what the user gave: "name==version" or a path
+    sdist_sha256: str = ""  # of the downloaded archive (the manifest pins it)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+def parse_spec(spec: str) -> tuple[str, str] | None:
+    match = _SPEC.match(spec.strip())
+    return (match.group(1), match.group(2)) if match else None
+
+
+def fetch_sdist(name: str, version: str, root: Path, timeout: float = 600.0) -> Path:
+    """The sdist of ``name==version`` in ``root/sdists`` (downloaded once)."""
+    target = root / "sdists" / f"{name}-{version}"
+    existing = sorted(p for p in target.glob("*") if p.is_file()) if target.is_dir() else []
+    if existing:
+        return existing[0]
+    staging = Path(tempfile.mkdtemp(prefix=".download-", dir=_mkdir(root / "sdists")))
+    try:
+        command = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--quiet",
+                   "--disable-pip-version-check", "-d", str(staging), f"{name}=={version}"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"pip download {name}=={version} took over {timeout:.0f} s") from None
+        files = sorted(p for p in staging.iterdir() if p.is_file())
+        if done.returncode != 0 or not files:
+            last = (done.stderr.strip().splitlines() or ["no file downloaded"])[-1]
+            raise SourceError(f"no sdist of {name}=={version}: {last[:200]}")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return min(p for p in target.iterdir() if p.is_file())
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _copy_clean(src: Path, dst: Path) -> None:
+    """Copy a source tree without VCS folders, bytecode, build outputs, egg-info or symlinks out of it."""
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = set()
+        for name in names:
+            path = Path(directory) / name
+            if name in SKIP_DIRS or name.endswith((".egg-info", ".pyc", ".pyo", ".so", ".pyd")) or path.is_symlink():
+                skipped.add(name)
+        return skipped
+
+    shutil.copytree(src, dst, ignore=ignore, symlinks=False)
+
+
+def prepare_repo(spec: str, root: Path | None = None) -> tuple[Source, Path]:
+    """``(source, repository directory)`` for ``name==version`` or a local directory, in the cache.
+
+    Raises :class:`SourceError` with a one-line reason (no sdist, not an archive, no test files)."""
+    root = root or cache_root()
+    parsed = parse_spec(spec)
+    if parsed is None:
+        local = Path(spec).expanduser()
+        if not local.is_dir():
+            raise SourceError(f"{spec!r} is neither NAME==VERSION nor a directory")
+        tree = _tree_digest(local)
+        source = Source(name=re.sub(r"[^A-Za-z0-9._-]", "_", local.resolve().name), version=f"local-{tree[:12]}",
+                        spec=str(local.resolve()))
+        repo = root / "repos" / LAYOUT / source.key
+        if not repo.is_dir():
+            staging = Path(tempfile.mkdtemp(prefix=f".{source.key}-", dir=_mkdir(root / "repos" / LAYOUT)))
+            _copy_clean(local, staging / "repo")
+            write_path_conftest(staging / "repo")
+            os.replace(staging / "repo", repo)
+            shutil.rmtree(staging, ignore_errors=True)
+    else:
+        name, version = parsed
+        archive = fetch_sdist(name, version, root)
+        source = Source(name=name, version=version, spec=spec, sdist_sha256=sha256_file(archive))
+        repo = root / "repos" / LAYOUT / source.key
+        if not repo.is_dir():
+            staging = Path(tempfile.mkdtemp(prefix=f".{source.key}-", dir=_mkdir(root / "repos" / LAYOUT)))
+            try:
+                try:
+                    if archive.name.endswith(".zip"):
+                        shutil.unpack_archive(archive, staging / "x")
+                    else:
+                        shutil.unpack_archive(archive, staging / "x", filter="data")
+                except (shutil.ReadError, ValueError, OSError) as error:
+                    raise SourceError(f"cannot unpack {archive.name}: {error}") from None
+                entries = list((staging / "x").iterdir())
+                top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging / "x"
+                _copy_clean(top, staging / "repo")
+                install_requirements(staging / "repo", requirements(staging / "repo"))
+                write_path_conftest(staging / "repo")
+                os.replace(staging / "repo", repo)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    if not test_files(repo):
+        raise SourceError(f"{source.key} ships no test files (test_*.py or *_test.py)")
+    return source, repo
+
+
+def _tree_digest(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and not (set(path.relative_to(directory).parts) & SKIP_DIRS):
+            digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _walk_py(repo: Path) -> list[str]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(repo):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        for filename in sorted(filenames):
+            if filename.endswith(".py"):
+                found.append((Path(dirpath) / filename).relative_to(repo).as_posix())
+    return found
+
+
+def is_test_path(path: str) -> bool:
+    """A test file or a file under a test directory (what grading protects), or a conftest.py."""
+    parts = path.split("/")
+    name = parts[-1]
+    if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py") or name == "tests.py":
+        return True
+    return any(part in TEST_DIR_NAMES or part.startswith("test") for part in parts[:-1])
+
+
+def test_files(repo: Path) -> list[str]:
+    return [p for p in _walk_py(repo) if is_test_path(p) and p.rsplit("/", 1)[-1] != "conftest.py"
+            and (p.rsplit("/", 1)[-1].startswith("test") or p.endswith("_test.py"))]
+
+
+def source_files(repo: Path) -> list[str]:
+    """Python files a bug may go in: not tests, not set-up scripts, docs or examples."""
+    return [p for p in _walk_py(repo) if not is_test_path(p) and p.split("/")[0] not in NOT_SOURCE_DIRS
+            and p not in ("setup.py", "noxfile.py", "fabfile.py", "tasks.py", "conf.py")]
+
+
+def write_path_conftest(repo: Path) -> None:
+    """Make the package (root or ``src/``) and the installed requirements importable by pytest in the sandbox,
+    the way installing the package would, through the root ``conftest.py`` (see :data:`CONFTEST_HEAD`)."""
+    entries = [e for e in python_path(repo).split(":") if e]
+    conftest = repo / "conftest.py"
+    old = conftest.read_text(encoding="utf-8") if conftest.is_file() else ""
+    if CONFTEST_MARK in old:
+        return
+    head = CONFTEST_HEAD.replace("{entries!r}", repr(entries))
+    conftest.write_text(head + ("\n" + old if old else ""), encoding="utf-8")
+
+
+def needs_pytest(repo: Path) -> bool:
+    """Whether the tests need the root conftest.py's paths (src layout, installed requirements): then the runner's
+    pytest mode grades them (its unittest mode reads no conftest.py)."""
+    return bool(python_path(repo))
+
+
+def python_path(repo: Path) -> str:
+    """Extra sys.path entries the tests need, relative to the root and ``:``-separated: ``src`` for a src
+    layout, and the dependencies' folder when there is one."""
+    entries = []
+    if any((repo / "src").glob("*/__init__.py")) or any((repo / "src").glob("*.py")):
+        entries.append("src")
+    if (repo / DEPS_DIR).is_dir():
+        entries.append(DEPS_DIR)
+    return ":".join(entries)
+
+
+TEST_EXTRAS = ("test", "tests", "testing")
+# The sandbox's own pytest runs every suite (turngym's grading plugin is checked against it), so pytest and its
+# plugins are never installed next to the tests.
+NOT_INSTALLED = re.compile(r"^(pytest|pytest[-_].*|coverage|tox|nox|pre-commit|mypy|flake8|ruff|black)$",
+                           re.IGNORECASE)
+
+
+def requirements(repo: Path) -> list[str]:
+    """The runtime requirements and the test extras of an sdist (its PKG-INFO), for the sandbox's Python 3.11."""
+    from packaging.markers import default_environment
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    info = repo / "PKG-INFO"
+    if not info.is_file():
+        return []
+    environment = {**default_environment(), "python_version": "3.11", "python_full_version": "3.11.2",
+                   "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    found = []
+    for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        try:
+            requirement = Requirement(line.split(":", 1)[1].strip())
+        except InvalidRequirement:
+            continue
+        if NOT_INSTALLED.match(requirement.name):
+            continue
+        marker = requirement.marker
+        wanted = marker is None or marker.evaluate({**environment, "extra": ""}) or any(
+            marker.evaluate({**environment, "extra": extra}) for extra in TEST_EXTRAS)
+        if wanted:
+            requirement.marker = None
+            found.append(str(requirement))
+    return sorted(set(found))
+
+
+def install_requirements(repo: Path, wanted: list[str], timeout: float = 600.0) -> None:
+    """Install ``wanted`` for the sandbox's ``/usr/bin/python3`` into ``repo/.turngym-deps`` (pure-Python
+    wheels or sdists; the sandbox has no network at test time, so this happens now)."""
+    if not wanted:
+        return
+    command = ["/usr/bin/python3", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+               "--no-warn-script-location", "--target", str(repo / DEPS_DIR), *wanted]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise SourceError(f"installing the tests' requirements took over {timeout:.0f} s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise SourceError(f"cannot install the tests' requirements {wanted}: {last[:200]}")
+    shutil.rmtree(repo / DEPS_DIR / "bin", ignore_errors=True)

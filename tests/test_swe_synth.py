@@ -1,0 +1,329 @@
+"""Issue 42: SWE tasks synthesized from a package's own tests, validated in the bwrap sandbox.
+
+The end-to-end test makes a tiny package in tmp (a unittest file, a pytest file, a test that needs the
+network), synthesizes tasks from it with swesmith's procedural modifiers and validates them through the
+world's grading path; the unit tests check the problem statement never quotes the change and that bad
+input gives a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CORE = '''\
+"""Small statistics helpers."""
+
+
+def mean(values):
+    if not values:
+        raise ValueError("mean of an empty sequence")
+    total = 0
+    for value in values:
+        total += value
+    return total / len(values)
+
+
+def clamp(x, low, high):
+    if low > high:
+        raise ValueError("low must not exceed high")
+    if x < low:
+        return low
+    elif x > high:
+        return high
+    else:
+        return x
+
+
+def grade(score):
+    if score < 0 or score > 100:
+        raise ValueError("score out of range")
+    if score >= 90:
+        return "A"
+    elif score >= 75:
+        return "B"
+    elif score >= 50:
+        return "C"
+    return "F"
+
+
+def histogram(values, width):
+    counts = {}
+    for value in values:
+        if width <= 0:
+            raise ValueError("width must be positive")
+        bucket = (value // width) * width
+        counts[bucket] = counts.get(bucket, 0) + 1
+    return counts
+'''
+
+TEST_UNITTEST = '''\
+import unittest
+
+from tinystats.core import clamp, mean
+
+
+class TestMean(unittest.TestCase):
+    def test_mean_of_three(self):
+        self.assertEqual(mean([1, 2, 6]), 3)
+
+    def test_mean_of_one(self):
+        self.assertEqual(mean([5]), 5)
+
+    def test_empty_raises(self):
+        with self.assertRaises(ValueError):
+            mean([])
+
+
+class TestClamp(unittest.TestCase):
+    def test_inside(self):
+        self.assertEqual(clamp(5, 0, 10), 5)
+
+    def test_below(self):
+        self.assertEqual(clamp(-3, 0, 10), 0)
+
+    def test_above(self):
+        self.assertEqual(clamp(12, 0, 10), 10)
+
+    def test_bad_bounds(self):
+        with self.assertRaises(ValueError):
+            clamp(1, 5, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+TEST_PYTEST = '''\
+import socket
+
+import pytest
+
+from tinystats.core import grade, histogram
+
+
+@pytest.mark.parametrize("score,letter", [(95, "A"), (80, "B"), (60, "C"), (10, "F")])
+def test_grade(score, letter):
+    assert grade(score) == letter
+
+
+def test_grade_range():
+    with pytest.raises(ValueError):
+        grade(101)
+
+
+def test_histogram():
+    assert histogram([1, 2, 11, 25], 10) == {0: 2, 10: 1, 20: 1}
+
+
+def test_histogram_width():
+    with pytest.raises(ValueError):
+        histogram([1], 0)
+
+
+def test_needs_network():
+    socket.create_connection(("192.0.2.1", 80), timeout=2).close()
+'''
+
+
+def make_tiny_package(root: Path) -> Path:
+    """A small flat-layout package with a unittest file and a pytest file."""
+    package = root / "tinystats"
+    (package / "tinystats").mkdir(parents=True)
+    (package / "tests").mkdir()
+    (package / "tinystats" / "__init__.py").write_text('"""tinystats."""\n')
+    (package / "tinystats" / "core.py").write_text(CORE)
+    (package / "tests" / "__init__.py").write_text("")
+    (package / "tests" / "test_core.py").write_text(TEST_UNITTEST)
+    (package / "tests" / "test_more.py").write_text(TEST_PYTEST)
+    (package / "setup.py").write_text("from setuptools import setup\nsetup(name='tinystats', version='0.1')\n")
+    return package
+
+
+pytest.importorskip("libcst", reason="procedural bugs need libcst and swesmith (pip install swesmith libcst)")
+pytest.importorskip("swesmith", reason="procedural bugs need swesmith's modifiers (pip install swesmith libcst)")
+
+from turngym.envs.swe import load_instances, oracle_actions, swe_taskset, validate
+from turngym.envs.swe.grading import patch_paths
+from turngym.envs.swe.sandbox import backend_available
+from turngym.envs.swe.synth import SynthConfig, synthesize
+from turngym.envs.swe.synth.statement import changed_lines, write_statement
+
+BWRAP_PROBLEM = backend_available("bwrap")
+needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
+
+
+def _changed(patch: str) -> list[str]:
+    return [line[1:].strip() for line in patch.splitlines()
+            if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()]
+
+
+def _quotes(statement: str, line: str) -> bool:
+    """A statement line is the changed line, or holds it (when it is more than a bare word like `pass`)."""
+    bare = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:?", line) or not re.search(r"[A-Za-z0-9]", line)
+    return any(row.strip() == line or (not (bare and len(line) < 8) and line in row) for row in statement.splitlines())
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    root = tmp_path_factory.mktemp("synth")
+    package = make_tiny_package(root / "src")
+    config = SynthConfig(seed=0, max_candidates=8)
+    summary = synthesize([str(package)], root / "out", config, root=root / "cache")
+    return root, package, config, summary
+
+
+@needs_bwrap
+def test_synthesized_tasks_load_fail_on_the_bug_and_the_gold_patch_resolves(synthesized):
+    root, _, _, summary = synthesized
+    (package,) = summary["packages"]
+    assert package["status"] == "ok", package["reason"]
+    # the suite ran twice in the sandbox: the test that needs the network fails there and is not kept
+    assert package["tests_collected"] == 15 and package["tests_kept"] == 14
+    assert summary["tasks"] >= 3 and summary["false_alarms"] == []
+    instances = load_instances(root / "out" / "tasks.jsonl")
+    assert len(instances) == summary["tasks"]
+    runners = set()
+    for instance in instances:
+        assert all("needs_network" not in t for t in instance.fail_to_pass + instance.pass_to_pass)
+        assert not set(instance.fail_to_pass) & set(instance.pass_to_pass)
+        assert patch_paths(instance.patch) == patch_paths(instance.setup_patch) == ["tinystats/core.py"]
+        # the test patch protects exactly the graded test files
+        assert set(patch_paths(instance.test_patch)) == {t.split("::")[0] for t in instance.test_ids}
+        label = instance.extra["difficulty_label"]
+        assert label["modifier"] == instance.difficulty and label["fail_to_pass"] == len(instance.fail_to_pass)
+        assert label["files_touched"] == 1 and label["lines_changed"] >= 1
+        # the statement names the failing tests and never quotes the patch or the mutated line
+        assert instance.fail_to_pass[0] in instance.problem_statement
+        assert instance.patch not in instance.problem_statement
+        for line in _changed(instance.setup_patch):
+            assert not _quotes(instance.problem_statement, line), (instance.instance_id, line)
+        runners.add("--pytest" in instance.test_cmd)
+        assert "PYTHONPATH" not in instance.test_cmd  # never the agent's tree before the standard library
+    assert runners == {True, False}  # the unittest file is graded by the runner's unittest harnesses
+    # independently of the pipeline: the bug fails every FAIL_TO_PASS test, the empty patch earns 0, gold resolves
+    instance = instances[0]
+    check = validate(instance, "bwrap", workspace_root=root)
+    assert check.before.f2p_passed == 0 and check.before.p2p_failed == 0
+    assert check.before.pass_ratio() == 0.0 and not check.before.tampered
+    assert check.after.resolved and not check.after.tampered
+    assert check.base_commit == instance.base_commit
+
+
+@needs_bwrap
+def test_the_world_plays_a_synthesized_task_and_the_oracle_resolves_it(synthesized):
+    import gymnasium as gym
+
+    import turngym  # noqa: F401
+
+    root = synthesized[0]
+    instance = load_instances(root / "out" / "tasks.jsonl")[-1]
+    env = gym.make("turngym/SWE-v0", tasks=swe_taskset([instance], name="synth"), sandbox="bwrap",
+                   workspace_root=root)
+    try:
+        observation, _ = env.reset(seed=0)
+        assert instance.fail_to_pass[0] in observation
+        _, reward, terminated, _, step_info = env.step("```bash\nsubmit\n```")  # nothing changed: the bug stays
+        assert terminated and reward == 0.0 and not step_info["resolved"]
+        env.reset(seed=0)
+        for action in oracle_actions(instance):
+            _, reward, terminated, _, step_info = env.step(action)
+        assert terminated and step_info["resolved"] and reward == 1.0
+        assert not step_info.get("grading_tampered")
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_rerun_resumes_from_the_cache_and_gives_the_same_set(synthesized):
+    root, package, config, _ = synthesized
+    screened = sorted((root / "cache" / "work").rglob("screen.jsonl"))
+    lines = [len(p.read_text().splitlines()) for p in screened]
+    synthesize([str(package)], root / "out2", config, root=root / "cache")
+    first = json.loads((root / "out" / "manifest.json").read_text())
+    second = json.loads((root / "out2" / "manifest.json").read_text())
+    assert first["tasks"] == second["tasks"] and first["tasks"]
+    assert [len(p.read_text().splitlines()) for p in screened] == lines  # no mutation was screened again
+
+
+def _package(root: Path, name: str, files: dict[str, str]) -> Path:
+    directory = root / name
+    for path, text in files.items():
+        (directory / path).parent.mkdir(parents=True, exist_ok=True)
+        (directory / path).write_text(textwrap.dedent(text))
+    return directory
+
+
+@needs_bwrap
+def test_bad_input_gives_one_line_reasons_not_a_crash(tmp_path):
+    src = tmp_path / "src"
+    lib = "def double(x):\n    if x is None:\n        return 0\n    return x * 2\n"
+    packages = [
+        _package(src, "notests", {"notests/__init__.py": lib}),
+        _package(src, "brokensyntax", {"brokensyntax/__init__.py": "def double(x:\n    return x\n",
+                                       "tests/test_b.py": "from brokensyntax import double\n\n"
+                                                          "def test_double():\n    assert double(2) == 4\n"}),
+        _package(src, "online", {"online/__init__.py": lib,
+                                 "tests/test_o.py": "import socket\n\ndef test_fetch():\n"
+                                                    "    socket.create_connection(('192.0.2.1', 80), timeout=2)\n"}),
+        _package(src, "hangs", {"hangs/__init__.py": lib,
+                                "tests/test_h.py": "import time\n\ndef test_wait():\n    time.sleep(3600)\n"}),
+        src / "does-not-exist",
+    ]
+    config = SynthConfig(max_candidates=2, suite_timeout=8.0, validate=False)
+    summary = synthesize([str(p) for p in packages], tmp_path / "out", config, root=tmp_path / "cache")
+    reasons = {Path(p["spec"]).name: p["reason"] for p in summary["packages"]}
+    assert all(p["status"] == "dropped" for p in summary["packages"]), reasons
+    assert "no test files" in reasons["notests"]
+    assert "SyntaxError" in reasons["brokensyntax"]
+    assert "network" in reasons["online"]
+    assert "did not finish" in reasons["hangs"]
+    assert "neither NAME==VERSION nor a directory" in reasons["does-not-exist"]
+    assert all("\n" not in reason for reason in reasons.values())
+    assert summary["tasks"] == 0 and (tmp_path / "out" / "tasks.jsonl").read_text() == ""
+
+
+def test_the_statement_leaves_out_every_line_the_bug_changed():
+    original = "def area(w, h):\n    if w < 0:\n        raise ValueError('negative')\n    return w * h\n"
+    mutated = "def area(w, h):\n    if w < 0:\n        raise ValueError('negative')\n    return w + h\n"
+    log = textwrap.dedent("""\
+        ___________________________ test_area ___________________________
+        tests/test_geo.py:4: in test_area
+            assert area(2, 3) == 6
+        geo.py:4: in area
+            return w + h
+        E   assert 5 == 6
+        =========================== short test summary info ===========================
+        FAILED tests/test_geo.py::test_area - assert 5 == 6
+        """)
+    changed = changed_lines(original, mutated)
+    assert changed == ["return w * h", "return w + h"]
+    statement = write_statement("geo", "1.0", ["tests/test_geo.py::test_area"], log, changed, seed=3)
+    assert "tests/test_geo.py::test_area" in statement and "assert 5 == 6" in statement
+    assert "assert area(2, 3) == 6" in statement  # the test's own line is what a user sees
+    assert "w + h" not in statement and "w * h" not in statement
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_src_layout_imports_through_the_root_conftest_after_the_standard_library(tmp_path):
+    lib = "def scale(values, factor):\n    out = []\n    for v in values:\n        if v is None:\n" \
+          "            continue\n        out.append(v * factor)\n    return out\n"
+    package = _package(tmp_path / "src", "srclayout", {
+        "src/scaler/__init__.py": lib,
+        "tests/test_scale.py": "from scaler import scale\n\n\ndef test_scale():\n"
+                               "    assert scale([1, None, 3], 2) == [2, 6]\n",
+    })
+    summary = synthesize([str(package)], tmp_path / "out", SynthConfig(max_candidates=3), root=tmp_path / "cache")
+    (report,) = summary["packages"]
+    assert report["status"] == "ok" and report["tests_kept"] == 1, report["reason"]
+    assert summary["tasks"] >= 1 and summary["false_alarms"] == []
+    for instance in load_instances(tmp_path / "out" / "tasks.jsonl"):
+        assert instance.test_cmd == "python3 /opt/turngym/unittest_runner.py --pytest {tests}"
+        conftest = (Path(instance.repo_path) / "conftest.py").read_text()
+        assert "turngym-synth" in conftest and "'src'" in conftest
