@@ -12,6 +12,10 @@ Medians over ``--repeats`` starts and over the shipped tasks. Ratios are against
 
     python bench/swe_sandbox.py                    # all shipped tasks, 20 starts per backend
     python bench/swe_sandbox.py --tasks 5 --repeats 10 --backends bwrap
+    python bench/swe_sandbox.py --backends bwrap --against-tools OLD/envs/swe/tools   # grading: this runner vs another
+
+``--against-tools DIR`` grades every task with the runner in DIR (e.g. ``git show REV:envs/swe/tools/...`` written
+to a folder) and with this one, alternating task by task under bwrap, and prints the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -88,13 +92,43 @@ def sandbox_tests(backend: str, instance: SWEInstance) -> tuple[float, float]:
         return time.perf_counter() - start, grading
 
 
+def grading_against(tools: Path, instances: list[SWEInstance], rounds: int) -> None:
+    """Full grading per task with another runner (``tools``) and with this one, alternating, under bwrap."""
+    from turngym.envs.swe.sandbox import bwrap
+
+    ours = bwrap.TOOLS_DIR
+    times: dict[str, list[float]] = {"other": [], "this": []}
+    for _ in range(rounds):
+        for instance in tqdm(instances, desc="grading, both runners", leave=False):
+            for label, folder in (("other", tools), ("this", ours)):
+                bwrap.TOOLS_DIR = folder
+                try:
+                    times[label].append(sandbox_tests("bwrap", instance)[1])
+                finally:
+                    bwrap.TOOLS_DIR = ours
+    other, this = ms(times["other"]), ms(times["this"])
+    print(f"full grading per task, {len(instances)} shipped tasks x {rounds}, bwrap, medians")
+    print("| runner | full grading per task (ms) | ratio |")
+    print("|---|---:|---:|")
+    print(f"| {tools} | {other:.1f} | 1.00 |")
+    print(f"| this one | {this:.1f} | {this / other:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=None, help="the first N shipped tasks (default: all)")
     parser.add_argument("--repeats", type=int, default=20, help="starts per backend")
     parser.add_argument("--backends", nargs="+", default=["bwrap", "docker"])
+    parser.add_argument("--against-tools", type=Path, default=None,
+                        help="another runner's folder (unittest_runner.py, integrity.py, ...): grading cost ratio")
+    parser.add_argument("--rounds", type=int, default=2, help="with --against-tools: passes over the tasks")
     args = parser.parse_args()
     instances = [instance for _, instance in shipped_instances()][: args.tasks]
+    if args.against_tools is not None:
+        if not (args.against_tools / "unittest_runner.py").is_file():
+            parser.error(f"--against-tools {args.against_tools}: no unittest_runner.py there")
+        grading_against(args.against_tools.resolve(), instances, args.rounds)
+        return
     backends = []
     for backend in args.backends:
         problem = backend_available(backend)
