@@ -327,3 +327,54 @@ def test_a_src_layout_imports_through_the_root_conftest_after_the_standard_libra
         assert instance.test_cmd == "python3 /opt/turngym/unittest_runner.py --pytest {tests}"
         conftest = (Path(instance.repo_path) / "conftest.py").read_text()
         assert "turngym-synth" in conftest and "'src'" in conftest
+
+
+# Grader false alarms found on real packages' own tests (issue 42's first run): the gold patch's grading comes back
+# void (grading_tampered) although nothing tampers. Each case is the smallest test file that shows it; strict xfail,
+# so the test fails (XPASS) the day the grader accepts it, and the case can then become a plain test.
+FALSE_ALARMS = {
+    # cachetools 5.3.3 tests/test_func.py: `DECORATOR = staticmethod(cachetools.func.fifo_cache)` (13 of 35 tasks)
+    "package-function-as-class-attribute": (
+        "unittest",
+        ("import unittest\n\nimport pkg\n\n\nclass DoubleTest(unittest.TestCase):\n"
+         "    FUNC = staticmethod(pkg.double)\n\n"
+         "    def test_double(self):\n        self.assertEqual(self.FUNC(2), 4)\n"),
+        "DoubleTest::test_double"),
+    # toolz 0.12.1 tests/test_itertoolz.py::test_join: a set display of 3+ tuples (a frozenset constant) (17 of 35)
+    "set-of-tuples-constant": (
+        "pytest",
+        ("from pkg import double\n\n\ndef test_set_of_tuples():\n"
+         "    expected = {('one', 1), ('two', 2), ('three', 3)}\n    assert double(2) == 4 and len(expected) == 3\n"),
+        "test_set_of_tuples"),
+    # toolz 0.12.1 tests/test_curried_doctests.py: doctest restores the trace function (sys.settrace) (1 of 35)
+    "doctest-in-a-test": (
+        "pytest",
+        ("import doctest\n\nimport pkg\n\n\ndef test_doctests():\n    assert doctest.testmod(pkg).failed == 0\n"),
+        "test_doctests"),
+}
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="grader false alarm on real packages' tests (issue 42): to fix in the grader")
+@pytest.mark.parametrize("case", sorted(FALSE_ALARMS))
+def test_grader_false_alarms_on_real_packages_tests(case, tmp_path):
+    from turngym.envs.swe import SWEInstance
+
+    mode, test_file, test_name = FALSE_ALARMS[case]
+    repo = _package(tmp_path, "repo", {"pkg/__init__.py": "def double(x):\n    return x * 2\n",
+                                        "tests/__init__.py": "", "tests/test_pkg.py": test_file})
+    lines = len(test_file.splitlines())
+    mark = ("diff --git a/tests/test_pkg.py b/tests/test_pkg.py\n--- a/tests/test_pkg.py\n+++ b/tests/test_pkg.py\n"
+            f"@@ -{lines},0 +{lines + 1} @@\n+# graded\n")
+    bug = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
+           "@@ -1,2 +1,2 @@\n def double(x):\n-    return x * 2\n+    return x + 2\n")
+    gold = bug.replace("-    return x * 2\n+    return x + 2", "-    return x + 2\n+    return x * 2")
+    instance = SWEInstance.from_record({
+        "instance_id": case, "repo": "repro", "base_commit": "", "problem_statement": "x", "patch": gold,
+        "setup_patch": bug, "test_patch": mark, "repo_path": str(repo), "PASS_TO_PASS": [],
+        "FAIL_TO_PASS": [f"tests/test_pkg.py::{test_name}"],
+        "test_cmd": "python3 /opt/turngym/unittest_runner.py " + ("--pytest " if mode == "pytest" else "") + "{tests}"})
+    check = validate(instance, "bwrap", workspace_root=tmp_path)
+    assert not check.after.tampered, [line for line in check.after.log.splitlines() if "turngym" in line]
+    assert check.after.resolved
