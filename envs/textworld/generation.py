@@ -282,7 +282,11 @@ def generate_games(
         return hashes
     workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
     jobs = [(c, s, str(root) if root else None) for c, s in missing]
-    bar = tqdm(total=len(jobs), desc="generating TextWorld games", unit="game", disable=not progress)
+    configs = ", ".join(sorted({config for config, _ in missing}))
+    where = game_directory(*missing[0], root).parent.parent
+    # What is being prepared, and that it is paid once: the games are cached (a later run starts at once).
+    bar = tqdm(total=len(jobs), desc=f"generating {len(missing)} TextWorld {configs} games ({len(cached)} cached; "
+               f"a one-time cost, kept in {where})", unit="game", disable=not progress)
     if workers == 1:
         results: Iterable[tuple[str, int, str]] = map(_generate_one, jobs)
         for config, seed, digest in results:

@@ -45,7 +45,7 @@ def _task_set(args: argparse.Namespace, kwargs: dict[str, Any]):
     return task_panel(args.env, _split(args, kwargs), args.episodes, kwargs, workers=args.workers or None)
 
 
-def _agent_config(args: argparse.Namespace):
+def agent_config(args: argparse.Namespace):
     """The LLM agent's prompt, parsing and sampling; the response prefix follows the action format."""
     from turngym.agents.llm import LLMAgentConfig, reply_format
 
@@ -69,7 +69,7 @@ def _make_agent(name: str, args: argparse.Namespace):
     from turngym.agents.models import make_llm_agent
 
     backend = "openai" if name == "openai" else args.backend
-    return make_llm_agent(args.model, backend=backend, device=args.device, config=_agent_config(args),
+    return make_llm_agent(args.model, backend=backend, device=args.device, config=agent_config(args),
                           openai_base_url=args.base_url, vllm_server=args.vllm_server)
 
 
@@ -101,6 +101,9 @@ def _require_answers(report, args: argparse.Namespace) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from turngym.agents import evaluate, markdown_table
+
+    if args.compare:
+        return compare_saved(*args.compare)
 
     if "llm" in args.agent:  # a mistyped --model: one line now, before worlds, torch and games
         from turngym.agents.models import check_model
@@ -174,6 +177,15 @@ def _world_errors_to(path: Path) -> Iterator[None]:
         handler.close()
 
 
+def compare_saved(a: str, b: str) -> int:
+    """``turngym eval --compare A B``: two saved evaluations, paired by task (recipes/eval_compare.py)."""
+    from turngym.recipes.eval_compare import compare_evaluations, comparison_table, read_evaluation
+
+    first, second = read_evaluation(a), read_evaluation(b)
+    print(comparison_table(first, second, compare_evaluations(first, second)))
+    return 0
+
+
 def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
     """Where the worlds play: ``--env-server`` (remote sessions) or ``--env-backend``."""
     from turngym.envs.vector import check_server
@@ -216,7 +228,7 @@ def _file_name(agent_name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in agent_name)
 
 
-def _play_tasks(args: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]:
+def play_tasks(args: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]:
     """``--split`` for any world: as the world's own ``split`` option, or as the split's tasks."""
     from turngym.envs.panels import task_panel
     from turngym.envs.registry import world_options
@@ -232,7 +244,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     load_worlds(args)
     kwargs = env_kwargs(args)
-    env = gym.make(args.env, **kwargs, **_play_tasks(args, kwargs))
+    env = gym.make(args.env, **kwargs, **play_tasks(args, kwargs))
     observation, info = env.reset(seed=args.seed)
     print(f"[{info['task']['id']}] up to {info['max_turns']} turns. Type a command; Ctrl-D quits.\n")
     print(observation)
@@ -252,7 +264,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
-def _llm_options(p: argparse.ArgumentParser) -> None:
+def llm_options(p: argparse.ArgumentParser) -> None:
     llm = p.add_argument_group("LLM agent")
     llm.add_argument("--model", default=DEFAULT_MODEL, help="Hub name or local folder")
     llm.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="generation backend for --agent llm")
@@ -302,7 +314,10 @@ def add(sub) -> None:
                    help="play the world (and the tasks) served at URL by `turngym serve`, e.g. ws://host:8000")
     p.add_argument("--threads", type=POSITIVE, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--out", help="folder for trajectories (JSONL) and reports (JSON)")
-    _llm_options(p)
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                   help="compare two saved evaluations (a trajectories file DIR/<agent>.jsonl, or a folder with one), "
+                        "paired by task; plays nothing")
+    llm_options(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("play", help="play a world in the terminal")
