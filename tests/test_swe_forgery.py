@@ -1018,6 +1018,77 @@ def test_helper_modules_mixins_decorators_and_generated_tests_raise_no_false_ala
     assert (tmp_path / "tests" / "test_things.py").read_text() == THINGS  # the canaries are gone again
 
 
+# What real repositories' own tests do that the grader once took for tampering (issue #42's first synthesized
+# sets, 31 of 146 gold validations void): cachetools' test classes hold the package's decorators as data
+# (`DECORATOR = staticmethod(cachetools.func.ttl_cache)`), toolz compares with a set display of constant tuples
+# (a frozenset constant of tuples), more-itertools' load_tests runs the package's doctests (doctest restores
+# the trace it found through sys.settrace).
+REAL_REPOSITORY_TESTS = '''import doctest
+import unittest
+
+import pkg
+
+
+def load_tests(loader, tests, ignore):
+    tests.addTests(doctest.DocTestSuite(pkg))
+    return tests
+
+
+class DecoratorMixin:
+    def test_decorated(self):
+        self.assertEqual(self.DECORATOR(lambda x: x + 1)(1), 2)
+
+
+class TestHeld(unittest.TestCase, DecoratorMixin):
+    DECORATOR = staticmethod(pkg.cached)
+
+    def test_pairs(self):
+        expected = {(1, "one"), (2, "two"), (3, "three")}
+        self.assertEqual(set(pkg.pairs()), expected)
+'''
+REAL_PACKAGE = '''def cached(function):
+    """
+    >>> cached(abs)(-2)
+    2
+    """
+    return function
+
+
+def pairs():
+    return [(1, "one"), (2, "two"), (3, "three")]
+'''
+REAL_PYTEST = '''import pkg
+
+
+class TestHeld:
+    DECORATOR = staticmethod(pkg.cached)
+
+    def test_decorated(self):
+        assert self.DECORATOR(lambda x: x + 1)(1) == 2
+
+
+def test_pairs():
+    expected = {(1, "one"), (2, "two"), (3, "three")}
+    assert set(pkg.pairs()) == expected
+'''
+
+
+@pytest.mark.parametrize("mode", ["unittest", "pytest"])
+def test_what_real_repositories_tests_do_raises_no_false_alarm(tmp_path, mode):
+    if mode == "pytest" and not _sandbox_has_pytest():
+        pytest.skip("the sandbox's python3 (/usr/bin/python3) has no pytest (python3-pytest)")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(REAL_PACKAGE)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_real.py").write_text(REAL_REPOSITORY_TESTS if mode == "unittest" else REAL_PYTEST)
+    names = (["TestHeld::test_decorated", "TestHeld::test_pairs", "TestHeld"] if mode == "unittest"
+             else ["TestHeld::test_decorated", "test_pairs"])
+    ids = [f"tests/test_real.py::{n}" for n in names]
+    statuses, log = _run_the_runner(tmp_path, ids, *(["--pytest"] if mode == "pytest" else []))
+    assert statuses == dict.fromkeys(ids, "PASSED"), log
+
+
 # --------------------------------------------------------------------------- the report
 def test_a_tampered_grading_pays_nothing_whatever_else_passed():
     statuses = {"a": "TAMPERED", "b": "TAMPERED"}

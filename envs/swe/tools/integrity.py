@@ -733,9 +733,21 @@ def _make_same_code(code_type):
               "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_name", "co_firstlineno",
               "co_exceptiontable", "co_nlocals")
 
+    def constant(value, _type=type, _plain=plain, _tuple=tuple, _frozenset=frozenset):
+        """Whether ``value`` is made of plain constants only (its ``repr`` is its value, no code runs)."""
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            kind = _type(item)
+            if kind is _tuple or kind is _frozenset:
+                stack.extend(item)
+            elif kind not in _plain:
+                return False
+        return True
+
     def same_code(a, b, _type=type, _len=len, _range=range, _getattr=getattr, _plain=plain, _fields=fields,
                   _code=code_type, _tuple=tuple, _frozenset=frozenset, _sorted=sorted, _repr=repr, _float=float,
-                  _isnan=math.isnan, _live=live_bytecode):
+                  _isnan=math.isnan, _live=live_bytecode, _constant=constant):
         stack = [(a, b)]
         while stack:
             x, y = stack.pop()
@@ -751,14 +763,8 @@ def _make_same_code(code_type):
                     return False
                 for index in _range(_len(x)):
                     stack.append((x[index], y[index]))
-            elif kind is _frozenset:
-                for item in x:
-                    if _type(item) not in _plain:
-                        return False
-                for item in y:
-                    if _type(item) not in _plain:
-                        return False
-                if _sorted(_repr(i) for i in x) != _sorted(_repr(i) for i in y):
+            elif kind is _frozenset:  # (a set display of constants: strings, numbers, tuples of them)
+                if not _constant(x) or not _constant(y) or _sorted(_repr(i) for i in x) != _sorted(_repr(i) for i in y):
                     return False
             elif kind in _plain:
                 if not (x == y or (kind is _float and _isnan(x) and _isnan(y))):
@@ -807,7 +813,7 @@ class Guard:
             "gc_disable": gc.disable, "gc_enable": gc.enable, "gc_on": gc.isenabled, "realpath": os.path.realpath,
             "abspath": os.path.abspath, "access": os.access, "dirname": os.path.dirname, "isfile": os.path.isfile,
             "open": open, "sha256": _sha256, "compile": compile, "same_code": _make_same_code(CodeType),
-            "index": _index, "parse": ast.parse, "class_keys": _class_keys, "any": any,
+            "index": _index, "parse": ast.parse, "class_keys": _class_keys, "any": any, "all": all,
             "mro": type.__dict__["__mro__"].__get__, "qualname": type.__dict__["__qualname__"].__get__,
             "flags": type.__dict__["__flags__"].__get__, "type_dict": type.__dict__["__dict__"].__get__,
         }
@@ -1028,6 +1034,13 @@ class Guard:
                 functions = b["tuple"](f for f in (value.fget, value.fset, value.fdel) if f is not None)
             else:
                 functions = None
+            if functions and not (key.startswith("test") or key in self.behaviour or (
+                    key.startswith("__") and key.endswith("__"))) and not b["all"](
+                    b["type"](f) is b["FunctionType"] and self.code_ok(f.__code__) for f in functions):
+                # not a test nor behaviour, and not the test files' code: data the class body must assign
+                # (DECORATOR = staticmethod(package.cached)), the code under test as the tests call it
+                entries.append((key, "data"))
+                continue
             for function in functions or ():
                 if b["type"](function) is not b["FunctionType"] or not self.code_ok(function.__code__):
                     return f"{name}.{key} is not code of the test files (nor of the framework)"
@@ -1044,6 +1057,10 @@ class Guard:
                 found_class = True
                 bound |= keys
         for key, functions in entries:
+            if functions == "data":
+                if key not in bound:
+                    return f"{name}.{key} is not code of the test files (nor of the framework)"
+                continue
             if functions is None:
                 if (key.startswith("test") or key in self.behaviour or (
                         key.startswith("__") and key.endswith("__") and key not in INERT_DUNDERS)) and key not in bound:
@@ -1175,10 +1192,15 @@ class Guard:
         if not hasattr(sys, "addaudithook"):
             return
 
-        def hook(event, args, _audited=AUDITED, _getframe=sys._getframe, _guard=self, _id=id):
+        # doctest's runner clears the trace and puts back the one it found (a test suite's load_tests may run
+        # doctests): the standard library's own doctest.py, never a trace of its caller's choosing
+        doctest = os.path.join(os.path.dirname(os.__file__), "doctest.py")
+
+        def hook(event, args, _audited=AUDITED, _getframe=sys._getframe, _guard=self, _id=id, _doctest=doctest):
             if event in _audited:
                 frame = _getframe(1)
-                if frame is None or not _guard._is_test_file(frame.f_code):
+                if frame is None or not (_guard._is_test_file(frame.f_code) or (
+                        event == "sys.settrace" and frame.f_code.co_filename == _doctest)):
                     _guard.alarm(f"{event} called by code that is not the test file's")
 
         sys.addaudithook(hook)
