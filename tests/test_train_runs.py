@@ -50,7 +50,7 @@ def environment(folder: Path) -> dict[str, str]:
 
 
 def train(folder: Path, argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=environment(folder), cwd=folder,
+    return subprocess.run(argv, capture_output=True, text=True, timeout=500, env=environment(folder), cwd=folder,
                           check=False)
 
 
@@ -148,3 +148,15 @@ def test_a_checkpoint_every_few_minutes(minutes, saves):
         if control.should_save:
             callback.on_save(None, None, control)
     assert seen == saves
+
+
+def test_what_counts_as_a_run_in_a_folder(tmp_path):
+    from turngym.trainers.runs import RUN_FILE, RunFolder
+
+    (tmp_path / RUN_FILE).write_text('{"run_id": "abc"}')  # a run that stopped before its first step
+    assert not RunFolder.read(tmp_path).holds_run
+    (tmp_path / "episode_samples.jsonl").write_text("{}\n")
+    assert RunFolder.read(tmp_path).holds_run and RunFolder.read(tmp_path).describe() == "no checkpoint"
+    (tmp_path / "checkpoint-3").mkdir()
+    (tmp_path / "checkpoint-12").mkdir()
+    assert RunFolder.read(tmp_path).describe(14) == "checkpoint-12, step 12 of 14"  # by step, not by name

@@ -70,10 +70,10 @@ class RunFolder:
 
     @property
     def holds_run(self) -> bool:
-        """A run (finished, stopped or of an older turngym) wrote here: a run file, a checkpoint, samples or a
-        saved model."""
+        """A run (finished, stopped or of an older turngym) left something here to lose: a checkpoint, samples or a
+        saved model. (A run file alone, of a run that stopped before its first step, is not worth a refusal.)"""
         markers = {SAMPLES_FILE, "model.safetensors", "adapter_model.safetensors", "trainer_state.json"}
-        return self.record is not None or bool(self.checkpoints) or bool(markers & set(self.other_files))
+        return bool(self.checkpoints) or bool(markers & set(self.other_files))
 
     @property
     def latest(self) -> tuple[int, Path] | None:
