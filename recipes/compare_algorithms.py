@@ -343,9 +343,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only these entries of the config's 'algorithms' now (with base and SFT-only), in "
                              "the config's order, seed by seed, into the same study: a later call with other arms "
                              "extends it (tier by tier), and the tables cover every arm finished so far")
-    parser.add_argument("--backend", choices=["hf", "vllm"],
-                        help="RL rollouts' generation: hf (the default) or vllm (a colocated vLLM engine, its CPU "
-                             "build on CPU; sets rl.use_vllm); evaluation stays on HF")
 
 
 def only_algorithms(config: StudyConfig, labels: Sequence[str]) -> StudyConfig:
@@ -359,11 +356,9 @@ def only_algorithms(config: StudyConfig, labels: Sequence[str]) -> StudyConfig:
 
 def main_with(args: argparse.Namespace) -> int:
     config = load_config(args.config, name=args.name, seeds=args.seeds, episodes=args.episodes,
-                         results_dir=args.results_dir)
+                         results_dir=args.results_dir, backend=getattr(args, "backend", None))
     if getattr(args, "only", None):
         config = only_algorithms(config, args.only)
-    if getattr(args, "backend", None) == "vllm":  # hf: the config as it is (a study's resume compares its options)
-        config = replace(config, rl={**config.rl, "use_vllm": True, "vllm_mode": "colocate"})
     arms = getattr(args, "arms", None)  # `turngym demo` has no --arms
     summary, out = run(config, restart=args.restart, **({"arms": arms} if arms else {}))
     print_outputs(summary, out, "learning_curves.png")

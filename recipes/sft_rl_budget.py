@@ -148,7 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main_with(args: argparse.Namespace) -> int:
     config = load_config(args.config, name=args.name, seeds=args.seeds, budget=args.budget, demos=args.demos,
-                         results_dir=args.results_dir)
+                         results_dir=args.results_dir, backend=args.backend)
     summary, out = run(config, restart=args.restart)
     print_outputs(summary, out, "budget.png")
     return 0

@@ -40,6 +40,7 @@ from turngym.recipes.study_config import (
     add_study_arguments,
     adds_seeds,
     load_config,
+    resolve_backend,
 )
 from turngym.recipes.study_memory import peak_rss_gb, release_freed_memory
 from turngym.recipes.study_outcomes import (
@@ -90,6 +91,9 @@ class Study:
         self.config = config
         self.progress = progress
         self.out = Path(config.results_dir) / config.name
+        # hf or vllm: RL rollouts and held-out evaluations generate with it (auto: vllm where `import vllm` works)
+        self.backend, self.backend_reason = resolve_backend(config.backend)
+        self._engine: Any = None  # the evaluations' vLLM engine, built once and synced to each policy
         if restart and self.out.exists():
             shutil.rmtree(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -111,26 +115,45 @@ class Study:
     # ---------------------------------------------------------------- bookkeeping
     @staticmethod
     def changed_options(config: StudyConfig) -> list[str]:
-        """Top-level options that differ from the run already in ``results/<name>/`` (none: resumable)."""
+        """Top-level options that differ from the run already in ``results/<name>/`` (none: resumable). The backend
+        is not one of them: the backend the run resolved to is checked by itself (:meth:`recorded_backend`)."""
         saved = Path(config.results_dir) / config.name / "config.json"
         if not saved.exists():
             return []
         before, current = json.loads(saved.read_text()), json.loads(json.dumps(config.to_dict()))
+        before.pop("backend", None)
+        current.pop("backend", None)
         # A run saved before an evaluation option existed ran with that option's default.
         before["evaluation"] = {**asdict(EvaluationOptions()), **(before.get("evaluation") or {})}
         if adds_seeds(before.get("seeds") or [], current.get("seeds") or []):
             before["seeds"] = current["seeds"]  # more seeds of the same study: each seed's stages are its own
         return sorted(k for k in set(before) | set(current) if before.get(k) != current.get(k))
 
+    @staticmethod
+    def recorded_backend(config: StudyConfig) -> str | None:
+        """The generation backend the study in ``results/<name>/`` ran on (its ``config.json``; a study saved before
+        backends were recorded evaluated on HF), or None where no study is saved yet."""
+        saved = Path(config.results_dir) / config.name / "config.json"
+        if not saved.exists():
+            return None
+        return json.loads(saved.read_text()).get("backend", "hf")
+
     def _check_same_config(self) -> None:
         saved = self.out / "config.json"
-        current = self.config.to_dict()
+        current = {**self.config.to_dict(), "backend": self.backend}  # the backend it resolved to, not "auto"
         if saved.exists():
             changed = self.changed_options(self.config)
             if changed:
                 raise ValueError(
                     f"{self.out} holds a study run with a different config (changed: {', '.join(changed)}); resume it "
                     "with the same config (or the same seeds and more after them), pick another name, or start over "
+                    "with --restart")
+            recorded = self.recorded_backend(self.config)
+            if recorded != self.backend:
+                raise ValueError(
+                    f"{self.out} ran on the {recorded} backend and this run resolves to {self.backend} "
+                    f"({self.backend_reason}); their outcomes differ within the numerical gap, so a study stays on "
+                    f"one: resume it with --backend {recorded} (backend: {recorded}) where it imports, or start over "
                     "with --restart")
         saved.write_text(json.dumps(current, indent=1))  # seeds added to a study are saved with it
 
@@ -143,6 +166,12 @@ class Study:
     def _mark_done(folder: Path, data: Mapping[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / DONE).write_text(json.dumps({**data, "peak_rss_gb": peak_rss_gb()}, indent=1))
+
+    def backend_line(self) -> str:
+        """The one line a study opens with: which backend generates, and why."""
+        what = ("vLLM (a colocated engine: RL rollouts and held-out evaluations)" if self.backend == "vllm" else
+                "HF (transformers)")
+        return f"study {self.config.name}: generation on {what}; {self.backend_reason}"
 
     def _stage(self, title: str) -> None:
         if self.progress:
@@ -252,6 +281,10 @@ class Study:
                    "disable_tqdm": not self.progress}
         # RL plays other games than the SFT demos (the train split's first `demos` tasks), unless told otherwise.
         fields_.setdefault("skip_train_tasks", arm.demos)
+        # The study's backend decides RL's generation: TRL's vLLM integration (colocated unless rl says server).
+        fields_["use_vllm"] = self.backend == "vllm"
+        if self.backend == "vllm":
+            fields_.setdefault("vllm_mode", "colocate")
         per_step = episodes_per_step(TurnGymConfig(**fields_))
         if arm.episodes % per_step:
             raise ValueError(f"{arm.label}: the budget of {arm.episodes} episodes is not a whole number of steps of "
@@ -305,7 +338,7 @@ class Study:
         self._mark_done(folder, {"seconds": time.perf_counter() - started, "algorithm": config.algorithm,
                                  "episodes": arm.episodes, "steps": config.max_steps,
                                  "episodes_per_step": per_step, "sampled_tokens": round(sampled),
-                                 "start": str(start)})
+                                 "start": str(start), "backend": self.backend})
         return folder / "policy"
 
     # ---------------------------------------------------------------- RFT (expert iteration)
@@ -443,11 +476,13 @@ class Study:
         report = evaluate_policy(model, tokenizer, world, tasks, temperature=evaluation.temperature,
                                  seed=seed, batch=evaluation.batch, name=label, progress=self.progress,
                                  samples_per_task=evaluation.samples_per_task,
-                                 pass_at=evaluation.pass_at_k or None)
+                                 pass_at=evaluation.pass_at_k or None,
+                                 backend=self.eval_engine(model_path, model, seed) if self.backend == "vllm" else None)
         del model
         release_freed_memory()
         result = {
-            "label": label, "seed": seed, "panel": panel, "seconds": time.perf_counter() - started,
+            "label": label, "seed": seed, "panel": panel, "backend": self.backend,
+            "seconds": time.perf_counter() - started,
             "peak_rss_gb": peak_rss_gb(), "report": report.to_dict(),
             "outcomes": [{"task": t.task.get("id"), "difficulty": t.task.get("difficulty"), "won": t.won,
                           "return": t.episode_reward, "turns": t.num_turns, "invalid": sum(t.invalid_actions),
@@ -459,6 +494,27 @@ class Study:
         write_trajectories(report.trajectories, file.with_suffix(".jsonl"), token_ids=False)
         file.write_text(json.dumps(result, indent=1))
         return result
+
+    def eval_engine(self, model_path: Path | str, model: Any, seed: int) -> Any:
+        """The evaluations' vLLM backend holding ``model``'s weights: one colocated engine for the whole study, built
+        from the first policy evaluated (in its dtype) and synced to each later one (a study's policies share the base
+        model's architecture; a LoRA arm's policy is saved merged). Its random stream is reseeded with ``seed``, so a
+        sampled evaluation does not depend on what the engine played before (on CPU vLLM draws from torch's global
+        generator; greedy evaluations draw nothing)."""
+        import torch
+
+        from turngym.agents.backends import VLLMBackend
+        from turngym.agents.models import resolve_model
+
+        if self._engine is None:
+            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+            longest = getattr(model.config, "max_position_embeddings", None) or 4096
+            self._engine = VLLMBackend.colocated(resolve_model(str(model_path)), dtype=dtype, seed=seed,
+                                                 max_model_len=min(4096, longest))
+        else:
+            self._engine.sync_weights(model)
+        torch.manual_seed(seed)
+        return self._engine
 
     def train_panel(self) -> Any:
         """The tasks the study trains on: the train split's first :meth:`training_games` (the SFT demos are its
@@ -528,6 +584,8 @@ class Study:
         for arm in self.all_arms:  # before any stage (a later tier's too): an RFT budget that is not whole rounds
             if self.rft_entry(arm) is not None:
                 self.rft_budget(arm)
+        if self.progress:
+            print(self.backend_line(), flush=True)
         self.panel_check = self.check_panels()
         self._plan = self.stage_plan()
         for seed in self.config.seeds:
@@ -582,6 +640,7 @@ class Study:
             "arms_run": list(self.run_labels),  # this call's arms; the others in "arms" had finished before it
             "arms_left_out": list(self.left_out),  # the study's arms neither run by this call nor finished
             "preregistered": _plan_record(self.config.preregistered),
+            "backend": {"requested": self.config.backend, "resolved": self.backend, "why": self.backend_reason},
             "versions": _versions(),
             "config": self.config.to_dict(),
         }

@@ -13,6 +13,37 @@ from typing import Any
 import yaml
 
 RESERVED_SPLITS = frozenset({"test"})  # held out from every recipe's tuning (envs/textworld/generation.py)
+BACKENDS = ("auto", "hf", "vllm")  # a study's generation backend (StudyConfig.backend)
+
+
+def vllm_imports() -> tuple[bool, str]:
+    """Whether ``import vllm`` works in this interpreter, and why not (its error's first line) when it does not.
+    vLLM's CPU build lives in its own environment (``make install-vllm``: ``.venv-vllm``)."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return False, "vLLM is not installed in this interpreter"
+    try:
+        module = importlib.import_module("vllm")
+    except Exception as error:  # noqa: BLE001 - any failure to import means: not usable here
+        first = (str(error).splitlines() or [""])[0]
+        return False, f"import vllm fails here ({type(error).__name__}: {first})"
+    return True, f"vLLM {getattr(module, '__version__', '?')} imports in this interpreter"
+
+
+def resolve_backend(requested: str) -> tuple[str, str]:
+    """A study's generation backend, ``hf`` or ``vllm``, and why: ``auto`` is vLLM when ``import vllm`` works in this
+    interpreter (:func:`vllm_imports`), else HF; ``vllm`` where it does not import is refused in one line."""
+    if requested not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
+    if requested == "hf":
+        return "hf", "backend: hf"
+    usable, why = vllm_imports()
+    if requested == "vllm" and not usable:
+        raise ValueError(f"backend vllm: {why}; run the study with .venv-vllm/bin/turngym (make install-vllm) or "
+                         "with --backend hf")
+    return ("vllm" if usable else "hf"), (f"backend: {requested}" if requested == "vllm" else f"backend auto: {why}")
 
 
 def adds_seeds(before: Sequence[Any], current: Sequence[Any]) -> bool:
@@ -61,6 +92,10 @@ class StudyConfig:
     results_dir: str = "results"
     keep_models: bool = True  # False: delete each trained policy once it is evaluated
     preregistered: str | None = None  # the committed plan of a study that evaluates on a reserved split
+    # Generation (RL rollouts and held-out evaluations): hf, vllm (a colocated engine; its CPU build on CPU), or auto
+    # (vllm when `import vllm` works here, else hf). A study's results/<name>/config.json records the backend it
+    # resolved to, and a run that resolves to the other one is refused (outcomes differ within the numerical gap).
+    backend: str = "auto"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StudyConfig:
@@ -89,6 +124,8 @@ class StudyConfig:
         if bad:
             raise ValueError(f"world: unknown option(s) {', '.join(bad)}; "
                              f"world options are {', '.join(sorted(world_fields))}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if not self.seeds:
             raise ValueError("seeds must list at least one seed")
         if any(not isinstance(s, int) for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
@@ -181,3 +218,7 @@ def add_study_arguments(parser: Any, configs: str) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", help="override the config's seeds")
     parser.add_argument("--results-dir", help="parent folder of results/<name>/ (default: results)")
     parser.add_argument("--restart", action="store_true", help="delete results/<name>/ and start over")
+    parser.add_argument("--backend", choices=BACKENDS,
+                        help="generation for RL rollouts and evaluations (default: the config's backend, auto): "
+                             "vllm when `import vllm` works here (.venv-vllm), else hf; a study stays on the backend "
+                             "it started on")

@@ -135,18 +135,20 @@ def policy_pool(options: WorldOptions, size: int, tasks: TaskSet | None = None) 
 def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, tasks: TaskSet, *, temperature: float = 0.0,
                     seed: int = 0, batch: int = 16, name: str = "policy", progress: bool | str = True,
                     samples_per_task: int = 1, pass_at: Sequence[int] | None = None,
-                    history_window: int | None = None) -> EvalReport:
+                    history_window: int | None = None, backend: TokenBackend | None = None) -> EvalReport:
     """Play every task once (or ``samples_per_task`` times, for pass@k) with ``model`` in the run's chat format,
     through the one evaluation entry point (:func:`turngym.agents.evaluate.evaluate`); ``report.trajectories``
     holds the episodes. ``history_window``: the context the policy was trained with (default: ``options``'s, if
     it has one, else the whole episode).
 
     Greedy by default. Without env workers, up to ``batch`` episodes run side by side in this
-    process, so each turn is one batched forward pass. The model's train/eval mode is restored.
+    process, so each turn is one batched forward pass. The model's train/eval mode is restored. ``backend``: what
+    generates (default: ``model`` itself, :class:`HFBackend`), e.g. a vLLM engine holding ``model``'s weights.
     """
     was_training = model.training
     window = history_window if history_window is not None else getattr(options, "history_window", None)
-    agent = LLMAgent(HFBackend(model, pad_id=tokenizer.pad_token_id or 0), tokenizer,
+    backend = backend if backend is not None else HFBackend(model, pad_id=tokenizer.pad_token_id or 0)
+    agent = LLMAgent(backend, tokenizer,
                      options.agent_config(temperature=temperature, history_window=window), name=name)
     try:
         return evaluate(agent, options.env_id, tasks, env_kwargs=options.world_kwargs(), seed=seed,

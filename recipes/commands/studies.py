@@ -23,22 +23,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     name, path = ("demo-quick", QUICK_DEMO_CONFIG) if args.quick else ("demo", DEMO_CONFIG)
     args.config, args.name, args.seeds, args.episodes, args.only = str(path), name, None, None, None
-    config = load_config(path, name=name, results_dir=args.results_dir)
+    # backend auto: vLLM where `import vllm` works (.venv-vllm; its CPU build: 2.3-3.6x HF's rollout tokens/s,
+    # docs/benchmarks.md), else HF. The study's first line says which; a demo begun on the other is refused.
+    config = load_config(path, name=name, results_dir=args.results_dir, backend=args.backend)
     if not args.restart and Study.changed_options(config):
         print(f"{Path(args.results_dir) / name}/ holds a run of an earlier demo config: starting over")
         args.restart = True
-    args.backend = _demo_backend()
-    print(f"turngym demo: {path.name} (results in {Path(args.results_dir) / name}/; rerun to resume); RL rollouts "
-          f"generate with {'vLLM (installed here)' if args.backend == 'vllm' else 'HF (vLLM is not installed here)'}")
+    print(f"turngym demo: {path.name} (results in {Path(args.results_dir) / name}/; rerun to resume)")
     return compare_algorithms.main_with(args)
-
-
-def _demo_backend() -> str:
-    """vLLM where it is installed (its CPU build: 2.3-3.6x HF's rollout tokens/s, the demo's RL step 1.5x faster;
-    docs/benchmarks.md), else HF. The main environment has no vLLM (``.venv-vllm`` does: ``make install-vllm``)."""
-    import importlib.util
-
-    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
 
 
 def _baselines_demo(args: argparse.Namespace) -> int:
@@ -100,6 +92,9 @@ def add(sub) -> None:
     p.add_argument("--restart", action="store_true", help="delete results/demo/ and start over (default: resume)")
     p.add_argument("--results-dir", default="results", help="parent folder of demo/")
     p.add_argument("--baselines", action="store_true", help="only the oracle and random agents (seconds)")
+    p.add_argument("--backend", default="auto", choices=["auto", "hf", "vllm"],
+                   help="generation for RL rollouts and evaluations: auto (the default) is vllm where `import vllm` "
+                        "works here (.venv-vllm/bin/turngym), else hf")
     p.add_argument("--quick", action="store_true",
                    help="turn-level RLOO and its null control only, at lr 5e-6 and 32 episodes a step "
                         "(textworld-demo-quick.yaml; results/demo-quick/; about 31 min)")
