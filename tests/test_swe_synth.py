@@ -329,9 +329,9 @@ def test_a_src_layout_imports_through_the_root_conftest_after_the_standard_libra
         assert "turngym-synth" in conftest and "'src'" in conftest
 
 
-# Grader false alarms found on real packages' own tests (issue 42's first run): the gold patch's grading comes back
-# void (grading_tampered) although nothing tampers. Each case is the smallest test file that shows it; strict xfail,
-# so the test fails (XPASS) the day the grader accepts it, and the case can then become a plain test.
+# Grader false alarms found on real packages' own tests (issue 42's first run): the gold patch's grading came back
+# void (grading_tampered) although nothing tampered, 31 of 146 validations. Each case is the smallest test file
+# that showed it; fixed in the grader (79be319), kept as the synthesized tasks' regression tests.
 FALSE_ALARMS = {
     # cachetools 5.3.3 tests/test_func.py: `DECORATOR = staticmethod(cachetools.func.fifo_cache)` (13 of 35 tasks)
     "package-function-as-class-attribute": (
@@ -355,10 +355,8 @@ FALSE_ALARMS = {
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="grader false alarm on real packages' tests (issue 42): to fix in the grader")
 @pytest.mark.parametrize("case", sorted(FALSE_ALARMS))
-def test_grader_false_alarms_on_real_packages_tests(case, tmp_path):
+def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
     from turngym.envs.swe import SWEInstance
 
     mode, test_file, test_name = FALSE_ALARMS[case]

@@ -118,7 +118,9 @@ class TestSession:
 
     # ----------------------------------------------------------------- pytest
     def _env(self) -> str:
-        pieces = ["PYTHONDONTWRITEBYTECODE=1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONHASHSEED=0", "TZ=UTC"]
+        # COLUMNS: pytest cuts the short summary's messages at the terminal's width (80 without a terminal)
+        pieces = ["PYTHONDONTWRITEBYTECODE=1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONHASHSEED=0", "TZ=UTC",
+                  "COLUMNS=400"]
         return "env " + " ".join(pieces)
 
     def pytest(self, args: list[str], ids: list[str] | None, timeout: float, env: str = "") -> tuple[str, int, float,

@@ -177,7 +177,7 @@ def prepare_repo(spec: str, root: Path | None = None) -> tuple[Source, Path]:
                 entries = list((staging / "x").iterdir())
                 top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging / "x"
                 _copy_clean(top, staging / "repo")
-                install_requirements(staging / "repo", requirements(staging / "repo"))
+                install_requirements(staging / "repo", requirements(top))
                 write_path_conftest(staging / "repo")
                 os.replace(staging / "repo", repo)
             finally:
@@ -261,22 +261,42 @@ NOT_INSTALLED = re.compile(r"^(pytest|pytest[-_].*|coverage|tox|nox|pre-commit|m
                            re.IGNORECASE)
 
 
-def requirements(repo: Path) -> list[str]:
-    """The runtime requirements and the test extras of an sdist (its PKG-INFO), for the sandbox's Python 3.11."""
+def _declared(top: Path) -> list[str]:
+    """Requirement lines of an unpacked sdist: PKG-INFO's ``Requires-Dist``, else an ``*.egg-info/requires.txt``
+    (older setuptools), its ``[extra]`` / ``[extra:marker]`` / ``[:marker]`` sections turned into markers."""
+    info = top / "PKG-INFO"
+    lines = info.read_text(encoding="utf-8", errors="replace").splitlines() if info.is_file() else []
+    found = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Requires-Dist:")]
+    if found:
+        return found
+    for requires in sorted(top.glob("*.egg-info/requires.txt")) + sorted(top.glob("src/*.egg-info/requires.txt")):
+        marker = ""
+        for raw in requires.read_text(encoding="utf-8", errors="replace").splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("[") and line.endswith("]"):
+                extra, _, condition = line[1:-1].partition(":")
+                parts = ([f'extra == "{extra}"'] if extra else []) + ([f"({condition})"] if condition else [])
+                marker = " and ".join(parts)
+                continue
+            found.append(f"{line}; {marker}" if marker else line)
+        if found:
+            break
+    return found
+
+
+def requirements(top: Path) -> list[str]:
+    """The runtime requirements and the test extras of an unpacked sdist, for the sandbox's Python 3.11."""
     from packaging.markers import default_environment
     from packaging.requirements import InvalidRequirement, Requirement
 
-    info = repo / "PKG-INFO"
-    if not info.is_file():
-        return []
     environment = {**default_environment(), "python_version": "3.11", "python_full_version": "3.11.2",
                    "implementation_name": "cpython", "platform_python_implementation": "CPython"}
     found = []
-    for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
-        if not line.startswith("Requires-Dist:"):
-            continue
+    for line in _declared(top):
         try:
-            requirement = Requirement(line.split(":", 1)[1].strip())
+            requirement = Requirement(line)
         except InvalidRequirement:
             continue
         if NOT_INSTALLED.match(requirement.name):

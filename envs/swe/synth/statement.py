@@ -96,7 +96,8 @@ def write_statement(package: str, version: str, failing: list[str], log: str, ch
         if tail:
             out += ["", f"The end of the traceback of {name}:", "", "```", *tail, "```"]
     others = [(t, messages.get(t, "")) for t in listed[1:] if messages.get(t)]
-    others = [(t, m) for t, m in others if not _quotes(m, changed)]
+    # a message pytest cut at the terminal's width ("AttributeError: '...") says nothing: left out
+    others = [(t, m) for t, m in others if not _quotes(m, changed) and not (m.endswith("...") and len(m) < 60)]
     if others:
         out += ["", "The other failures say:"]
         out += [f"- {t.split('::')[-1]}: {m[:300]}" for t, m in others[:5]]
