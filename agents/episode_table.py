@@ -8,6 +8,7 @@ finished episode keeps the agent's record and frees its world. When the turns ru
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -59,6 +60,9 @@ class Trajectory:
     optimal_length: int | None = None
     record: AgentRecord | None = None
     sample: int = 0  # the k-th play (from 0) of this task in its rollout: pass@k samples, a GRPO group
+    # The world's info["reward_components"], each summed over the episode's turns (finite numbers only): what
+    # GDPO combines (trainers/advantages.component_grpo); a failed judgement shows as judge_failed = 1.
+    reward_components: dict[str, float] = field(default_factory=dict)
 
     @property
     def num_turns(self) -> int:
@@ -254,6 +258,10 @@ def _record(trajectory: Trajectory, action: str, step: StepResult) -> None:
     trajectory.won = bool(step.info.get("won"))
     trajectory.terminated, trajectory.truncated = bool(step.terminated), bool(step.truncated)
     trajectory.truncation_reason = step.info.get("truncation_reason")
+    components = step.info.get("reward_components")
+    for name, value in (components.items() if isinstance(components, dict) else ()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            trajectory.reward_components[str(name)] = trajectory.reward_components.get(str(name), 0.0) + float(value)
 
 
 def _commands(info: dict[str, Any]) -> list[str] | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from enum import StrEnum
 
 EPSILON = 1e-4  # added to standard deviations, as TRL's GRPO does
@@ -97,6 +97,37 @@ def episode_rloo(returns: Sequence[float], groups: Sequence[Hashable]) -> list[f
         for i in members:
             advantages[i] = returns[i] - (total - returns[i]) / (len(members) - 1)
     return advantages
+
+
+def component_grpo(components: Sequence[Mapping[str, float]], groups: Sequence[Hashable],
+                   weights: Mapping[str, float], renormalise: bool = True) -> list[float]:
+    """GDPO (Liu et al. 2026, "Group reward-Decoupled Normalization Policy Optimization"): each reward component
+    normalised within the group on its own, then the weighted sum, then one normalisation over the batch:
+
+        Ahat_{i,k} = (c_{i,k} - mean_{j in g_k(i)} c_{j,k}) / (std_{j in g_k(i)} c_{j,k} + eps)
+        S_i        = sum_k w_k Ahat_{i,k}
+        A_i        = (S_i - mean_batch S) / (std_batch S + eps)      (``renormalise=False``: A_i = S_i)
+
+    c_{i,k} is episode i's total of component k (``components[i][k]``), w_k = ``weights[k]``; only the weighted
+    components count. g_k(i) is i's group among the episodes that have component k: an episode without it (a failed
+    judgement has no ``judge``) is left out of that component's mean and std and gets Ahat_{i,k} = 0, never a 0
+    score. GRPO on the summed reward lets a component with a large spread drown one with a small spread and maps
+    different combinations to the same advantage; normalising each first keeps them apart, and the batch step keeps
+    the scale from growing with the number of components. Standard deviations are unbiased (n - 1), eps = 1e-4; a
+    group of one gets Ahat = 0.
+    """
+    if not weights:
+        raise ValueError("component_grpo needs the weights of the components to combine, e.g. {'outcome': 1.0}")
+    summed = [0.0] * len(components)
+    for name, weight in weights.items():
+        having = [i for i, c in enumerate(components) if c.get(name) is not None]
+        normalised = episode_grpo([float(components[i][name]) for i in having], [groups[i] for i in having])
+        for i, a in zip(having, normalised, strict=True):
+            summed[i] += weight * a
+    if not renormalise:
+        return summed
+    mean, std = sum(summed) / max(len(summed), 1), _std(summed)
+    return [(s - mean) / (std + EPSILON) for s in summed]
 
 
 # ---------------------------------------------------------------------- turn level

@@ -23,6 +23,7 @@ fields (``config_fields.py``) and the command line's parser, :class:`~turngym.tr
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field, make_dataclass
 from dataclasses import fields as dataclass_fields
@@ -107,6 +108,10 @@ class EstimatorOptions:
         metadata={"help": ", ".join(ALGORITHMS) + " or your own (docs/training.md)"})
     step_advantage_weight: float = field(
         default=1.0, metadata={"help": "gigpo's omega: A = A_episode + omega * A_step"})
+    reward_weights: dict[str, float] | str | None = field(
+        default=None, metadata={"help": "gdpo: the reward components to combine, {name: weight} (JSON on the command "
+                                        "line), e.g. {\"outcome\": 1, \"judge\": 0.5}; each is normalised within its "
+                                        "group before the weighted sum (docs/rewards.md)"})
     gamma: float = field(default=1.0, metadata={"help": "discount over turns (PPO: over tokens' turn rewards)"})
     turn_baseline_alone: Literal["return", "zero"] = field(
         default="return", metadata={"help": "turn_rloo, for a turn t that no other episode of the group reached: "
@@ -261,6 +266,7 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         for name, floor in (("skip_train_tasks", 0), ("sft_demos", 0)):
             if getattr(self, name) < floor:
                 raise ValueError(f"{name} must be >= {floor}, got {getattr(self, name)}")
+        self.reward_weights = parse_reward_weights(self.reward_weights)
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
         if self.save_minutes < 0:
@@ -376,3 +382,20 @@ def lora_config(args: TurnGymConfig) -> Any:
     return get_peft_config(ModelConfig(
         use_peft=True, lora_r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
         lora_target_modules=args.lora_target_modules, lora_modules_to_save=args.lora_modules_to_save))
+
+
+def parse_reward_weights(value: dict[str, float] | str | None) -> dict[str, float] | None:
+    """``reward_weights`` as {component: finite weight}: a mapping, or its JSON (the command line's)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f'reward_weights must be a JSON object such as {{"outcome": 1, "judge": 0.5}}, got '
+                             f"{value!r} ({error})") from None
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(k, str) and isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+            for k, w in value.items()):
+        raise ValueError(f"reward_weights must map component names to finite numbers, got {value!r}")
+    return {k: float(w) for k, w in value.items()}

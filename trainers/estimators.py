@@ -103,6 +103,8 @@ class AdvantageBatch:
     states: list[list[str | None]]  # s_{i,t}: a key of the state turn t acted in (Episode.anchor_states)
     metrics: dict[str, float] = field(default_factory=dict)
     tokens: list[EpisodeTokens] | None = None
+    # c_{i,k}: episode i's totals of its reward components over its turns (Trajectory.reward_components)
+    components: list[dict[str, float]] | None = None
 
     @property
     def returns(self) -> list[float]:
@@ -330,6 +332,33 @@ def gigpo(batch: AdvantageBatch, args: TurnGymConfig) -> list[list[float]]:
                      step_weight=args.step_advantage_weight, scale=args.scale_rewards)
 
 
+@register_estimator("gdpo")
+def gdpo(batch: AdvantageBatch, args: TurnGymConfig) -> list[list[float]]:
+    """GDPO (advantages.component_grpo): each reward component of ``reward_weights`` normalised within its group on
+    its own, the weighted sum normalised over the batch; every turn carries its episode's advantage.
+
+    The components are the worlds' ``info["reward_components"]``, summed over each episode's turns (``outcome``,
+    ``progress``, a judge's ``judge``, a world's own); an episode without one (a failed judgement) is left out of
+    that component's comparison. A component no episode of the batch has is an error (a misspelt name).
+    """
+    weights = getattr(args, "reward_weights", None)
+    if not weights:
+        raise ValueError('algorithm gdpo combines reward components: set reward_weights, e.g. '
+                         '{"outcome": 1.0, "judge": 0.5} (the names of info["reward_components"])')
+    components = batch.components or [{} for _ in batch.turn_rewards]
+    seen = {name for c in components for name in c}
+    unknown = sorted(set(weights) - seen)
+    if unknown:
+        raise ValueError(f"reward_weights names {unknown}, which no episode of this step reported; the episodes' "
+                         f"reward components are {sorted(seen)}")
+    for name in weights:
+        values = [c[name] for c in components if c.get(name) is not None]
+        batch.metrics[f"gdpo/{name}_mean"] = sum(values) / len(values)
+        batch.metrics[f"gdpo/{name}_missing"] = float(len(components) - len(values))
+    per_episode = adv.component_grpo(components, batch.groups, weights)
+    return [[a] * len(r) for a, r in zip(per_episode, batch.turn_rewards, strict=True)]
+
+
 # ---------------------------------------------------------------------- the step
 @dataclass
 class StepAdvantages:
@@ -411,6 +440,7 @@ class EpisodeEntry:
     states: list[str | None]
     won: bool
     tokens: EpisodeTokens | None = None
+    components: dict[str, float] = field(default_factory=dict)  # the episode's reward components, summed over turns
 
 
 def step_entries(episodes: Sequence[Episode], estimator: Estimator, values: Any = None,
@@ -423,7 +453,8 @@ def step_entries(episodes: Sequence[Episode], estimator: Estimator, values: Any 
         found = values[row, : len(episode.completion_ids) + 1].tolist() if values is not None else None
         return EpisodeTokens.of(episode, found, kl[row] if kl is not None else None, kl_coef)
 
-    return [EpisodeEntry(e.group, e.turn_rewards, e.anchor_states, e.won, tokens(row, e))
+    return [EpisodeEntry(e.group, e.turn_rewards, e.anchor_states, e.won, tokens(row, e),
+                         dict(getattr(e.trajectory, "reward_components", None) or {}))
             for row, e in enumerate(episodes)]
 
 
@@ -431,7 +462,8 @@ def advantage_batch(entries: Sequence[EpisodeEntry], groups: Sequence[Hashable])
     """The :class:`AdvantageBatch` of every process's entries (gathered, in TRL's order)."""
     tokens = [e.tokens for e in entries]
     return AdvantageBatch([e.turn_rewards for e in entries], list(groups), [e.states for e in entries],
-                          tokens=tokens if entries and all(t is not None for t in tokens) else None)
+                          tokens=tokens if entries and all(t is not None for t in tokens) else None,
+                          components=[dict(e.components) for e in entries])
 
 
 def token_kl(policy_logps: Any, reference_logps: Any, episodes: Sequence[Episode]) -> tuple[list[list[float]], float]:
