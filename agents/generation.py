@@ -3,7 +3,8 @@
 A backend implements :class:`TokenBackend`: ``generate(requests, sampling, stop_ids)`` gets, for each live
 episode, its whole token sequence so far and returns the ids sampled for the next turn with their
 log-probabilities. Backends never see text, so what is trained is exactly what was sampled. A :class:`Decoder`
-generates one iteration at a time, for continuous batching. The backends:
+generates one iteration at a time, for continuous batching. A sampler that holds weights of its own gets the
+trainer's through a :class:`WeightPublisher`. The backends:
 :mod:`turngym.agents.hf_backend` (transformers), :mod:`turngym.agents.vllm_backend` (vLLM) and
 :class:`~turngym.agents.backends.ScriptedBackend` (replies chosen by a function), all importable from
 :mod:`turngym.agents.backends`.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,20 @@ class TokenBackend(Protocol):
 
     def cache_prefix(self, ids: Sequence[int]) -> None:
         """Prepare a prefix many episodes share (a no-op where the backend caches on its own)."""
+
+
+class WeightPublisher(Protocol):
+    """How the trainer's weights reach a sampler that holds its own: the one interface behind every weight update.
+
+    ``publish(model, version)`` hands the sampler ``model``'s current weights, ``version`` optimizer steps into
+    training (a sampler that tracks staleness records it; one that serves only the latest may ignore it). The
+    implementations: :meth:`~turngym.agents.vllm_backend.VLLMBackend.publish` (a colocated vLLM engine),
+    :class:`~turngym.trainers.pipeline.PolicyCopy` (the pipelined rollouts' copy of the policy) and
+    :class:`~turngym.trainers.vllm_colocate.TRLWeightSync` (TRL's own sync: a vLLM server, sharded weights). A
+    sampler on the trained model itself (:class:`~turngym.agents.hf_backend.HFBackend`) needs none.
+    """
+
+    def publish(self, model: Any, version: int) -> None: ...
 
 
 Finished = tuple[Hashable, Generation]  # (request key, what the model sampled for that turn)

@@ -39,7 +39,7 @@ class VLLMBackend:
 
         ``dtype`` should be the policy's (vLLM's ``"auto"`` turns an fp32 checkpoint into bf16, whose logprobs are
         ~0.03 nats off the fp32 trainer's). The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``),
-        so :meth:`sync_weights` reaches its model; on CPU the KV cache takes ``kv_cache_gib``
+        so :meth:`publish` reaches its model; on CPU the KV cache takes ``kv_cache_gib``
         (``VLLM_CPU_KVCACHE_SPACE``, unless set). Other keyword arguments go to ``vllm.LLM``.
         """
         return cls(llm=make_llm(model, dtype=dtype, seed=seed, max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
@@ -51,12 +51,17 @@ class VLLMBackend:
     def cache_prefix(self, ids: Sequence[int]) -> None:
         """vLLM's prefix caching covers shared prompts."""
 
-    def sync_weights(self, model: Any) -> None:
-        """Load ``model``'s current weights (LoRA adapters merged) into the colocated engine; see
+    def publish(self, model: Any, version: int) -> None:
+        """A :class:`~turngym.agents.generation.WeightPublisher`: load ``model``'s current weights (LoRA adapters
+        merged) into the colocated engine, which serves only the latest (``version`` is not kept); see
         :func:`sync_vllm_weights`."""
         if self.llm is None:
-            raise ValueError("sync_weights needs a colocated vllm.LLM; in server mode TRL's trainer syncs the server")
+            raise ValueError("publish needs a colocated vllm.LLM; in server mode TRL's trainer syncs the server")
         sync_vllm_weights(self.llm, model)
+
+    def sync_weights(self, model: Any) -> None:
+        """:meth:`publish` without a version."""
+        self.publish(model, 0)
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
                  stop_ids: Sequence[int]) -> list[Generation]:

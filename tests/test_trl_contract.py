@@ -53,7 +53,8 @@ TRL_ATTRIBUTES = {"_metrics", "_step", "_tokenizer"}
 # transformers' Trainer private the checkpoint hook calls (where checkpoint-N goes; transformers is pinned to 5.x).
 TRANSFORMERS_PRIVATE = {"_get_output_dir"}
 # Modules that hold what the adapter hands over: no TRL import at all.
-TRL_FREE = ("advantages", "critic", "curriculum", "episodes", "estimators", "layouts", "metrics", "tis", "worlds")
+TRL_FREE = ("advantages", "assembly", "critic", "curriculum", "episodes", "estimators", "layouts", "metrics", "tis",
+            "worlds")
 
 
 def pinned_trl() -> str:

@@ -31,11 +31,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from turngym.agents.generation import WeightPublisher
 from turngym.trainers.metrics import staleness_metrics
 
 
 class PolicyCopy:
-    """The sampler's copy of the policy and its version; the trainer publishes, the sampler refreshes."""
+    """The sampler's copy of the policy and its version; the trainer publishes (a
+    :class:`~turngym.agents.generation.WeightPublisher`), the sampler refreshes."""
 
     def __init__(self, model: Any) -> None:
         self.model = copy.deepcopy(model).eval()
@@ -171,7 +173,8 @@ class RolloutPipeline:
         return result
 
     def publish(self, model: Any, version: int) -> None:
-        """The trainer's weights after ``version`` optimizer steps."""
+        """The trainer's weights after ``version`` optimizer steps, for the sampler's :class:`PolicyCopy` (a
+        :class:`~turngym.agents.generation.WeightPublisher`)."""
         self.policy.publish(model, version)
 
     def close(self) -> None:
@@ -281,10 +284,11 @@ def rollout_pipeline(args: Any, worlds: Sequence[Any], tokenizer: Any, backend: 
 
 
 class PublishWeights(TrainerCallback):
-    """After each optimizer step, the trainer's weights go to the pipeline's sampler (version = global step)."""
+    """After each optimizer step, the trainer's weights go to a sampler through its
+    :class:`~turngym.agents.generation.WeightPublisher` (version = global step), e.g. a :class:`RolloutPipeline`."""
 
-    def __init__(self, pipeline: RolloutPipeline) -> None:
-        self.pipeline = pipeline
+    def __init__(self, publisher: WeightPublisher) -> None:
+        self.publisher = publisher
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        self.pipeline.publish(model, state.global_step)
+        self.publisher.publish(model, state.global_step)

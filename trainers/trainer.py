@@ -1,7 +1,12 @@
 """``TurnGymTrainer``: TRL's GRPOTrainer trained on whole multi-turn episodes, with our advantages.
 
 This module is the adapter between turngym and TRL, and the only one that touches TRL's private methods (pinned
-by ``tests/test_trl_contract.py``). Everything it hands over is computed elsewhere, without TRL:
+by ``tests/test_trl_contract.py``). Everything it hands over is built or computed elsewhere, without TRL:
+
+- **assembly** (``__init__``): the run's parts (policy, worlds, rollout runner, curriculum and task sampler, LoRA,
+  critic, pipeline) are built by :mod:`~turngym.trainers.assembly`; ``__init__`` hands TRL its share and wires
+  TRL's vLLM engine (:mod:`~turngym.trainers.vllm_colocate`), whose weights arrive, as every sampler's do, through
+  a :class:`~turngym.agents.generation.WeightPublisher`.
 
 - **rollout** (``rollout_func``, TRL's public hook): :class:`~turngym.trainers.rollout.EpisodeRunner` plays one
   whole episode per task entry; :mod:`~turngym.trainers.layouts` turns the episodes into TRL's rows.
@@ -30,16 +35,16 @@ from typing import Any, ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
-from datasets import Dataset
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import use_adapter
 
+from turngym.agents.generation import WeightPublisher
 from turngym.envs.tasks import TaskSet
-from turngym.trainers.config import TurnGymConfig, lora_config
-from turngym.trainers.critic import Critic, NoCritic, build_critic, value_model
-from turngym.trainers.curriculum import SuccessCurriculum, task_sampler
+from turngym.trainers.assembly import assemble
+from turngym.trainers.config import TurnGymConfig
+from turngym.trainers.critic import Critic, NoCritic
 from turngym.trainers.episodes import Episode, group_keys
 from turngym.trainers.estimators import (
     advantage_batch,
@@ -60,12 +65,11 @@ from turngym.trainers.metrics import (
     sample_table_row,
     write_episode_samples,
 )
-from turngym.trainers.pipeline import PublishWeights, rollout_pipeline
-from turngym.trainers.rollout import BackendFactory, EpisodeRunner, evaluate_worlds, rollout_seed
-from turngym.trainers.sft import starting_policy
+from turngym.trainers.pipeline import PublishWeights
+from turngym.trainers.rollout import BackendFactory, evaluate_worlds, rollout_seed
 from turngym.trainers.tis import tis_applies, tis_weights
-from turngym.trainers.vllm_colocate import vllm_in_policy_dtype
-from turngym.trainers.worlds import World, given_tasks, parse_worlds, train_tasks, world_eval_tasks, world_train_tasks
+from turngym.trainers.vllm_colocate import trl_vllm_sampler, vllm_in_policy_dtype
+from turngym.trainers.worlds import train_tasks
 
 # Re-exported from their modules: code written against the single trainer module imports them from here.
 logger = logging.getLogger(__name__)
@@ -111,62 +115,24 @@ class TurnGymTrainer(GRPOTrainer):
                  eval_tasks: TaskSet | dict[str, TaskSet] | None = None, processing_class: Any = None,
                  critic: Any = None, backend: BackendFactory | None = None, callbacks: list | None = None,
                  peft_config: Any = None) -> None:
-        if args is None:
-            raise ValueError("TurnGymTrainer needs args=TurnGymConfig(...)")
-        args.resolve()  # imports, registry lookups, the curriculum's check (construction does none of them)
-        if model is None or isinstance(model, str):
-            model, tokenizer = starting_policy(args, model)
-            processing_class = processing_class or tokenizer
-        elif args.sft_demos:
-            raise ValueError("sft_demos warm-starts the policy from its name or folder: pass model= as a string")
-        if processing_class is None:
-            raise ValueError("pass processing_class= (the policy's tokenizer) with a model object")
-        self.worlds: list[World] = parse_worlds(args)
-        for world, given, held in zip(self.worlds, given_tasks(self.worlds, tasks, "tasks"),
-                                      given_tasks(self.worlds, eval_tasks, "eval_tasks"), strict=True):
-            world.train_tasks = given if given is not None else world_train_tasks(world)
-            world.eval_tasks = held if held is not None else world_eval_tasks(world)
-        self.eval_tasks = self.worlds[0].eval_tasks if len(self.worlds) == 1 else None  # one world: evaluate() reads it
-        self.estimator = args.estimator  # the one lookup: the rest reads its properties
-        if peft_config is None:
-            peft_config = lora_config(args)
-        if peft_config is not None and self.estimator.needs_values and critic is None:
-            # The critic stays a full model: copied from the policy before TRL injects the adapters into it.
-            critic = value_model(model, args.critic_config.model_name_or_path)
-        self.runner = EpisodeRunner(args, self.worlds, processing_class, backend)
-        keys = list(self.runner.tasks)  # task ids (one world) or world::task id keys, world after world
-        self.task_index = {key: index for index, key in enumerate(keys)}
-        self.curriculum = (SuccessCurriculum(len(keys), target=args.curriculum_target, floor=args.curriculum_floor)
-                           if args.curriculum == "success" else None)
-        qualified = len(self.worlds) > 1
-        held_out = [w.key(t.id, qualified=qualified) for w in self.worlds for t in (w.eval_tasks or ())]
-        with warnings.catch_warnings(), vllm_in_policy_dtype(model, args):
+        # Everything but TRL's trainer, built before TRL's init (trainers/assembly.py); this only wires TRL.
+        run = assemble(args, model, tasks=tasks, eval_tasks=eval_tasks, tokenizer=processing_class, critic=critic,
+                       backend=backend, peft_config=peft_config)
+        self.worlds, self.runner, self.estimator = run.worlds, run.runner, run.estimator
+        self.eval_tasks, self.curriculum, self.task_sampler, self.task_index = (run.eval_tasks, run.curriculum,
+                                                                                run.task_sampler, run.task_index)
+        train_dataset, eval_dataset = run.datasets()
+        with warnings.catch_warnings(), vllm_in_policy_dtype(run.model, args):
             # rollout_func is TRL's documented hook; its "experimental" notice is for this call only
             # (TRL_EXPERIMENTAL_SILENCE would silence every experimental TRL feature of the process).
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
-            super().__init__(model=model, reward_funcs=[episode_return], args=args,
-                             train_dataset=Dataset.from_dict({"prompt": keys}),
-                             eval_dataset=Dataset.from_dict({"prompt": held_out}) if held_out else None,
-                             processing_class=processing_class, rollout_func=self._rollout, callbacks=callbacks,
-                             peft_config=peft_config)
-        if backend is None and self.use_vllm:
-            self.runner.backend = self._vllm_backend
-        if self.use_vllm and self.vllm_mode == "colocate" and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):
-            # TRL's sync (vLLM's load_weights) fails on vLLM's CPU build in fp32 and would leave a tied head stale.
-            self.vllm_generation.sync_weights = self._sync_vllm_weights
+            super().__init__(model=run.model, reward_funcs=[episode_return], args=args, train_dataset=train_dataset,
+                             eval_dataset=eval_dataset, processing_class=run.tokenizer, rollout_func=self._rollout,
+                             callbacks=callbacks, peft_config=run.peft_config)
+        self.publisher: WeightPublisher | None = self._sample_with_vllm(backend) if self.use_vllm else None
         self._check_reference()
-        # The one place that decides: NoCritic (every call a no-op) when the estimator needs no values.
-        self.critic: Critic | NoCritic = build_critic(self.estimator.needs_values, self.model, args.critic_config,
-                                                      self.accelerator, critic)
-        weighted = len(self.worlds) > 1 and all(w.weight is not None for w in self.worlds)
-        self.task_sampler = task_sampler([[w.name for w in self.worlds].index(self.runner.world_of[k].name)
-                                          for k in keys], [w.weight for w in self.worlds] if weighted else None,
-                                         self.curriculum, group=self.num_generations,
-                                         generation_batch=args.generation_batch_size, seed=args.seed,
-                                         repeat=self.num_iterations * args.steps_per_generation)
-        self.pipeline = (rollout_pipeline(args, self.worlds, processing_class, backend, self.model,
-                                          self._get_train_sampler(self.train_dataset), keys)
-                         if args.max_staleness else None)  # K > 0: the next K steps' rollouts play in a thread
+        self.critic: Critic | NoCritic = run.critic(self.model, self.accelerator)
+        self.pipeline = run.pipeline(self.model, self._get_train_sampler(self.train_dataset))  # K > 0: in a thread
         if self.pipeline is not None:
             self.add_callback(PublishWeights(self.pipeline))
 
@@ -213,17 +179,20 @@ class TurnGymTrainer(GRPOTrainer):
                 model.train(was_training)  # the generation backend switches to eval mode
         return rollout_rows(episodes, per_turn=bool(self.args.history_window))
 
-    def _vllm_backend(self, model: Any) -> Any:
-        from turngym.agents.backends import VLLMBackend
+    def _sample_with_vllm(self, backend: BackendFactory | None) -> WeightPublisher:
+        """TRL's vLLM engine samples the rollouts (unless ``backend`` was given), and TRL's weight sync
+        (``vllm_generation.sync_weights``, called before a rollout when the step changed) goes through the engine's
+        :class:`~turngym.agents.generation.WeightPublisher` (:mod:`~turngym.trainers.vllm_colocate`)."""
+        sampler, publisher = trl_vllm_sampler(self.vllm_generation,
+                                              sharded=self.is_deepspeed_enabled or self.is_fsdp_enabled)
+        if backend is None:
+            self.runner.backend = sampler
+        self.vllm_generation.sync_weights = self._publish_weights
+        return publisher
 
-        generation = self.vllm_generation
-        llm = getattr(generation, "llm", None)
-        return VLLMBackend(llm=llm) if llm is not None else VLLMBackend(client=generation.vllm_client)
-
-    def _sync_vllm_weights(self) -> None:
-        from turngym.agents.backends import sync_vllm_weights
-
-        sync_vllm_weights(self.vllm_generation.llm, self.accelerator.unwrap_model(self.model))
+    def _publish_weights(self) -> None:
+        """The trainer's weights after ``global_step`` optimizer steps, to TRL's vLLM engine."""
+        self.publisher.publish(self.accelerator.unwrap_model(self.model), self.state.global_step)
 
     # ------------------------------------------------------------------ advantage hand-over
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:

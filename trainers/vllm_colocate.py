@@ -1,17 +1,24 @@
-"""TRL's colocated vLLM engine, built in the policy's dtype.
+"""TRL's vLLM engine: built in the policy's dtype, sampling the rollouts, given the weights through one publisher.
 
 TRL builds its colocated engine (``trl.generation.vllm_generation.LLM``) with no dtype, and vLLM's ``auto``
 samples an fp32 policy in bf16 (logprobs ~0.03 nats off the trainer's). While TRL builds it,
 :func:`vllm_in_policy_dtype` makes that ``LLM`` turngym's :func:`~turngym.agents.backends.make_llm` in the
 policy's dtype. It swaps a public name of TRL's module, not a private method; the adapter
 (``trainers/trainer.py``) is still the only module that overrides TRL's privates.
+
+Once TRL has built it, :func:`trl_vllm_sampler` gives the rollouts their backend on that engine and the
+:class:`~turngym.agents.generation.WeightPublisher` the trainer's weights reach it through: turngym's sync for a
+colocated engine (:meth:`~turngym.agents.vllm_backend.VLLMBackend.publish`), TRL's own otherwise
+(:class:`TRLWeightSync`).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
+from turngym.agents.generation import WeightPublisher
 from turngym.trainers.config import TurnGymConfig
 
 
@@ -36,3 +43,30 @@ def vllm_in_policy_dtype(model: Any, args: TurnGymConfig) -> Any:
         yield
     finally:
         trl_vllm.LLM = built_by_trl
+
+
+class TRLWeightSync:
+    """A :class:`~turngym.agents.generation.WeightPublisher` over TRL's own sync (``VLLMGeneration.sync_weights``,
+    saved before the trainer rebinds it): a vLLM server (TRL's ``VLLMClient`` sends it the weights), or a colocated
+    engine whose weights are sharded (DeepSpeed, FSDP: TRL gathers them). TRL's sync reads the trainer's model
+    itself: ``model`` and ``version`` go unused."""
+
+    def __init__(self, sync: Callable[[], None]) -> None:
+        self.sync = sync
+
+    def publish(self, model: Any, version: int) -> None:
+        self.sync()
+
+
+def trl_vllm_sampler(generation: Any, *, sharded: bool) -> tuple[Callable[[Any], Any], WeightPublisher]:
+    """The rollouts' backend factory on TRL's vLLM engine (``generation``, TRL's ``VLLMGeneration``: a colocated
+    ``vllm.LLM`` or a server's client), and its publisher: for a colocated engine the backend itself (TRL's sync,
+    vLLM's ``load_weights``, fails on vLLM's CPU build in fp32 and would leave a tied head stale), TRL's own sync
+    for a server or ``sharded`` weights."""
+    from turngym.agents.backends import VLLMBackend
+
+    llm = getattr(generation, "llm", None)
+    if llm is None:  # server mode: TRL makes the client on the main process only; read when a rollout plays
+        return (lambda model: VLLMBackend(client=generation.vllm_client)), TRLWeightSync(generation.sync_weights)
+    engine = VLLMBackend(llm=llm)
+    return (lambda model: engine), (TRLWeightSync(generation.sync_weights) if sharded else engine)

@@ -3,7 +3,8 @@ import sys
 
 import pytest
 
-from turngym.agents import backends
+from turngym.agents import vllm_backend
 
-backends.sync_vllm_weights = lambda llm, model: None  # the sabotage: a sync that loads nothing
+# the sabotage: a sync that loads nothing (VLLMBackend.publish, every colocated engine's publisher, calls this one)
+vllm_backend.sync_vllm_weights = lambda llm, model: None
 sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-m", "vllm", "tests/test_vllm.py", "-k", "sync"]))
