@@ -70,6 +70,7 @@ def test_a_rerun_of_the_same_command_says_finished_and_another_config_is_refused
     assert [line.split(":")[0] for line in summary] == ["step 1/2", "step 2/2"]  # one line per step
     assert all("success" in line and "return" in line and "invalid" in line and line.endswith(" s")
                for line in summary)
+    assert "{'loss'" not in first.stdout + first.stderr  # the line replaces transformers' metrics dict
     run = json.loads((readme_world / "run" / "turngym_run.json").read_text())
     assert run["finished"] == 2 and {row["run"] for row in samples(readme_world)} == {run["run_id"]}
 
@@ -129,6 +130,21 @@ def test_ctrl_c_prints_one_line_and_the_same_command_resumes(readme_world, tiny_
     assert f"turngym train: resuming from checkpoint-{saved}, step {saved} of {saved + 1}" in messages(again.stderr)
     steps = [row["step"] for row in samples(readme_world)]
     assert steps == sorted(steps) and steps[-1] == saved + 1  # the stopped run's later rows were dropped
+
+
+def test_the_step_line_beside_a_progress_bar(capsys):
+    """With tqdm's bar (the default), the line is written above it, in place of the metrics dict."""
+    from types import SimpleNamespace
+
+    from turngym.trainers.runs import StepProgress
+
+    progress = StepProgress()
+    state = SimpleNamespace(global_step=3, max_steps=14, is_world_process_zero=True, is_local_process_zero=True)
+    progress.on_log(None, state, None, logs={"episode/success": 0.25, "episode/return": 0.25,
+                                             "episode/invalid_action_rate": 0.125, "loss": 0.1})
+    progress.on_log(None, state, None, logs={"train_runtime": 12.0})  # the final summary: no line
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("step 3/14: success 25.0 %, return 0.250, invalid 12.5 %, ") and line.endswith(" s")
 
 
 @pytest.mark.parametrize(("minutes", "saves"), [(5.0, [False, False, True, False]), (0.0, [False] * 4)])

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
 
 logger = logging.getLogger(__name__)
 
@@ -182,8 +183,8 @@ class TimedCheckpoints(TrainerCallback):
 
 
 class StepSummary(TrainerCallback):
-    """One line per logged training step on stderr: ``step 3/14: success 25.0 %, return 0.250, invalid 12.5 %,
-    41.2 s``."""
+    """One line per logged training step on stderr, in place of transformers' metrics dict (``PrinterCallback``):
+    ``step 3/14: success 25.0 %, return 0.250, invalid 12.5 %, 41.2 s``."""
 
     def __init__(self, stream=None, clock=time.monotonic) -> None:
         self.stream, self.clock = stream, clock
@@ -192,14 +193,52 @@ class StepSummary(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self.last = self.clock()
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def line(self, state, logs: dict[str, Any] | None) -> str | None:
+        """The step's line, or None for logs that are not a training step's (evaluation, the final summary)."""
         logs = logs or {}
         if "episode/success" not in logs and "reward" not in logs:
-            return  # eval or the final summary
-        now, seconds = self.clock(), self.clock() - self.last
-        self.last = now
-        line = f"step {state.global_step}/{state.max_steps}: " + summary_cells(logs) + f", {seconds:.1f} s"
-        print(line, file=self.stream or sys.stderr, flush=True)
+            return None
+        now = self.clock()
+        seconds, self.last = now - self.last, now
+        return f"step {state.global_step}/{state.max_steps}: {summary_cells(logs)}, {seconds:.1f} s"
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        line = self.line(state, logs)
+        if line and state.is_world_process_zero:
+            print(line, file=self.stream or sys.stderr, flush=True)
+
+
+class StepProgress(ProgressCallback):
+    """transformers' progress bar with :class:`StepSummary`'s line per step written above it, in place of the
+    metrics dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summary = StepSummary()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        self.summary.on_train_begin(args, state, control)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        line = self.summary.line(state, logs)
+        if line and state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            tqdm.write(line, file=sys.stderr)
+
+
+def step_lines(trainer: Any) -> None:
+    """Give ``trainer`` one summary line per step in place of transformers' metrics dicts: the progress bar keeps
+    its place (:class:`StepProgress`), or, without it (``disable_tqdm``), :class:`StepSummary` prints."""
+    from transformers.trainer_callback import PrinterCallback
+
+    if any(isinstance(c, ProgressCallback) for c in trainer.callback_handler.callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(StepProgress())
+    else:
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(StepSummary())
 
 
 def summary_cells(logs: dict[str, Any]) -> str:

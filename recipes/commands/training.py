@@ -279,13 +279,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _trainer(config):
     """The trainer, with a checkpoint every ``save_minutes`` (unless save_strategy is no) and one summary line
     per step."""
-    from turngym.trainers.runs import StepSummary, TimedCheckpoints
+    from turngym.trainers.runs import TimedCheckpoints, step_lines
     from turngym.trainers.trainer import TurnGymTrainer
 
     trainer = TurnGymTrainer(args=config)
     if _strategy(config.save_strategy) != "no" and config.save_minutes > 0:
         trainer.add_callback(TimedCheckpoints(config.save_minutes))
-    trainer.add_callback(StepSummary())
+    step_lines(trainer)
     return trainer
 
 
