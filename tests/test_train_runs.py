@@ -107,7 +107,7 @@ def test_resume_continues_the_run_and_overwrite_clears_the_folder(readme_world, 
 
 def test_ctrl_c_prints_one_line_and_the_same_command_resumes(readme_world, tiny_policy):
     (readme_world / "slow_guess.py").write_text(SLOW_WORLD)
-    argv = command(tiny_policy, "run", "--max_steps", "30", "--save_steps", "1", world="slow_guess",
+    argv = command(tiny_policy, "run", "--max_steps", "8", "--save_steps", "1", world="slow_guess",
                    env_id="myorg/SlowGuess-v0")
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=environment(readme_world), cwd=readme_world, start_new_session=True)
@@ -123,13 +123,14 @@ def test_ctrl_c_prints_one_line_and_the_same_command_resumes(readme_world, tiny_
     assert line.startswith("turngym train: stopped at step ") and "; saved checkpoint-" in line
     assert line.endswith(" --resume") and "resume with: turngym train --import slow_guess" in line
     saved = int(line.split("saved checkpoint-")[1].split(" ")[0])
-    assert (readme_world / "run" / f"checkpoint-{saved}").is_dir() and saved < 30
+    assert (readme_world / "run" / f"checkpoint-{saved}").is_dir() and saved < 8
 
-    again = train(readme_world, [*argv[:-4], "--max_steps", str(saved + 1), "--save_steps", "1", "--resume"])
+    again = train(readme_world, argv)  # the same command again: it resumes
     assert again.returncode == 0, again.stderr
-    assert f"turngym train: resuming from checkpoint-{saved}, step {saved} of {saved + 1}" in messages(again.stderr)
+    assert f"turngym train: resuming from checkpoint-{saved}, step {saved} of 8" in messages(again.stderr)
     steps = [row["step"] for row in samples(readme_world)]
-    assert steps == sorted(steps) and steps[-1] == saved + 1  # the stopped run's later rows were dropped
+    assert steps == sorted(steps) and steps[-1] == 8  # the stopped run's rows after its checkpoint were dropped
+    assert len(steps) == 4 * 8 and len({row["run"] for row in samples(readme_world)}) == 1
 
 
 def test_the_step_line_beside_a_progress_bar(capsys):
