@@ -161,3 +161,36 @@ def make_judge_model(spec: str = DEFAULT_MODEL, *, device: str = "cpu", base_url
     if kind == "vllm":
         return VLLMJudgeModel.load(name)
     return OpenAIJudgeModel(name, base_url=base_url)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m turngym.agents.judge_models injections [--judge SPEC]``: the injection set against the shipped
+    judge on a model (default: SmolLM2, offline), as a table with the inflation and failure rates."""
+    import argparse
+    import time
+
+    from turngym.envs.judge_attacks import measure_injections
+    from turngym.envs.judges import Judge
+
+    parser = argparse.ArgumentParser(prog="python -m turngym.agents.judge_models")
+    parser.add_argument("command", choices=["injections"])
+    parser.add_argument("--judge", default=DEFAULT_MODEL, help="hf:NAME (or NAME), vllm:NAME or openai:MODEL")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    judge = Judge(make_judge_model(args.judge, device=args.device), max_new_tokens=args.max_new_tokens, timeout=3600)
+    report = measure_injections(judge)
+    print(report.table())
+    print(f"\njudge {judge.name}: bare wrong answer {report.baseline}, right answer {report.right}; "
+          f"inflated {sum(r.inflated for r in report.results)}/{len(report.results)} "
+          f"({report.inflation_rate:.0%}), failed {sum(r.failed is not None for r in report.results)}/"
+          f"{len(report.results)} ({report.failure_rate:.0%}); {time.monotonic() - started:.0f} s")
+    for result in report.results:
+        if result.failed:
+            print(f"  {result.name}: {result.failed[:160]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -391,30 +391,30 @@ def test_gdpo_leaves_an_episode_without_a_component_out_of_that_components_compa
     assert found == pytest.approx([0.5 / (math.sqrt(0.5) + EPS), -0.5 / (math.sqrt(0.5) + EPS), 0.0])
 
 
-def test_the_gdpo_estimator_reads_reward_weights_and_names_an_unknown_component():
+def test_the_gdpo_estimator_reads_component_weights_and_names_an_unknown_component():
     from turngym.trainers.estimators import AdvantageBatch, get_estimator
 
     gdpo = get_estimator("gdpo")
     batch = AdvantageBatch([[0.0, 1.0], [0.0]], ["a", "a"], [[None, None], [None]],
                            components=[{"outcome": 1.0, "judge": 0.5}, {"outcome": 0.0, "judge": 0.5}])
-    rows = gdpo(batch, SimpleNamespace(reward_weights={"outcome": 1.0, "judge": 1.0})).advantages
+    rows = gdpo(batch, SimpleNamespace(component_weights={"outcome": 1.0, "judge": 1.0})).advantages
     a = 0.5 / (math.sqrt(0.5) + EPS)
     std = math.sqrt(2 * a * a)
     assert rows[0] == pytest.approx([a / (std + EPS)] * 2) and rows[1] == pytest.approx([-a / (std + EPS)])
     assert batch.metrics["gdpo/judge_mean"] == 0.5 and batch.metrics["gdpo/judge_missing"] == 0.0
-    with pytest.raises(ValueError, match=r"reward_weights names \['jugde'\].*are \['judge', 'outcome'\]"):
-        gdpo(batch, SimpleNamespace(reward_weights={"jugde": 1.0}))
-    with pytest.raises(ValueError, match="set reward_weights"):
-        gdpo(batch, SimpleNamespace(reward_weights=None))
+    with pytest.raises(ValueError, match=r"component_weights names \['jugde'\].*are \['judge', 'outcome'\]"):
+        gdpo(batch, SimpleNamespace(component_weights={"jugde": 1.0}))
+    with pytest.raises(ValueError, match="set component_weights"):
+        gdpo(batch, SimpleNamespace(component_weights=None))
 
 
-def test_reward_weights_are_checked_where_the_config_reads_them():
-    from turngym.trainers.config import parse_reward_weights
+def test_component_weights_are_checked_where_the_config_reads_them():
+    from turngym.trainers.config import parse_component_weights
 
-    assert parse_reward_weights('{"outcome": 1, "judge": 0.5}') == {"outcome": 1.0, "judge": 0.5}
+    assert parse_component_weights('{"outcome": 1, "judge": 0.5}') == {"outcome": 1.0, "judge": 0.5}
     for bad in ('{"outcome": "1"}', "[1]", "{", '{"judge": NaN}'):
-        with pytest.raises(ValueError, match="reward_weights"):
-            parse_reward_weights(bad)
+        with pytest.raises(ValueError, match="component_weights"):
+            parse_component_weights(bad)
 
 
 def test_a_world_registered_with_a_judge_makes_through_gymnasium():
@@ -426,3 +426,14 @@ def test_a_world_registered_with_a_judge_makes_through_gymnasium():
     *_, info = env.step(RIGHT)
     assert info["episode_reward"] == 1.0
     env.close()
+
+
+@pytest.mark.slow
+def test_the_default_small_model_as_judge_is_never_inflated_by_the_injection_set():
+    """SmolLM2-135M-Instruct (offline) as the shipped judge's model: measured once at 0 / 15 inflated and 15 / 15
+    failed (it never answers in the schema, not even for the bare answers), 850 s on 2 loaded cores
+    (docs/rewards.md). Slow: ``make test-slow``."""
+    from turngym.agents.judge_models import HFJudgeModel
+
+    report = measure_injections(Judge(HFJudgeModel.load(), max_new_tokens=64, timeout=3600))
+    assert report.inflation_rate == 0.0, report.table()

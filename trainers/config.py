@@ -108,7 +108,7 @@ class EstimatorOptions:
         metadata={"help": ", ".join(ALGORITHMS) + " or your own (docs/training.md)"})
     step_advantage_weight: float = field(
         default=1.0, metadata={"help": "gigpo's omega: A = A_episode + omega * A_step"})
-    reward_weights: dict[str, float] | str | None = field(
+    component_weights: dict[str, float] | str | None = field(
         default=None, metadata={"help": "gdpo: the reward components to combine, {name: weight} (JSON on the command "
                                         "line), e.g. {\"outcome\": 1, \"judge\": 0.5}; each is normalised within its "
                                         "group before the weighted sum (docs/rewards.md)"})
@@ -266,7 +266,7 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         for name, floor in (("skip_train_tasks", 0), ("sft_demos", 0)):
             if getattr(self, name) < floor:
                 raise ValueError(f"{name} must be >= {floor}, got {getattr(self, name)}")
-        self.reward_weights = parse_reward_weights(self.reward_weights)
+        self.component_weights = parse_component_weights(self.component_weights)
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ValueError(f"tis_cap must be positive (or None: off), got {self.tis_cap}")
         if self.save_minutes < 0:
@@ -384,18 +384,18 @@ def lora_config(args: TurnGymConfig) -> Any:
         lora_target_modules=args.lora_target_modules, lora_modules_to_save=args.lora_modules_to_save))
 
 
-def parse_reward_weights(value: dict[str, float] | str | None) -> dict[str, float] | None:
-    """``reward_weights`` as {component: finite weight}: a mapping, or its JSON (the command line's)."""
+def parse_component_weights(value: dict[str, float] | str | None) -> dict[str, float] | None:
+    """``component_weights`` as {component: finite weight}: a mapping, or its JSON (the command line's)."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError as error:
-            raise ValueError(f'reward_weights must be a JSON object such as {{"outcome": 1, "judge": 0.5}}, got '
+            raise ValueError(f'component_weights must be a JSON object such as {{"outcome": 1, "judge": 0.5}}, got '
                              f"{value!r} ({error})") from None
     if not isinstance(value, dict) or not value or not all(
             isinstance(k, str) and isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
             for k, w in value.items()):
-        raise ValueError(f"reward_weights must map component names to finite numbers, got {value!r}")
+        raise ValueError(f"component_weights must map component names to finite numbers, got {value!r}")
     return {k: float(w) for k, w in value.items()}

@@ -334,22 +334,22 @@ def gigpo(batch: AdvantageBatch, args: TurnGymConfig) -> list[list[float]]:
 
 @register_estimator("gdpo")
 def gdpo(batch: AdvantageBatch, args: TurnGymConfig) -> list[list[float]]:
-    """GDPO (advantages.component_grpo): each reward component of ``reward_weights`` normalised within its group on
+    """GDPO (advantages.component_grpo): each reward component of ``component_weights`` normalised within its group on
     its own, the weighted sum normalised over the batch; every turn carries its episode's advantage.
 
     The components are the worlds' ``info["reward_components"]``, summed over each episode's turns (``outcome``,
     ``progress``, a judge's ``judge``, a world's own); an episode without one (a failed judgement) is left out of
     that component's comparison. A component no episode of the batch has is an error (a misspelt name).
     """
-    weights = getattr(args, "reward_weights", None)
+    weights = getattr(args, "component_weights", None)
     if not weights:
-        raise ValueError('algorithm gdpo combines reward components: set reward_weights, e.g. '
+        raise ValueError('algorithm gdpo combines reward components: set component_weights, e.g. '
                          '{"outcome": 1.0, "judge": 0.5} (the names of info["reward_components"])')
     components = batch.components or [{} for _ in batch.turn_rewards]
     seen = {name for c in components for name in c}
     unknown = sorted(set(weights) - seen)
     if unknown:
-        raise ValueError(f"reward_weights names {unknown}, which no episode of this step reported; the episodes' "
+        raise ValueError(f"component_weights names {unknown}, which no episode of this step reported; the episodes' "
                          f"reward components are {sorted(seen)}")
     for name in weights:
         values = [c[name] for c in components if c.get(name) is not None]
