@@ -332,6 +332,34 @@ def test_a_trl_reward_function_scores_each_completion_or_ranks_each_prompts_grou
     assert scores == [1.0, 0.0, 0.5, 1.0] and group.judge.calls == 1 and group.judge.requests == 2
 
 
+def played(answer: str, task_id: str = "capital", rewards=(0.0,)) -> object:
+    from turngym.agents.rollout import Trajectory
+
+    return Trajectory(task={"id": task_id, "split": "train", "difficulty": "easy"}, observations=[PROBE_TASK, "Noted."],
+                      actions=[answer], turn_rewards=list(rewards), invalid_actions=[False])
+
+
+def test_a_rollouts_episodes_are_judged_in_one_batch_or_ranked_per_group():
+    from turngym.agents.judging import judge_trajectories
+
+    model = Scripted(honest)
+    episodes = [played(RIGHT), played(WRONG), played("Perth", rewards=(0.25,))]
+    verdicts = judge_trajectories(Judge(model), episodes, mode="replace", rubric=PROBE_RUBRIC)
+    assert [v.score for v in verdicts] == [1.0, 0.0, 0.0] and model.batches == [3]
+    assert [e.turn_rewards for e in episodes] == [[1.0], [0.0], [0.0]]
+    assert [e.reward_components for e in episodes] == [{"judge": 1.0}, {"judge": 0.0}, {"judge": 0.0}]
+    ranker = Scripted(ranks_by_content)
+    group = [played(WRONG, "q1"), played(RIGHT, "q2"), played("Australia", "q1"), played(RIGHT, "q1")]
+    verdicts = judge_trajectories(Judge(ranker, rubric=PROBE_RUBRIC), group, kind="group", mode="add", weight=2.0)
+    assert [v.score for v in verdicts] == [0.0, 1.0, 0.5, 1.0] and ranker.batches == [2]  # two groups, one call
+    assert [e.turn_rewards for e in group] == [[0.0], [2.0], [1.0], [2.0]]
+    failing = [played(RIGHT)]
+    (verdict,) = judge_trajectories(Judge(Scripted(lambda r: "great answer")), failing, mode="replace",
+                                    rubric=lambda task: PROBE_RUBRIC if task["id"] == "capital" else None)
+    assert not verdict.ok and failing[0].turn_rewards == [0.0]
+    assert failing[0].reward_components == {"judge_failed": 1.0}
+
+
 # ---------------------------------------------------------------------- judge models
 def test_the_hf_judge_model_runs_and_a_random_model_fails_every_judgement_with_a_reason(model, tokenizer):
     from turngym.agents.judge_models import HFJudgeModel
