@@ -149,7 +149,7 @@ def test_the_step_line_beside_a_progress_bar(capsys):
 
 
 @pytest.mark.parametrize(("minutes", "saves"), [(5.0, [False, False, True, False]), (0.0, [False] * 4)])
-def test_a_checkpoint_every_few_minutes(minutes, saves):
+def test_a_checkpoint_every_few_minutes(tmp_path, minutes, saves):
     from types import SimpleNamespace
 
     from turngym.trainers.runs import TimedCheckpoints
@@ -157,14 +157,36 @@ def test_a_checkpoint_every_few_minutes(minutes, saves):
     now = [0.0]
     callback = TimedCheckpoints(minutes, clock=lambda: now[0])
     seen = []
-    for minute in (1, 4, 6, 7):
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    for step, minute in enumerate((1, 4, 6, 7), 1):
         now[0] = 60.0 * minute
-        control = SimpleNamespace(should_save=False)
-        callback.on_step_end(None, None, control)
+        state, control = SimpleNamespace(global_step=step, is_world_process_zero=True), SimpleNamespace(
+            should_save=False)
+        callback.on_step_end(args, state, control)
         seen.append(control.should_save)
         if control.should_save:
-            callback.on_save(None, None, control)
+            callback.on_save(args, state, control)
     assert seen == saves
+
+
+def test_only_the_newest_timed_checkpoint_is_kept(tmp_path):
+    """Each checkpoint is the whole training state: timed ones replace each other; save_steps' stay."""
+    from types import SimpleNamespace
+
+    from turngym.trainers.runs import TimedCheckpoints
+
+    now = [0.0]
+    callback = TimedCheckpoints(5.0, clock=lambda: now[0])
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    for step, minute, by_steps in ((1, 6, False), (2, 7, True), (3, 12, False), (4, 18, False)):
+        now[0] = 60.0 * minute
+        state = SimpleNamespace(global_step=step, is_world_process_zero=True)
+        control = SimpleNamespace(should_save=by_steps)  # step 2: save_steps asked for it first
+        callback.on_step_end(args, state, control)
+        if control.should_save:
+            (tmp_path / f"checkpoint-{step}").mkdir()  # what the trainer saves
+            callback.on_save(args, state, control)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2", "checkpoint-4"]
 
 
 def test_what_counts_as_a_run_in_a_folder(tmp_path):

@@ -164,22 +164,33 @@ def keep_samples_up_to(output_dir: str | Path, step: int) -> int:
 
 class TimedCheckpoints(TrainerCallback):
     """A checkpoint at the end of the first step that ends ``minutes`` after the last one (or the start), besides
-    ``save_steps``: a run longer than a few minutes can always be resumed."""
+    ``save_steps``: a run longer than a few minutes can always be resumed. Only the newest of these timed checkpoints
+    is kept (each is the whole training state: the policy, its optimizer, the critic), never one of ``save_steps``'."""
 
     def __init__(self, minutes: float, clock=time.monotonic) -> None:
         self.seconds, self.clock = 60.0 * minutes, clock
         self.last = clock()
+        self.pending: int | None = None  # the step whose save this callback asked for
+        self.previous: Path | None = None  # the last timed checkpoint kept
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.last = self.clock()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.seconds > 0 and self.clock() - self.last >= self.seconds:
+        if self.seconds > 0 and self.clock() - self.last >= self.seconds and not control.should_save:
             control.should_save = True
+            self.pending = state.global_step
         return control
 
     def on_save(self, args, state, control, **kwargs):
         self.last = self.clock()
+        if self.pending is None or self.pending != state.global_step:
+            return  # a save_steps checkpoint: kept, as save_total_limit says
+        self.pending = None
+        saved = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if self.previous is not None and self.previous != saved and state.is_world_process_zero:
+            shutil.rmtree(self.previous, ignore_errors=True)
+        self.previous = saved
 
 
 class StepSummary(TrainerCallback):
