@@ -582,6 +582,10 @@ class JudgedEnv(gym.Wrapper):
     ``won_at``: the judge also decides the outcome: ``info["won"]`` is whether the score (in [0, 1]) reaches it (and
     ``info["lost"]`` the opposite, on an episode that terminated), so success rates count judged wins.
 
+    An episode the world ended on its own failure (a truncation other than the turn limit) is not judged and is
+    flagged the same way. An episode the *agent* ends (its context is full) never reaches a last step here: judge
+    those with :func:`turngym.agents.judging.judge_trajectories`.
+
     A failed judgement changes no reward: the last step's ``info["judge_failed"]`` is the reason and
     ``info["reward_components"]["judge_failed"]`` is 1 (so a rollout's totals show it), and a warning is logged.
 
@@ -619,12 +623,17 @@ class JudgedEnv(gym.Wrapper):
         return observation, reward, terminated, truncated, info
 
     def _judged(self, reward: float, info: dict[str, Any]) -> float:
+        components = info.setdefault("reward_components", {})
+        truncation = info.get("truncation_reason")
+        if truncation not in (None, "max_turns"):  # the world failed: there is no episode to judge
+            info["judge_failed"] = f"not judged: the world failed ({truncation})"
+            components["judge_failed"] = 1.0
+            return reward
         task = getattr(self.env.unwrapped, "task", None)
         given = self.rubric_of(task) if self.rubric_of is not None else _payload_rubric(task)
         submission = Submission(self._observations[0], transcript(self._observations, self._actions),
                                 Rubric.of(given) if given is not None else None)
         verdict = self.judge.pointwise([submission])[0]
-        components = info.setdefault("reward_components", {})
         info["judge"] = verdict.as_info()
         if not verdict.ok:
             info["judge_failed"] = verdict.failed

@@ -283,6 +283,26 @@ def test_a_judged_world_flags_a_failed_judgement_and_keeps_the_worlds_reward():
     assert info["reward_components"]["judge_failed"] == 1.0 and "judge" not in info["reward_components"]
 
 
+def test_an_episode_the_world_failed_is_flagged_not_judged():
+    class Crashing(Quiz):
+        def _execute(self, command):
+            return WorldState(text="", failure="engine crashed")
+
+    model = Scripted(honest)
+    env = JudgedEnv(Crashing(), Judge(model))
+    env.reset(seed=0)
+    *_, truncated, info = env.step(RIGHT)
+    assert truncated and info["judge_failed"] == "not judged: the world failed (engine crashed)" and not model.batches
+    class Endless(Quiz):
+        def _execute(self, command):
+            return WorldState(text="Go on.")
+
+    turn_limit = JudgedEnv(Endless(max_turns=1), Judge(model))  # never ends on its own: judged at the turn limit
+    turn_limit.reset(seed=0)
+    *_, truncated, info = turn_limit.step(RIGHT)
+    assert truncated and info["truncation_reason"] == "max_turns" and info["reward_components"]["judge"] == 1.0
+
+
 def test_the_rubric_and_reference_come_from_the_task_never_from_the_episode():
     model = GullibleModel()
     env = JudgedEnv(Quiz(), Judge(model))
