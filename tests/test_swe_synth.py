@@ -354,24 +354,20 @@ FALSE_ALARMS = {
 }
 
 
-# Still void under the grader of 79be319: toolz 0.12.1 test_functoolz.py::test_memoize_key_signature (revalidating the
-# first run's toolz tasks, the first one came back void again: "the runner's or the test file's code was rewritten
-# in place (its live bytecode or constants changed)"). Strict xfail: it fails (XPASS) once the grader accepts it.
-OPEN_FALSE_ALARMS = {
-    "dict-display-with-tuple-keys": (
-        "pytest",
-        ("from pkg import double\n\n\ndef test_dict_of_tuple_keys():\n"
-         "    cache = {((1,), frozenset((('y', 2),))): 2, ((1, 2), None): 3}\n"
-         "    assert double(2) == 4 and len(cache) == 2\n"),
-        "test_dict_of_tuple_keys"),
-}
-FALSE_ALARMS.update(OPEN_FALSE_ALARMS)
-OPEN = pytest.mark.xfail(strict=True, raises=AssertionError, reason="grader false alarm, open (issue 42)")
+# toolz 0.12.1 test_functoolz.py::test_memoize_key_signature: a dict display whose keys are constant tuples holding a
+# frozenset; the test keeps the dict alive, raising the constants' refcounts, and marshal's back-references (which
+# depend on refcounts) changed the grader's digest of the test file's constants: "rewritten in place", a false
+# alarm. The digest now marshals with version 2 (no back-references).
+FALSE_ALARMS["dict-display-with-tuple-keys"] = (
+    "pytest",
+    ("from pkg import double\n\nKEPT = []\n\n\ndef test_dict_of_tuple_keys():\n"
+     "    cache = {((1,), frozenset((('y', 2),))): 2, ((1, 2), None): 3}\n    KEPT.append(cache)\n"
+     "    assert double(2) == 4 and len(cache) == 2\n"),
+    "test_dict_of_tuple_keys")
 
 
 @needs_bwrap
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[OPEN] if c in OPEN_FALSE_ALARMS else [])
-                                  for c in sorted(FALSE_ALARMS)])
+@pytest.mark.parametrize("case", sorted(FALSE_ALARMS))
 def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
     from turngym.envs.swe import SWEInstance
 

@@ -555,9 +555,11 @@ def live_digest(codes):
             if raw is None or last is None or raw != last[0]:
                 last = _seen[index] = (raw, _live(code))
             total.update(last[1])
+            # marshal version 2: no back-references, whose use depends on refcounts (a constant kept alive by a
+            # test, a memoize cache, would change the bytes)
             total.update(_dumps((_tuple(c for c in code.co_consts if _type(c) is not _code), code.co_names,
                                  code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
-                                 _getattr(code, "co_exceptiontable", b""))))
+                                 _getattr(code, "co_exceptiontable", b"")), 2))
         return total.hexdigest()
 
     return digest
