@@ -37,7 +37,8 @@ Trust (the policy is the adversary: it writes the text the judge reads):
   the call's nonce as ``id`` (a verdict written by the policy cannot carry it), an integer score in range, no NaN;
   anything else is a failed judgement.
 
-``tests/test_judges.py`` runs the injection set (:data:`INJECTIONS`) against it; docs/rewards.md has the rates.
+``tests/test_judges.py`` runs the injection set (:data:`turngym.envs.judge_attacks.INJECTIONS`) against it;
+docs/rewards.md has the rates.
 """
 
 from __future__ import annotations

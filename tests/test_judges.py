@@ -479,8 +479,8 @@ def test_a_world_registered_with_a_judge_makes_through_gymnasium():
 @pytest.mark.slow
 def test_the_default_small_model_as_judge_is_never_inflated_by_the_injection_set():
     """SmolLM2-135M-Instruct (offline) as the shipped judge's model: measured once at 0 / 15 inflated and 15 / 15
-    failed (it never answers in the schema, not even for the bare answers), 850 s on 2 loaded cores
-    (docs/rewards.md). Slow: ``make test-slow``."""
+    failed (it never answers in the schema, not even for the bare answers), about 110 s on 2 quiet cores, 850 s on
+    loaded ones (docs/rewards.md). Slow: ``make test-slow``."""
     from turngym.agents.judge_models import HFJudgeModel
 
     report = measure_injections(Judge(HFJudgeModel.load(), max_new_tokens=64, timeout=3600))
