@@ -35,7 +35,8 @@ def tokenizer_special_tokens(tokenizer: Any) -> tuple[str, ...]:
 
 
 class HFJudgeModel:
-    """A transformers causal LM as a judge: the chat template, greedy decoding, the new tokens decoded.
+    """A transformers causal LM as a judge: the chat template, greedy decoding (a request with a temperature samples,
+    alone, from ``torch.manual_seed(seed)``), the new tokens decoded.
 
     Args:
         model, tokenizer: loaded (see :meth:`load`); the model is used in eval mode, without gradients.
@@ -64,7 +65,10 @@ class HFJudgeModel:
                  for r in requests]
         ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         replies: list[str] = [""] * len(requests)
-        order = sorted(range(len(requests)), key=lambda i: len(ids[i]))
+        for i, request in enumerate(requests):  # sampled requests one by one, each from its own seed
+            if request.temperature > 0:
+                replies[i] = self._generate([ids[i]], [request])[0]
+        order = sorted((i for i, r in enumerate(requests) if r.temperature <= 0), key=lambda i: len(ids[i]))
         start = 0
         while start < len(order):
             end = start + 1
@@ -84,15 +88,22 @@ class HFJudgeModel:
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(row)) + row for row in ids], device=self.model.device)
         attention = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids], device=self.model.device)
-        with torch.no_grad():
-            out = self.model.generate(input_ids=input_ids, attention_mask=attention, do_sample=False,
-                                      max_new_tokens=max(r.max_new_tokens for r in requests), pad_token_id=pad)
+        sampling = {"do_sample": False}
+        if requests[0].temperature > 0:  # one request (see complete)
+            sampling = {"do_sample": True, "temperature": requests[0].temperature, "top_k": 0, "top_p": 1.0}
+        device = self.model.device
+        # a seeded request draws from its own seed without moving the process's generators
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+            if requests[0].temperature > 0 and requests[0].seed is not None:
+                torch.manual_seed(requests[0].seed)
+            out = self.model.generate(input_ids=input_ids, attention_mask=attention, pad_token_id=pad,
+                                      max_new_tokens=max(r.max_new_tokens for r in requests), **sampling)
         return [self.tokenizer.decode(row[width:][: r.max_new_tokens], skip_special_tokens=True)
                 for row, r in zip(out, requests, strict=True)]
 
 
 class VLLMJudgeModel:
-    """A ``vllm.LLM`` as a judge (``LLM.chat`` on the batch, temperature 0)."""
+    """A ``vllm.LLM`` as a judge (``LLM.chat`` on the batch, each request's temperature and seed)."""
 
     def __init__(self, llm: Any, *, name: str = "vllm") -> None:
         self.llm, self.name = llm, name
@@ -109,13 +120,13 @@ class VLLMJudgeModel:
 
         if not requests:
             return []
-        params = SamplingParams(temperature=0.0, max_tokens=max(r.max_new_tokens for r in requests))
+        params = [SamplingParams(temperature=r.temperature, seed=r.seed, max_tokens=r.max_new_tokens) for r in requests]
         outputs = self.llm.chat([list(r.messages) for r in requests], params, use_tqdm=False)
         return [o.outputs[0].text if o.outputs else "" for o in outputs]
 
 
 class OpenAIJudgeModel:
-    """A served model behind ``POST {base_url}/chat/completions`` as a judge (temperature 0).
+    """A served model behind ``POST {base_url}/chat/completions`` as a judge (each request's temperature and seed).
 
     Args:
         model: the served model's name.
@@ -144,8 +155,9 @@ class OpenAIJudgeModel:
 
     def _one(self, request: JudgeRequest) -> str | BaseException:
         try:
-            response = self.client.chat.completions.create(model=self.model, messages=list(request.messages),
-                                                           temperature=0.0, max_tokens=request.max_new_tokens)
+            response = self.client.chat.completions.create(
+                model=self.model, messages=list(request.messages), temperature=request.temperature,
+                max_tokens=request.max_new_tokens, **({"seed": request.seed} if request.seed is not None else {}))
         except Exception as error:  # noqa: BLE001 - one request's failure is its judgement's, reported
             logger.warning("judge request failed: %s", error)
             return error

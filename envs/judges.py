@@ -68,10 +68,14 @@ Message = dict[str, str]
 # ---------------------------------------------------------------------- the model protocol
 @dataclass(frozen=True)
 class JudgeRequest:
-    """One judge call: chat messages (``system`` then ``user``) and the most tokens the reply may take."""
+    """One model call: chat messages (``system`` then ``user``), the most tokens the reply may take, and how to
+    sample. A judge asks greedily (temperature 0); a model playing a counterpart (a simulated user) samples, and
+    ``seed`` makes its reply replay."""
 
     messages: tuple[Message, ...]
     max_new_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
 
 
 @runtime_checkable

@@ -392,10 +392,28 @@ def test_the_hf_judge_model_runs_and_a_random_model_fails_every_judgement_with_a
     assert judge.calls == 1
 
 
+def test_a_sampled_request_replays_from_its_seed_and_leaves_the_process_generator_alone(model, tokenizer):
+    """What a counterpart model (a simulated user) needs: a temperature, and a seed that makes its reply replay."""
+    import torch
+
+    from turngym.agents.judge_models import HFJudgeModel
+
+    chat = HFJudgeModel(model, tokenizer, name="tiny")
+    messages = ({"role": "system", "content": "You are a customer."}, {"role": "user", "content": "Hello!"})
+    sampled = [JudgeRequest(messages, 12, temperature=1.0, seed=seed) for seed in (1, 1, 2)]
+    torch.manual_seed(0)
+    before = torch.rand(1)
+    torch.manual_seed(0)
+    first = chat.complete(sampled + [JudgeRequest(messages, 12)])
+    assert torch.rand(1) == before  # the process's generator did not move
+    assert first[0] == first[1] != first[2] and first == chat.complete(sampled + [JudgeRequest(messages, 12)])
+
+
 def test_the_openai_judge_model_fails_only_the_request_that_failed():
     from turngym.agents.judge_models import OpenAIJudgeModel
 
     def create(model, messages, **kwargs):
+        assert kwargs["temperature"] == 0.0 and "seed" not in kwargs  # a judge asks greedily
         if "Perth" in messages[-1]["content"]:
             raise ConnectionError("reset by peer")
         request = JudgeRequest(tuple(messages))
