@@ -448,11 +448,16 @@ def _live_bytecode_reader():
     caches = getattr(dis, "_inline_cache_entries", None)
     names = dis.opname
 
+    known = {}  # id(code) -> (code, running instructions, their deoptimised form): each deoptimised once per change
+
     def live_bytecode(code, _deopt=deopt, _caches=caches, _names=names, _bytes=bytes, _bytearray=bytearray,
-                      _len=len, _getattr=getattr, _list=(list, tuple), _isinstance=isinstance):
+                      _len=len, _getattr=getattr, _list=(list, tuple), _isinstance=isinstance, _known=known, _id=id):
         raw = _getattr(code, "_co_code_adaptive", None)
         if raw is None or _deopt is None or _caches is None:
             return code.co_code
+        seen = _known.get(_id(code))
+        if seen is not None and seen[0] is code and seen[1] == raw:
+            return seen[2]
         out, index, size = _bytearray(), 0, _len(raw)
         while index < size:
             op = _deopt(raw[index])
@@ -460,7 +465,8 @@ def _live_bytecode_reader():
             count = _caches[op] if _isinstance(_caches, _list) else _caches.get(_names[op], 0)
             out += b"\0" * (2 * count)
             index += 2 + 2 * count
-        return _bytes(out)
+        _known[_id(code)] = (code, _bytes(raw), _bytes(out))
+        return _known[_id(code)][2]
 
     return live_bytecode
 
@@ -527,13 +533,13 @@ class Control:
             yield tuple(bytes.fromhex(w).decode() for w in (words + [""])[:2])
 
 
-def live_digest(codes):
+def live_digest(codes, extra=None):
     """A function giving the SHA-256 of code objects' *contents*: their live bytecode (:func:`live_bytecode`),
-    their constants (other than code) and names, marshalled by value, nested code included. Taken before the
-    repository loads and after every step, it shows a constant or an instruction rewritten in place (ctypes)
+    their constants (other than code) and names, marshalled by value, nested code included; ``extra``, a list
+    that grows (the code the checks verified against a fresh compile), is read anew on every call. Taken before
+    the repository loads and after every step, it shows a constant or an instruction rewritten in place (ctypes)
     that an identity check never sees. The deoptimised bytecode is recomputed only for a code object whose
-    running instructions changed since the last call (CPython specialises them as they warm up), so a call
-    costs about 2 ms for the runner's ~270 code objects."""
+    running instructions changed (CPython specialises them as they warm up): about 2 ms for ~270 code objects."""
     import hashlib
     import marshal
     from types import CodeType
@@ -543,24 +549,33 @@ def live_digest(codes):
         code = stack.pop()
         flat.append(code)
         stack += [const for const in code.co_consts if type(const) is CodeType]
-    seen = [None] * len(flat)  # per code: (running instructions last read, their deoptimised form)
+    extra = [] if extra is None else extra
 
-    def digest(_flat=tuple(flat), _seen=seen, _live=live_bytecode, _type=type, _code=CodeType, _tuple=tuple,
-               _sha=hashlib.sha256, _getattr=getattr, _dumps=marshal.dumps, _range=range, _len=len):
+    first = {}  # id(code) of ``extra`` -> (code, its contents' hash when first seen)
+
+    def contents(code, _live=live_bytecode, _type=type, _code=CodeType, _tuple=tuple, _getattr=getattr,
+                 _dumps=marshal.dumps):
+        # marshal version 2: no back-references, whose use depends on refcounts (a constant kept alive by a
+        # test, a memoize cache, would change the bytes)
+        return _live(code) + _dumps((_tuple(c for c in code.co_consts if _type(c) is not _code), code.co_names,
+                                     code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
+                                     _getattr(code, "co_exceptiontable", b"")), 2)
+
+    def digest(_flat=tuple(flat), _extra=extra, _first=first, _contents=contents, _sha=hashlib.sha256, _tuple=tuple,
+               _id=id):
+        """The fixed codes' hash; prefixed ``rewritten:`` when a code of ``extra`` changed since first seen."""
         total = _sha()
-        for index in _range(_len(_flat)):
-            code = _flat[index]
-            raw = _getattr(code, "_co_code_adaptive", None)
-            last = _seen[index]
-            if raw is None or last is None or raw != last[0]:
-                last = _seen[index] = (raw, _live(code))
-            total.update(last[1])
-            # marshal version 2: no back-references, whose use depends on refcounts (a constant kept alive by a
-            # test, a memoize cache, would change the bytes)
-            total.update(_dumps((_tuple(c for c in code.co_consts if _type(c) is not _code), code.co_names,
-                                 code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
-                                 _getattr(code, "co_exceptiontable", b"")), 2))
-        return total.hexdigest()
+        for code in _flat:
+            total.update(_contents(code))
+        changed = False
+        for code in _tuple(_extra):
+            mark = _sha(_contents(code)).digest()
+            seen = _first.get(_id(code))
+            if seen is None or seen[0] is not code:
+                _first[_id(code)] = (code, mark)
+            elif seen[1] != mark:
+                changed = True
+        return ("rewritten:" if changed else "") + total.hexdigest()
 
     return digest
 
@@ -852,6 +867,9 @@ class Guard:
         self.graded = {}  # module name -> (module, its dict, top-level info, path)
         self.graded_ids = frozenset()
         self.graded_keep = ()
+        # code objects found equal to a fresh compile: compared by identity afterwards, by content in the digest
+        self.verified, self.verified_codes = {}, []
+        self.modules_seen = {}  # graded module name -> (its globals, their code) when last found good
 
     # ----------------------------------------------------------------- the graded modules
     def compile_graded(self, path, source):
@@ -953,10 +971,16 @@ class Guard:
             return True
         if b["type"](code) is not b["CodeType"]:
             return False
+        if self.verified.get(b["id"](code)) is code:
+            return True  # compared once; its contents are in the digest from then on (verified_codes)
         info = self._file(code.co_filename)
         if info is None:
             return False
-        return b["any"](b["same_code"](code, c) for c in info[1].get((code.co_name, code.co_firstlineno), ()))
+        same = b["any"](b["same_code"](code, c) for c in info[1].get((code.co_name, code.co_firstlineno), ()))
+        if same:
+            self.verified[b["id"](code)] = code
+            self.verified_codes.append(code)
+        return same
 
     def function_ok(self, function, owner=None):
         b = self.b
@@ -1096,7 +1120,14 @@ class Guard:
         if b["type"](module) is not b["ModuleType"] or b["vars"](module) is not namespace:
             return f"the module {name} was replaced"
         defs, imports, protocol = info
-        for key, value in b["tuple"](namespace.items()):
+        items = b["tuple"](namespace.items())
+        codes = b["tuple"](v.__code__ if b["type"](v) is b["FunctionType"] else None for _, v in items)
+        last = self.modules_seen.get(name)
+        if last is not None and b["len"](last[0]) == b["len"](items) and b["all"](
+                a[0] is c[0] and a[1] is c[1] for a, c in zip(last[0], items)) and b["all"](
+                a is c for a, c in zip(last[1], codes)):
+            return ""  # every global as it was when last found good (the functions' code: in the digest)
+        for key, value in items:
             if b["type"](key) is not b["str"]:
                 return f"{name} has a global that is not a string"
             if key in defs:
@@ -1112,6 +1143,7 @@ class Guard:
                     return f"{name}.{key} is not the module {imports[key]}"
             elif key in PROTOCOL_NAMES and key not in protocol:
                 return f"{name}.{key} is not in the test file"
+        self.modules_seen[name] = (items, codes)
         return ""
 
     def hooks_ok(self):
