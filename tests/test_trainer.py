@@ -887,7 +887,8 @@ def test_turngym_train_runs_from_yaml_with_overrides(tmp_path, tokenizer, capsys
     code = main(["train", "--config", str(config), "--model_name_or_path", str(policy), "--output_dir", str(out),
                  "--max_steps", "1", "--algorithm", "turn_grpo"])
     assert code == 0
-    assert "eval/success" in capsys.readouterr().out  # held-out evaluation ran at eval_steps
+    captured = capsys.readouterr()
+    assert "eval at step 1: success" in captured.out + captured.err  # held-out evaluation ran at eval_steps
     assert (out / "model.safetensors").is_file() and (out / "tokenizer_config.json").is_file()
     assert not (out / "critic").exists()  # the command line's turn_grpo replaced the file's ppo
     assert main(["train", "--config", str(config), "--output_dir", str(out), "--algorithm", "a2c"]) == 2

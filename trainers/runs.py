@@ -205,8 +205,12 @@ class StepSummary(TrainerCallback):
         self.last = self.clock()
 
     def line(self, state, logs: dict[str, Any] | None) -> str | None:
-        """The step's line, or None for logs that are not a training step's (evaluation, the final summary)."""
+        """The step's line (or a held-out evaluation's), or None for other logs (the final summary)."""
         logs = logs or {}
+        if isinstance(logs.get("eval/success"), (int, float)):  # a held-out evaluation during training
+            found = f"eval at step {state.global_step}: success {100 * logs['eval/success']:.1f} %"
+            return found + "".join(f", {label} {logs[key]:.3f}" for key, label in (("eval/return", "return"),)
+                                   if isinstance(logs.get(key), (int, float)))
         if "episode/success" not in logs and "reward" not in logs:
             return None
         now = self.clock()
