@@ -497,6 +497,25 @@ class Channel:
         self.event("tamper", text=str(reason)[:300])
 
 
+def take_stdin():
+    """``(payload, Control)`` of a test process: standard input becomes ``/dev/null`` for the tests, the parent's
+    pipe moves to a descriptor of the runner's own; its first line is the payload, the rest the steps."""
+    import json
+
+    control_fd, buffer = os.dup(0), b""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    while b"\n" not in buffer:
+        chunk = os.read(control_fd, 1 << 20)
+        if not chunk:
+            os._exit(0)
+        buffer += chunk
+    line, _, buffer = buffer.partition(b"\n")
+    return json.loads(line), Control(control_fd, buffer)
+
+
 class Control:
     """The parent's steps, read a line at a time from a private descriptor (standard input is /dev/null
     for the tests): the child knows the step it runs and nothing of the ones to come."""

@@ -124,8 +124,7 @@ def random_name(prefix):
 
 
 def load_integrity(code=None):
-    """``integrity.py`` from this directory (or its code object, compiled by the parent: a child does not
-    compile it again), under a name no repository module can take."""
+    """``integrity.py`` from this directory (or its code object), under a name no repository module can take."""
     import types
 
     module = types.ModuleType(random_name("turngym_integrity_"))
@@ -135,16 +134,6 @@ def load_integrity(code=None):
             code = compile(handle.read(), INTEGRITY, "exec", dont_inherit=True)
     exec(code, vars(module))  # noqa: S102 - turngym's own integrity.py, compiled by this runner
     return module
-
-
-def _integrity_code():
-    """``integrity.py`` compiled once: the code, and base64 of it marshalled for the children's payloads."""
-    import base64
-    import marshal
-
-    with open(INTEGRITY, "rb") as handle:
-        code = compile(handle.read(), INTEGRITY, "exec", dont_inherit=True)
-    return code, base64.b64encode(marshal.dumps(code)).decode()
 
 
 # --------------------------------------------------------------------------- the test files (parent)
@@ -392,24 +381,9 @@ class _Graded:
 
 def _child_setup(result_fd):
     """Read the file's payload, fix the path, bind everything the verdict needs, then let the repository in."""
-    control_fd, buffer = os.dup(0), b""
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)  # the tests get an empty stdin; the steps come on a descriptor of the runner's own
-    os.close(null)
-    sys.stdin = open(os.devnull)  # noqa: SIM115
-    while b"\n" not in buffer:
-        chunk = os.read(control_fd, 1 << 20)
-        if not chunk:
-            os._exit(0)
-        buffer += chunk
-    line, _, buffer = buffer.partition(b"\n")
-    payload = json.loads(line)
+    integrity = load_integrity()
+    payload, control = integrity.take_stdin()
     cwd = _prepare_path()
-    import base64
-    import marshal
-
-    integrity = load_integrity(marshal.loads(base64.b64decode(payload["integrity"])))
-    control = integrity.Control(control_fd, buffer)
     channel = integrity.Channel(result_fd)
     try:
         graded = _Graded(payload, cwd, channel, integrity)
@@ -992,7 +966,7 @@ class FilePlan:
             self.marked[key] = self.integrity.marked(self.source, key, "expectedFailure")
         return self.marked[key]
 
-    def payload(self, trusted, integrity_code):
+    def payload(self, trusted):
         try:
             with open(self.path, "rb") as handle:
                 source = handle.read()
@@ -1001,7 +975,7 @@ class FilePlan:
         if self.integrity._sha256(source) != trusted.get(os.path.abspath(self.path)):
             source = b""  # changed since the parent read it: the child refuses it
         return {"path": self.path, "module": self.module, "trusted": trusted, "source": source.decode("latin-1"),
-                "integrity": integrity_code, "strict": STRICT[0]}
+                "strict": STRICT[0]}
 
     def judge(self, events, harness):
         """``(statuses of the graded tests, why the grading is void or '')`` from one harness's steps' events."""
@@ -1027,13 +1001,13 @@ class FilePlan:
         return found, ""
 
 
-def run_file(plan, trusted, emit, integrity_code):
+def run_file(plan, trusted, emit):
     """Both harnesses on one file's tests: ``(statuses, why the grading is void or '')``."""
     test_ids = [test_id for test_id, _ in plan.tests]
     if not os.path.isfile(plan.path):  # nothing to import: no process needed
         emit(f"| turngym: {plan.path} does not exist")
         return dict.fromkeys(test_ids, "ERROR"), ""
-    events, void, complete = run_steps(_child_command(CHILD), plan.payload(trusted, integrity_code), plan.steps, emit)
+    events, void, complete = run_steps(_child_command(CHILD), plan.payload(trusted), plan.steps, emit)
     if void:
         return {}, "harness 1: " + void
     for (test_id, _, kind), step in zip(plan.entries, events):
@@ -1050,7 +1024,7 @@ def run_file(plan, trusted, emit, integrity_code):
     passed = [t for t in test_ids if found[t] in PASSING]
     if not passed:
         return found, ""
-    second, void, complete = run_steps(_child_command(CHECK), plan.payload(trusted, integrity_code), plan.steps, emit)
+    second, void, complete = run_steps(_child_command(CHECK), plan.payload(trusted), plan.steps, emit)
     if void:
         return {}, "harness 2: " + void
     if not complete:
@@ -1071,8 +1045,7 @@ def _child_command(mode):
 
 def run_unittest(test_ids, emit, verdict):
     cwd = os.getcwd()
-    code, integrity_code = _integrity_code()
-    integrity = load_integrity(code)
+    integrity = load_integrity()
     groups, unresolved = {}, []
     for test_id in test_ids:
         found = resolve(test_id, cwd)
@@ -1092,7 +1065,7 @@ def run_unittest(test_ids, emit, verdict):
         trusted = integrity.trusted_hashes(cwd, list(groups))
         for path, (module, tests) in groups.items():
             plan = FilePlan(path, module, tests, files, integrity, files.rng)
-            statuses, void = run_file(plan, trusted, emit, integrity_code)
+            statuses, void = run_file(plan, trusted, emit)
             if void:
                 return void
             for test_id, status in statuses.items():
