@@ -209,8 +209,11 @@ class StepSummary(TrainerCallback):
         logs = logs or {}
         if isinstance(logs.get("eval/success"), (int, float)):  # a held-out evaluation during training
             found = f"eval at step {state.global_step}: success {100 * logs['eval/success']:.1f} %"
-            return found + "".join(f", {label} {logs[key]:.3f}" for key, label in (("eval/return", "return"),)
-                                   if isinstance(logs.get(key), (int, float)))
+            found += "".join(f", {label} {logs[key]:.3f}" for key, label in (("eval/return", "return"),)
+                             if isinstance(logs.get(key), (int, float)))
+            worlds = sorted(key.split("/", 2)[2] for key, value in logs.items()  # each world's panel, by name
+                            if key.startswith("eval/success/") and isinstance(value, (int, float)))
+            return found + "".join(f"; {world} {100 * logs['eval/success/' + world]:.1f} %" for world in worlds)
         if "episode/success" not in logs and "reward" not in logs:
             return None
         now = self.clock()
