@@ -28,7 +28,7 @@ import json
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from turngym.recipes.study_config import (
     load_config,
     resolve_backend,
 )
+from turngym.recipes.study_curves import CurveStages, curve_callback
 from turngym.recipes.study_memory import peak_rss_gb, release_freed_memory
 from turngym.recipes.study_outcomes import (
     OUTCOMES,
@@ -53,6 +54,7 @@ from turngym.recipes.study_outcomes import (
     success_grid,
 )
 from turngym.recipes.study_progress import PlannedStage, duration, study_progress, time_left
+from turngym.recipes.study_rft import RFT, RFTStages
 from turngym.recipes.study_tables import (
     INTERVAL_NOTE,
     difference_cell,
@@ -66,8 +68,8 @@ from turngym.recipes.study_tables import (
 )
 
 # The study's parts live in study_config (configuration, arms), study_outcomes (grids, statistics, the outcome
-# record), study_tables (text), study_progress (stages done, time left) and study_memory; their names are importable
-# from here as before.
+# record), study_tables (text), study_progress (stages done, time left), study_memory, study_rft (the RFT arm's
+# stages) and study_curves (learning curves); their names are importable from here as before.
 __all__ = ["DONE", "INTERVAL_NOTE", "OUTCOMES", "RESERVED_SPLITS", "RFT", "Arm", "EvaluationOptions", "PlannedStage",
            "Study", "StudyConfig", "add_study_arguments", "adds_seeds", "curve_callback", "difference_cell", "duration",
            "episodes_per_step", "load_config", "moving_average", "outcome_record", "pairwise_differences",
@@ -76,11 +78,10 @@ __all__ = ["DONE", "INTERVAL_NOTE", "OUTCOMES", "RESERVED_SPLITS", "RFT", "Arm",
            "success_cell", "success_grid", "time_left", "write_json"]
 
 DONE = "done.json"
-RFT = "rft"  # an algorithm entry's ``algorithm`` that makes it a rejection-sampling fine-tuning arm
 
 
 # ---------------------------------------------------------------------- the study
-class Study:
+class Study(RFTStages, CurveStages):
     """Runs the arms of a :class:`StudyConfig` into ``results/<name>/``, resumably."""
 
     def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, only: Iterable[str] | None = None,
@@ -341,123 +342,11 @@ class Study:
                                  "start": str(start), "backend": self.backend})
         return folder / "policy"
 
-    # ---------------------------------------------------------------- RFT (expert iteration)
-    def rft_entry(self, arm: Arm) -> dict[str, Any] | None:
-        """An RFT arm's entry without its ``algorithm`` (its TurnGymSFTConfig overrides); None for any other arm.
-        An entry is RFT when its ``algorithm`` is ``rft``, or when it has none and its label is ``rft``."""
-        if not arm.trains_rl or arm.algorithm is None:
-            return None
-        entry = self.config.algorithms.get(arm.algorithm, {})
-        if entry.get("algorithm", arm.algorithm) != RFT:
-            return None
-        return {k: v for k, v in entry.items() if k != "algorithm"}
-
-    def rft_budget(self, arm: Arm) -> tuple[int, int]:
-        """An RFT arm's ``(rounds, episodes sampled a round)``: its budget, ``episodes``, counted in sampled episodes
-        as RL's is. Refused in one line unless the budget splits into whole rounds of whole tasks."""
-        from turngym.trainers.sft import TurnGymSFTConfig
-
-        entry = self.rft_entry(arm) or {}
-        defaults = {f.name: f.default for f in fields(TurnGymSFTConfig)}
-        rounds = int(entry.get("rounds", defaults["rounds"]))
-        samples = int(entry.get("demo_samples_per_task", defaults["demo_samples_per_task"]))
-        if rounds < 1 or samples < 1 or arm.episodes % (rounds * samples):
-            raise ValueError(
-                f"{arm.label}: RFT's budget of {arm.episodes} episodes is not {rounds} rounds (rounds) of whole games "
-                f"x {samples} samples (demo_samples_per_task); make episodes a multiple of rounds x "
-                f"demo_samples_per_task = {rounds * samples}")
-        for key in ("num_demos", "demo_seed", "model_name_or_path", "output_dir"):
-            if key in entry:
-                raise ValueError(f"{arm.label}: an RFT arm's {key} is set by the study (num_demos: episodes / "
-                                 "rounds; demo_seed: the seed; the start: the seed's SFT checkpoint); remove it")
-        if entry.get("demo_source", "policy") != "policy":
-            raise ValueError(f"{arm.label}: an RFT arm samples its demos from the policy; remove demo_source "
-                             f"{entry['demo_source']!r} (or set it to policy)")
-        return rounds, arm.episodes // rounds
-
-    def rft_config(self, arm: Arm, start: str, seed: int, folder: Path, round_index: int | None = None) -> Any:
-        """The :class:`~turngym.trainers.sft.TurnGymSFTConfig` of one RFT arm: the study's world and ``sft`` fields,
-        the entry's overrides, ``episodes / rounds`` policy episodes a round on the train games after the SFT
-        demos (``skip_train_tasks``, as RL plays them), from ``start``, saved to ``folder/policy``.
-
-        With ``round_index`` k: that round alone, as ``turngym sft --demos policy`` runs it inside its loop (its
-        games: the k-th share after ``skip_train_tasks``; its reset and sampling seed: ``demo_seed + k``), from
-        ``start`` (the policy the rounds before it trained) into ``folder/round<k+1>`` (the last: ``folder/policy``).
-        :meth:`rft_stage` runs the rounds one at a time, so an interrupted stage resumes at its unfinished round."""
-        from turngym.trainers.sft import TurnGymSFTConfig
-
-        entry = self.rft_entry(arm)
-        if entry is None:
-            raise ValueError(f"{arm.label} is not an RFT arm (algorithm: {RFT})")
-        rounds, per_round = self.rft_budget(arm)
-        fields_ = {**self.config.world, **(self.config.sft or {}), "demo_source": "policy", **entry}
-        fields_.setdefault("skip_train_tasks", arm.demos)  # the SFT demos' games are not sampled
-        fields_.update(model_name_or_path=start, num_demos=per_round, demo_seed=seed, seed=seed,
-                       output_dir=str(folder / "policy"), eval_split=None, save_strategy="no", report_to="none",
-                       disable_tqdm=not self.progress)
-        if round_index is not None:
-            games = per_round // int(fields_.get("demo_samples_per_task", 1))
-            fields_.update(rounds=1, skip_train_tasks=fields_["skip_train_tasks"] + round_index * games,
-                           demo_seed=seed + round_index)
-            if round_index < rounds - 1:
-                fields_["output_dir"] = str(folder / f"round{round_index + 1}")
-        return TurnGymSFTConfig(**fields_)
-
-    def rft_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
-        """Rejection-sampling fine-tuning from ``start`` (:func:`~turngym.trainers.sft.run_sft` with policy demos)
-        for the arm's budget of sampled episodes; returns the policy folder. Each round runs as its own
-        :func:`~turngym.trainers.sft.run_sft` from the last round's policy and leaves a ``round<k>/done.json``, so a
-        rerun resumes after the last finished round. ``done.json`` records each round's stats (games, episodes
-        played and kept, tokens, why the rest were dropped, seconds)."""
-        from turngym.trainers.sft import DEMO_STATS_FILE, run_sft
-
-        folder = self.out / f"seed{seed}" / arm.label
-        if self._done(folder):
-            return folder / "policy"
-        config = self.rft_config(arm, str(start), seed, folder)
-        self._stage(f"{arm.label}: RFT (expert iteration) for {arm.episodes} episodes ({config.rounds} rounds of "
-                    f"{config.num_demos}, {config.demo_samples_per_task} a game) from {start} (seed {seed})")
-        started = time.perf_counter()
-        policy, per_round = str(start), []
-        for k in range(config.rounds):
-            done = self._done(folder / f"round{k + 1}")
-            if done is None:
-                round_started = time.perf_counter()
-                round_config = self.rft_config(arm, policy, seed, folder, round_index=k)
-                run_sft(round_config)
-                release_freed_memory()
-                (stats,) = json.loads((Path(round_config.output_dir) / DEMO_STATS_FILE).read_text())["rounds"]
-                done = {**stats, "seconds": time.perf_counter() - round_started, "start": policy,
-                        "peak_rss_gb": peak_rss_gb()}
-                if k < config.rounds - 1:
-                    self._mark_done(folder / f"round{k + 1}", done)
-            if 0 < k < config.rounds - 1:  # round k+1 is finished: round k's policy is not needed again
-                _remove_model(folder / f"round{k}")
-            per_round.append(done)
-            policy = str(folder / (f"round{k + 1}" if k < config.rounds - 1 else "policy"))
-        self._mark_done(folder, {"seconds": time.perf_counter() - started, "algorithm": RFT,
-                                 "episodes": arm.episodes, "rounds": config.rounds,
-                                 "episodes_per_round": config.num_demos,
-                                 "samples_per_task": config.demo_samples_per_task,
-                                 "temperature": config.demo_temperature,
-                                 "kept": sum(r["kept"] for r in per_round), "per_round": per_round,
-                                 "start": str(start)})
-        for k in range(1, config.rounds):
-            shutil.rmtree(folder / f"round{k}", ignore_errors=True)  # the rounds' stats are in done.json
-        release_freed_memory()
-        return folder / "policy"
-
     def train_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
         """The arm's training from ``start``: RFT for an RFT arm, else RL; returns the policy folder."""
         if self.rft_entry(arm) is not None:
             return self.rft_stage(arm, start, seed)
         return self.rl_stage(arm, start, seed)
-
-    def _curve_tasks(self) -> Any:
-        """The learning curve's panel: the first ``curve_tasks`` tasks of the held-out panel."""
-        tasks = self.tasks("held_out")
-        curve_tasks = self.config.evaluation.curve_tasks
-        return tasks.take(curve_tasks) if curve_tasks < len(tasks) else tasks
 
     def eval_stage(self, label: str, model_path: Path | str, seed: int, panel: str) -> dict[str, Any]:
         """One policy on one held-out panel; the report plus every task's outcome."""
@@ -645,52 +534,6 @@ class Study:
             "config": self.config.to_dict(),
         }
 
-    def curves(self, arm: Arm) -> list[dict[str, Any]]:
-        """Per seed: held-out success and training return against RL episodes, from the run's log."""
-        out = []
-        for seed in self.config.seeds:
-            folder = self.out / f"seed{seed}" / arm.label
-            log = folder / "log.json"
-            done = self._done(folder)
-            if not log.exists() or not done:
-                continue
-            per_step = done["episodes_per_step"]
-            history = json.loads(log.read_text())
-            start_arm = next((a.label for a in self.arms if a.demos == arm.demos and not a.trains_rl), None)
-            ends = [(0, self._curve_success(start_arm, seed))] if start_arm else []
-            during = [(h["step"] * per_step, h["eval/success"]) for h in history if "eval/success" in h]
-            ends_after = [(arm.episodes, self._curve_success(arm.label, seed))]
-            out.append({
-                "seed": seed,
-                "held_out": [(x, y) for x, y in ends + during + ends_after if y is not None],
-                "train_return": [(h["step"] * per_step, h["episode/return"]) for h in history if "episode/return" in h],
-                "train_success": [(h["step"] * per_step, h["episode/success"])
-                                  for h in history if "episode/success" in h],
-            })
-        return out
-
-    def curve_reference(self) -> dict[str, float]:
-        """Each arm without RL (base, SFT-only): its success on the learning curve's tasks, the same games the
-        curves' points are measured on, pooled over seeds (the full panel's number would compare other games)."""
-        out = {}
-        for arm in self.arms:
-            if arm.trains_rl:
-                continue
-            rates = [r for seed in self.config.seeds if (r := self._curve_success(arm.label, seed)) is not None]
-            if rates:
-                out[arm.label] = sum(rates) / len(rates)
-        return out
-
-    def _curve_success(self, label: str, seed: int) -> float | None:
-        """A finished evaluation's success on the learning curve's tasks (None if not evaluated)."""
-        file = self.out / "evals" / label / f"seed{seed}-held_out.json"
-        if not file.exists():
-            return None
-        ids = {task.id for task in self._curve_tasks()}
-        won = [o["won"] for o in json.loads(file.read_text())["outcomes"] if o["task"] in ids]
-        return sum(won) / len(won) if won else None
-
-
 # ---------------------------------------------------------------------- the trainer's side, and the record
 def save_policy(trainer: Any, folder: Path) -> None:
     """The trained policy as a plain model folder: a LoRA run's adapters are merged into the weights first, so
@@ -705,23 +548,6 @@ def save_policy(trainer: Any, folder: Path) -> None:
         policy.merge_and_unload().save_pretrained(str(folder))
         trainer.processing_class.save_pretrained(str(folder))
     trainer.accelerator.wait_for_everyone()
-
-
-def curve_callback(trainer: Any, steps: Iterable[int]) -> Any:
-    """A ``TrainerCallback`` that evaluates the policy on the curve's held-out tasks after ``steps``.
-
-    Not ``eval_strategy="steps"``: transformers would also evaluate after the last step, which the
-    study's final evaluation already covers on the full panel.
-    """
-    from transformers import TrainerCallback
-
-    class CurveCallback(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step in chosen:
-                trainer.evaluate()
-
-    chosen = set(steps)
-    return CurveCallback()
 
 
 def episodes_per_step(config: Any) -> int:
@@ -762,15 +588,6 @@ def _versions() -> dict[str, str]:
         except PackageNotFoundError:
             pass
     return out
-
-
-def _remove_model(folder: Path) -> None:
-    """A finished RFT round's model files, once the next round has trained on from them; its done.json stays."""
-    for path in folder.iterdir() if folder.is_dir() else ():
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.name != DONE:
-            path.unlink()
 
 
 def write_json(path: Path, data: Any) -> None:
