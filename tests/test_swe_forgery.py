@@ -1020,9 +1020,9 @@ def test_helper_modules_mixins_decorators_and_generated_tests_raise_no_false_ala
 
 # What real repositories' own tests do that the grader once took for tampering (issue #42's first synthesized
 # sets, 31 of 146 gold validations void): cachetools' test classes hold the package's decorators as data
-# (`DECORATOR = staticmethod(cachetools.func.ttl_cache)`), toolz compares with a set display of constant tuples
-# (a frozenset constant of tuples), more-itertools' load_tests runs the package's doctests (doctest restores
-# the trace it found through sys.settrace).
+# (`DECORATOR = staticmethod(cachetools.func.ttl_cache)`, some inheriting every test from a mixin), toolz
+# compares with a set display of constant tuples (a frozenset constant of tuples), more-itertools' load_tests runs
+# the package's doctests (doctest restores the trace it found through sys.settrace).
 REAL_REPOSITORY_TESTS = '''import doctest
 import unittest
 
@@ -1037,6 +1037,10 @@ def load_tests(loader, tests, ignore):
 class DecoratorMixin:
     def test_decorated(self):
         self.assertEqual(self.DECORATOR(lambda x: x + 1)(1), 2)
+
+
+class TestOnlyInherited(unittest.TestCase, DecoratorMixin):
+    DECORATOR = staticmethod(pkg.cached)
 
 
 class TestHeld(unittest.TestCase, DecoratorMixin):
@@ -1060,11 +1064,13 @@ def pairs():
 REAL_PYTEST = '''import pkg
 
 
-class TestHeld:
-    DECORATOR = staticmethod(pkg.cached)
-
+class Decorated:
     def test_decorated(self):
         assert self.DECORATOR(lambda x: x + 1)(1) == 2
+
+
+class TestHeld(Decorated):
+    DECORATOR = staticmethod(pkg.cached)
 
 
 def test_pairs():
@@ -1082,8 +1088,8 @@ def test_what_real_repositories_tests_do_raises_no_false_alarm(tmp_path, mode):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("")
     (tmp_path / "tests" / "test_real.py").write_text(REAL_REPOSITORY_TESTS if mode == "unittest" else REAL_PYTEST)
-    names = (["TestHeld::test_decorated", "TestHeld::test_pairs", "TestHeld"] if mode == "unittest"
-             else ["TestHeld::test_decorated", "test_pairs"])
+    names = (["TestHeld::test_decorated", "TestHeld::test_pairs", "TestHeld", "TestOnlyInherited::test_decorated"]
+             if mode == "unittest" else ["TestHeld::test_decorated", "test_pairs"])
     ids = [f"tests/test_real.py::{n}" for n in names]
     statuses, log = _run_the_runner(tmp_path, ids, *(["--pytest"] if mode == "pytest" else []))
     assert statuses == dict.fromkeys(ids, "PASSED"), log
