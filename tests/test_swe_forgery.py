@@ -678,7 +678,19 @@ fine = [("a", "a"), (1, 1.0), (True, 1), (P(1, 2), (1, 2)), (E.A, 1), (collectio
         (collections.Counter("ab"), {{"a": 1, "b": 1}}), (decimal.Decimal(1), 1), ([1, [2.0]], [1, [2]])]
 hacks = [(m.Yes("x"), "y"), ("y", m.Yes("x")), ([m.Yes("x")], ["y"]), ({{"k": m.Yes("x")}}, {{"k": "y"}}),
          (mock.ANY, "x"), (m.Borrow("a"), "b")]
-print([problem(a, b) for a, b in fine] == [""] * len(fine), all(problem(a, b) for a, b in hacks))
+import unittest
+class Case(unittest.TestCase):
+    def runTest(self):
+        pass
+integrity.strict_assertions(Case, problem)
+case = Case()
+case.assertIn(1, [1.0, "x"])  # a number for a number
+try:
+    case.assertIn(m.Yes("x"), ["y"])
+    refused = False
+except AssertionError:
+    refused = True
+print([problem(a, b) for a, b in fine] == [""] * len(fine), all(problem(a, b) for a, b in hacks) and refused)
 """
     done = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr

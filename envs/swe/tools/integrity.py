@@ -704,13 +704,10 @@ def strict_assertions(test_case, problem):
 
     def assertIn(self, member, container, msg=None):
         contains(self, member, container, msg)
-        if type(container) in (list, tuple, set, frozenset) and type(member) is not type:
-            for item in container:
-                if problem(item, member) == "" and type(item) is type(member):
-                    return
-            why = "".join(problem(item, member) for item in container)[:300]
-            if why:
-                raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+        if type(container) in (list, tuple, set, frozenset):  # some item equal to it under the strict rule too
+            found = [problem(item, member) for item in container if item == member]
+            if found and all(found):
+                raise self.failureException(self._formatMessage(msg, "strict equality: " + found[0]))
 
     test_case.assertEqual, test_case.assertIn = assertEqual, assertIn
 

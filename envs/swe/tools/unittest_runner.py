@@ -62,7 +62,6 @@ import threading
 CHILD = "--child"  # harness 1: unittest's own machinery
 CHECK = "--check"  # harness 2: direct calls, no result machinery
 PYTEST = "--pytest"
-STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 PASSING = ("PASSED", "XFAIL")
 LOOSE = "--loose-equality"  # equality as the objects define it (strict equality is the default: integrity.py)
 STRICT = [True]
@@ -91,32 +90,6 @@ def resolve(test_id, cwd):
         if os.path.isfile(os.path.join(cwd, path)):
             return path, ".".join(parts[:cut]), tuple(parts[cut:])
     return None
-
-
-def status_of(result):
-    if result.errors:
-        return "ERROR"
-    if result.failures or result.unexpectedSuccesses:
-        return "FAILED"
-    if result.testsRun == 0:
-        return "ERROR"  # nothing matched the id
-    if len(result.skipped) == result.testsRun:
-        return "SKIPPED"
-    if result.expectedFailures:
-        return "XFAIL"
-    return "PASSED"
-
-
-def worst(statuses):
-    """The status of several tests run under one id, as :func:`status_of` ranks them."""
-    for status in ("ERROR", "FAILED"):
-        if status in statuses:
-            return status
-    if not statuses:
-        return "ERROR"
-    if all(s == "SKIPPED" for s in statuses):
-        return "SKIPPED"
-    return "XFAIL" if "XFAIL" in statuses else "PASSED"
 
 
 def random_name(prefix):
@@ -690,11 +663,6 @@ def _no_dump():
         pass
 
 
-def _read_all(fd):
-    with os.fdopen(fd, "rb") as pipe:
-        return pipe.read()
-
-
 class Child:
     """A test process driven a step at a time: its payload first, then each step once the last one ended.
     Its events are read as they come on a private pipe; its own output is kept for the log."""
@@ -761,7 +729,7 @@ def _encode_step(rest, exclude=()):
 
 class StepEvents:
     """One step's events, checked as a whole: every test started and stopped, at least one outcome each, a
-    pass never beside a failure. ``status`` ranks them as :func:`status_of` ranks unittest's results."""
+    pass never beside a failure. ``status`` ranks them as unittest's ``TestResult`` would."""
 
     def __init__(self):
         self.tests, self.loose, self.current, self.texts = [], [], None, []
@@ -831,7 +799,7 @@ class PytestStepEvents:
     exception each phase raised as the innermost hook wrapper saw it, checked as a whole."""
 
     def __init__(self):
-        self.items, self.current, self.problem, self.texts = [], None, "", []
+        self.items, self.current, self.problem = [], None, ""
 
     def add(self, words):
         kind = words[0]
