@@ -26,6 +26,9 @@ register(f"{NAMESPACE}/Signals-v0", entry_point="turngym.envs.signals:SignalsEnv
 register(f"{NAMESPACE}/SWE-v0", entry_point="turngym.envs.swe.env:SWEEnv", task_panel="turngym.envs.swe:task_panel")
 register(f"{NAMESPACE}/ALFWorld-v0", entry_point="turngym.envs.alfworld.env:ALFWorldEnv",
          task_panel="turngym.envs.alfworld:task_panel")
+# A support desk whose customer is a simulated user with a private goal (docs/rewards.md).
+register(f"{NAMESPACE}/SupportDesk-v0", entry_point="turngym.envs.simulated_user.env:SupportDeskEnv",
+         task_panel="turngym.envs.simulated_user:task_panel")
 # Any world with a long-tailed step latency injected (benchmarks of rollout schedules).
 register(f"{NAMESPACE}/Latency-v0", entry_point="turngym.envs.latency:latency_world",
          task_panel="turngym.envs.latency:task_panel")
