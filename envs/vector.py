@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
+import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
     from turngym.envs.ray_pool import RayPool
 
 logger = logging.getLogger(__name__)
+
+ERROR_REPORT_WAIT = 10.0  # seconds a worker that raised gets to deliver its traceback
+EXIT_GRACE = 5.0  # seconds a worker that raised gets to exit by itself before it is killed
 
 __all__ = ["DEFAULT_STEP_TIMEOUT", "EnvPool", "LocalPool", "Reply", "StepResult", "check_server", "make_pool"]
 
@@ -123,6 +128,7 @@ class PipeTransport(TransportBase):
         self.vec = vec
         self.size = vec.num_envs
         self.respawns = 0
+        self.reports: defaultdict[int, deque[tuple[Any, ...]]] = defaultdict(deque)  # error reports, by worker
 
     def submit(self, index: int, call: Call, timeout: float) -> Connection:
         pipe = self.vec.parent_pipes[index]
@@ -153,19 +159,37 @@ class PipeTransport(TransportBase):
         return StepResult(*value[:4], info=value[4]) if call.kind == "step" else value
 
     def _pop_error(self, index: int) -> str:
-        try:
-            while True:
-                worker, kind, message, trace = self.vec.error_queue.get(timeout=1.0)
-                if worker == index:
-                    logger.error("worker %d raised %s: %s\n%s", index, kind.__name__, message, trace)
-                    return f"{kind.__name__}: {message}"
-        except queue.Empty:
+        """What worker ``index`` raised, its traceback logged once."""
+        report = self._error_report(index)
+        if report is None:
             return "the environment raised an exception"
+        kind, message, trace = report
+        logger.error("worker %d raised %s: %s\n%s", index, kind.__name__, message, trace)
+        return f"{kind.__name__}: {message}"
+
+    def _error_report(self, index: int) -> tuple[Any, ...] | None:
+        """Worker ``index``'s report from the workers' shared error queue: put before its failure reply, flushed by
+        the time it exits. Other workers' reports read on the way are kept for them (each is read once)."""
+        deadline = time.monotonic() + ERROR_REPORT_WAIT
+        while not self.reports[index] and time.monotonic() < deadline:
+            alive = self.vec.processes[index].is_alive()  # gone before this read: its report (flushed at exit) is in
+            try:
+                worker, *report = self.vec.error_queue.get(timeout=0.1)
+            except queue.Empty:
+                if not alive:
+                    break  # exited with nothing left to flush
+                continue
+            self.reports[worker].append(tuple(report))
+        return self.reports[index].popleft() if self.reports[index] else None
 
     def respawn(self, index: int, failure: Failure) -> None:
         vec = self.vec
         logger.warning("EnvPool worker %d failed (%s: %s); respawning it", index, failure.reason, failure.detail)
         process = vec.processes[index]
+        if failure.reason == "worker_error":
+            # It is leaving its loop: killed now, its queue thread could die holding the error queue's shared write
+            # lock, and no worker's report would ever arrive again.
+            process.join(timeout=EXIT_GRACE)
         if process.is_alive():
             process.kill()
         process.join(timeout=10)

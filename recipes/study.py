@@ -32,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from turngym.recipes.study_clock import StudyClock, steps_callback
 from turngym.recipes.study_config import (
     RESERVED_SPLITS,
     Arm,
@@ -53,7 +54,7 @@ from turngym.recipes.study_outcomes import (
     recompute,
     success_grid,
 )
-from turngym.recipes.study_progress import PlannedStage, duration, study_progress, time_left
+from turngym.recipes.study_progress import PlannedStage, StagePlan, duration, study_progress
 from turngym.recipes.study_rft import RFT, RFTStages
 from turngym.recipes.study_tables import (
     INTERVAL_NOTE,
@@ -68,20 +69,21 @@ from turngym.recipes.study_tables import (
 )
 
 # The study's parts live in study_config (configuration, arms), study_outcomes (grids, statistics, the outcome
-# record), study_tables (text), study_progress (stages done, time left), study_memory, study_rft (the RFT arm's
-# stages) and study_curves (learning curves); their names are importable from here as before.
+# record), study_tables (text), study_progress (the stage plan, stages done, time left), study_clock (saying it as
+# stages run), study_memory, study_rft (the RFT arm's stages) and study_curves (learning curves); their names are
+# importable from here as before.
 __all__ = ["DONE", "INTERVAL_NOTE", "OUTCOMES", "RESERVED_SPLITS", "RFT", "Arm", "EvaluationOptions", "PlannedStage",
            "Study", "StudyConfig", "add_study_arguments", "adds_seeds", "curve_callback", "difference_cell", "duration",
            "episodes_per_step", "load_config", "moving_average", "outcome_record", "pairwise_differences",
            "panel_summary", "peak_memory", "peak_rss_gb", "percent", "print_outputs", "recompute",
            "recomputed_markdown", "release_freed_memory", "save_policy", "seed_table", "seeds_cell", "study_progress",
-           "success_cell", "success_grid", "time_left", "write_json"]
+           "success_cell", "success_grid", "write_json"]
 
 DONE = "done.json"
 
 
 # ---------------------------------------------------------------------- the study
-class Study(RFTStages, CurveStages):
+class Study(RFTStages, CurveStages, StagePlan):
     """Runs the arms of a :class:`StudyConfig` into ``results/<name>/``, resumably."""
 
     def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, only: Iterable[str] | None = None,
@@ -111,7 +113,7 @@ class Study(RFTStages, CurveStages):
         self.left_out = [arm.label for arm in arms if arm not in self.arms]  # neither run now nor finished
         self._panels: dict[str, Any] = {}
         self.panel_check: dict[str, Any] | None = None  # check_panels()'s report, once run() made it
-        self._plan: list[PlannedStage] = []  # run()'s stages, for the progress line
+        self.clock: StudyClock | None = None  # run()'s stage lines and live status
 
     # ---------------------------------------------------------------- bookkeeping
     @staticmethod
@@ -175,39 +177,10 @@ class Study(RFTStages, CurveStages):
         return f"study {self.config.name}: generation on {what}; {self.backend_reason}"
 
     def _stage(self, title: str) -> None:
-        if self.progress:
+        if self.clock is not None:
+            self.clock.begin(title)
+        elif self.progress:
             print(f"\n== {title}", flush=True)
-            if self._plan:
-                print(f"   {study_progress(self._plan)}", flush=True)
-
-    def stage_plan(self) -> list[PlannedStage]:
-        """Every stage :meth:`run` runs, in its order (an SFT warm start shared by arms once, reused evaluations not
-        at all), each with the file that marks it finished. An RFT arm's training counts as an ``rl`` stage."""
-        plan, seen = [], set()
-        for seed in self.config.seeds:
-            for arm in self.arms:
-                for stage in self.arm_stages(arm, seed):
-                    if stage.marker not in seen:
-                        seen.add(stage.marker)
-                        plan.append(stage)
-        return plan
-
-    def arm_stages(self, arm: Arm, seed: int) -> list[PlannedStage]:
-        """One arm's stages for one seed, in order: its SFT warm start, its RL (or RFT) run, its evaluations
-        (none for a :meth:`seed_independent` arm after the first seed: the first seed's stand for it)."""
-        stages = []
-        if arm.demos:
-            stages.append(PlannedStage("sft", self.out / f"seed{seed}" / f"sft-{arm.demos}demos" / DONE))
-        if arm.trains_rl:
-            stages.append(PlannedStage("rl", self.out / f"seed{seed}" / arm.label / DONE))
-        if seed == self.config.seeds[0] or not self.seed_independent(arm):
-            stages += [PlannedStage("eval", self.out / "evals" / arm.label / f"seed{seed}-{panel}.json")
-                       for panel in self.panel_names()]
-        return stages
-
-    def finished(self, arm: Arm) -> bool:
-        """Whether every stage of ``arm`` has finished for every seed of the study."""
-        return all(stage.finished for seed in self.config.seeds for stage in self.arm_stages(arm, seed))
 
     def world(self, panel: str | None = None) -> Any:
         """World options (a panel's overrides merged in) as a :class:`~turngym.trainers.config.WorldOptions`."""
@@ -323,6 +296,7 @@ class Study(RFTStages, CurveStages):
         trainer = TurnGymTrainer(model=model, args=config, processing_class=tokenizer,
                                  eval_tasks=self._curve_tasks() if interior else None)
         trainer.add_callback(curve_callback(trainer, interior))
+        trainer.add_callback(steps_callback(self.clock))
         checkpoints = sorted((folder / "trainer").glob("checkpoint-*"))
         trainer.train(resume_from_checkpoint=True if checkpoints else None)
         save_policy(trainer, folder / "policy")
@@ -476,7 +450,14 @@ class Study(RFTStages, CurveStages):
         if self.progress:
             print(self.backend_line(), flush=True)
         self.panel_check = self.check_panels()
-        self._plan = self.stage_plan()
+        with StudyClock(self.stage_plan(), enabled=self.progress) as self.clock:
+            self.run_arms(base, evals, stages)
+        write_json(self.out / OUTCOMES, outcome_record(self.config.name, evals, self.arms,
+                                                       {p: self.tasks(p).fingerprint for p in self.panel_names()}))
+        return self.summarise(evals, stages)
+
+    def run_arms(self, base: str, evals: dict[str, list[dict[str, Any]]], stages: dict[str, dict[str, Any]]) -> None:
+        """Every arm's stages for every seed, in the plan's order (finished ones skipped), recorded in the dicts."""
         for seed in self.config.seeds:
             for arm in self.arms:
                 start: Path | str = base
@@ -494,9 +475,6 @@ class Study(RFTStages, CurveStages):
                         evals[arm.label].append(self.eval_stage(arm.label, policy, seed, panel))
                 if arm.trains_rl and not self.config.keep_models:
                     shutil.rmtree(policy, ignore_errors=True)
-        write_json(self.out / OUTCOMES, outcome_record(self.config.name, evals, self.arms,
-                                                       {p: self.tasks(p).fingerprint for p in self.panel_names()}))
-        return self.summarise(evals, stages)
 
     def summarise(self, evals: Mapping[str, list[dict[str, Any]]],
                   stages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

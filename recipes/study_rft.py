@@ -20,7 +20,7 @@ DONE = "done.json"
 
 
 class RFTStages:
-    """The RFT arm's stages (``Study``'s folders, config and stage markers)."""
+    """The RFT arm's stages (``Study``'s folders, config, stage markers and clock)."""
 
     def rft_entry(self, arm: Arm) -> dict[str, Any] | None:
         """An RFT arm's entry without its ``algorithm`` (its TurnGymSFTConfig overrides); None for any other arm.
@@ -102,6 +102,8 @@ class RFTStages:
         for k in range(config.rounds):
             done = self._done(folder / f"round{k + 1}")
             if done is None:
+                if self.clock is not None:
+                    self.clock.progress(k, config.rounds, f"round {k + 1}/{config.rounds}")
                 round_started = time.perf_counter()
                 round_config = self.rft_config(arm, policy, seed, folder, round_index=k)
                 run_sft(round_config)

@@ -24,8 +24,9 @@ from turngym.recipes.study import (
     pairwise_differences,
     recompute,
     study_progress,
-    time_left,
 )
+from turngym.recipes.study_clock import StudyClock, clock_time
+from turngym.recipes.study_progress import Pace, PlannedStage, expected_seconds, paces, stage_left
 
 CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
 
@@ -87,12 +88,54 @@ def _curve_summary() -> dict:
                        "evaluation": {"curve_tasks": 20}}}
 
 
-def test_time_left_is_each_stage_left_at_its_kinds_mean_pace_by_hand():
-    finished = {"rl": [100.0, 200.0], "eval": [10.0]}
-    assert time_left(finished, ["rl", "eval", "eval"]) == 150 + 10 + 10
-    assert time_left(finished, []) == 0
-    assert time_left(finished, ["rl", "sft"]) is None  # no SFT stage has run: no pace to go by
-    assert (duration(62), duration(5399), duration(7200)) == ("1 min", "90 min", "2.0 h")
+def test_a_stage_is_expected_to_take_its_work_at_its_kinds_measured_pace_or_the_prior_by_hand():
+    # rl: 300 s over 40 episodes; eval: 10 s over 5 episodes; no SFT stage has run: its prior, not measured
+    pace = paces([("rl", 100.0, 10), ("rl", 200.0, 30), ("eval", 10.0, 5)], priors={"rl": 9.0, "eval": 9.0, "sft": 4.0})
+    assert pace == {"rl": Pace(7.5, True), "eval": Pace(2.0, True), "sft": Pace(4.0, False)}
+    assert expected_seconds(PlannedStage("rl", Path("x"), 8), pace) == 60.0
+    assert expected_seconds(PlannedStage("sft", Path("x"), 20), pace) == 80.0
+    # The running stage: what its expected time leaves until some of its work is done, then its own pace.
+    assert stage_left(30.0, 100.0) == 70.0 and stage_left(130.0, 100.0) == 0.0
+    assert stage_left(30.0, 100.0, done=0.25) == 90.0  # 30 s for a quarter: 90 s for the other three
+    assert stage_left(30.0, 100.0, done=1.0) == 0.0
+    assert (duration(42), duration(62), duration(5399), duration(7200)) == ("42 s", "1 min", "90 min", "2.0 h")
+    assert (clock_time(59.6), clock_time(125), clock_time(3725)) == ("1:00", "2:05", "1:02:05")
+
+
+def test_the_study_clock_says_each_stage_its_time_and_the_time_left_by_hand(tmp_path):
+    now, lines = [0.0], []
+    names = ["seed 0 (1/1) · SFT on 20 demos", "seed 0 (1/1) · ppo RL", "seed 0 (1/1) · eval ppo on held_out"]
+    plan = [PlannedStage(kind, tmp_path / f"{kind}.json", units, name)
+            for kind, units, name in zip(("sft", "rl", "eval"), (20, 128, 100), names, strict=True)]
+
+    def finish(stage, seconds):
+        stage.marker.write_text(json.dumps({"seconds": seconds}))
+        now[0] += seconds
+
+    clock = StudyClock(plan, live=False, clock=lambda: now[0], write=lines.append)
+    # Priors: SFT 20 demos x 5 s = 100 s, RL 128 episodes x 2.5 s = 320 s, eval 100 episodes x 1 s = 100 s: 520 s.
+    clock.begin("SFT warm start")
+    estimate = "(an estimate for eval, rl, sft until a stage of each has run)"
+    assert lines == ["\n== SFT warm start",
+                     f"   study: stage 1 of 3 ({names[0]}): about 2 min; 0 s elapsed, about 9 min left {estimate}"]
+    finish(plan[0], 80)  # SFT measured: 4 s a demo
+    clock.begin("ppo")
+    estimate = "(an estimate for eval, rl until a stage of each has run)"
+    left = f"1 min elapsed, about 7 min left {estimate}"  # 320 + 100 s
+    assert lines[2:] == [f"   finished stage 1 of 3 ({names[0]}) in 1 min (expected 2 min); {left}", "\n== ppo",
+                         f"   study: stage 2 of 3 ({names[1]}): about 5 min; {left}"]
+    assert clock.status() == f"stage 2/3 · {names[1]} · 0:00, about 5:20 left · study about 7 min left (an estimate)"
+    clock.progress(4, 8, "step 4/8")  # resumed at step 4: this leg's pace counts from there
+    now[0] += 60
+    clock.progress(6, 8, "step 6/8")  # half of this leg in 60 s: 60 s left, then the evaluation's 100 s
+    assert clock.status() == f"stage 2/3 · {names[1]} · step 6/8 · 1:00, about 1:00 left · study about 3 min left " \
+                             "(an estimate)"
+    finish(plan[1], 60)
+    clock.begin("evaluate ppo")
+    assert lines[-1].endswith("3 min elapsed, about 2 min left (an estimate for eval until a stage of each has run)")
+    now[0] += 30
+    clock.close()  # stopped before its evaluation finished: no line says it did
+    assert not any(line.startswith("   finished stage 3") for line in lines)
 
 
 def test_peak_rss_is_the_processes_high_water_mark():
@@ -137,7 +180,12 @@ def test_a_long_study_says_which_stage_it_is_on_and_how_long_is_left(tmp_path):
     assert (kinds.count("sft"), kinds.count("rl"), kinds.count("eval")) == (2, 4, 8 + 6)
     assert not any("base/seed1" in str(stage.marker) for stage in plan)
     assert kinds[:3] == ["eval", "eval", "sft"]  # run()'s order: the base model's evaluations come first
-    assert study_progress(plan).startswith("study: stage 1 of 20; time left: estimated once a stage of each kind")
+    assert [stage.units for stage in plan[:5]] == [4, 4, 4, 4, 4] and plan[5].units == 8  # demos; episodes
+    assert [stage.name.removeprefix("seed 0 (1/2) · ") for stage in plan[2:6]] == [
+        "SFT on 4 demos", "eval sft-only on held_out", "eval sft-only on longer", "ppo RL"]
+    # Nothing has run: each kind at its prior, 2 SFT x 4 demos x 5 s + 4 RL x 8 episodes x 2.5 s + 14 x 4 x 1 s = 176 s.
+    assert study_progress(plan) == ("study: stage 1 of 20; about 3 min left (an estimate for eval, rl, sft until a "
+                                    "stage of each has run)")
 
     def finish(stage, seconds):
         stage.marker.parent.mkdir(parents=True, exist_ok=True)
@@ -145,7 +193,9 @@ def test_a_long_study_says_which_stage_it_is_on_and_how_long_is_left(tmp_path):
 
     for stage, seconds in zip(plan[:3], (30, 90, 60), strict=True):
         finish(stage, seconds)
-    assert "stage 4 of 20; time left: estimated once a stage of each kind (rl) has run" in study_progress(plan)
+    # Evaluations 15 s an episode (120 s for 8), SFT 15 s a demo: 60 + 4 x 20 (RL's prior) + 12 x 60 = 860 s.
+    assert study_progress(plan) == ("study: stage 4 of 20; about 14 min left (an estimate for rl until a stage of each "
+                                    "has run)")
     finish(plan[kinds.index("rl")], 3600)
     # Left: 1 SFT (60 s), 3 RL (3600 s), 12 evaluations (60 s, the mean of 30 and 90).
     assert study_progress(plan).endswith(
@@ -561,9 +611,17 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
     config = tiny_study(tmp_path, policy)
     summary, out = compare_algorithms.run(config)
 
-    # Each stage said where the study stood, in the order the stage plan counts them.
-    said = re.findall(r"study: stage (\d+) of (\d+)", capsys.readouterr().out)
+    # Each stage said where the study stood, in the order the stage plan counts them, and how long it took.
+    printed = capsys.readouterr().out
+    said = re.findall(r"study: stage (\d+) of (\d+)", printed)
     assert [int(k) for k, _ in said] == list(range(1, 12)) and {n for _, n in said} == {"11"}  # 4 arms, 2 panels
+    took = r"\d+ (?:s|min)"
+    ended = re.findall(rf"   finished stage (\d+) of 11 \((.+?)\) in {took} \(expected {took}\); {took} elapsed, "
+                       rf"(?:about {took} left|no stage left)", printed)
+    assert [int(k) for k, _ in ended] == list(range(1, 12))
+    assert [name.removeprefix("seed 0 (1/1) · ") for _, name in ended][2:5] == [
+        "SFT on 4 demos", "eval sft-only on held_out", "eval sft-only on longer"]
+    assert "stage 11 of 11 (seed 0 (1/1) · eval turn_rloo on longer): about " in printed
 
     table = (out / "results.md").read_text()
     for label in ("base", "sft-only", "ppo", "turn_rloo"):

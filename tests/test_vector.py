@@ -45,6 +45,22 @@ def test_a_failing_worker_truncates_its_episode_and_is_respawned(pool, action, r
 
 
 @pytest.mark.timeout(120)
+def test_every_worker_that_raises_reports_its_own_traceback_once(pool, caplog):
+    """Both workers raise at once, round after round (each respawned worker raising again): each failure names its
+    own error and its traceback is logged once. Before: a report read while looking for another worker's was dropped,
+    and a worker killed as it reported could leave the shared error queue locked, losing every later traceback."""
+    rounds = 4
+    with caplog.at_level("ERROR", logger="turngym.envs.vector"):
+        for _ in range(rounds):
+            pool.reset_some({0: None, 1: None})
+            results = pool.step_some({0: "raise", 1: "raise"})
+            assert [results[i].info["worker_failure"] for i in (0, 1)] == ["RuntimeError: the world broke"] * 2
+    traces = [r.getMessage() for r in caplog.records if "raised RuntimeError" in r.getMessage()]
+    assert len(traces) == 2 * rounds and all('raise RuntimeError("the world broke")' in t for t in traces)
+    assert pool.respawns == 2 * rounds
+
+
+@pytest.mark.timeout(120)
 def test_plain_async_vector_env_api_still_works(pool):
     observations, _infos = pool.reset(seed=0)
     assert list(observations) == ["ready", "ready"]
