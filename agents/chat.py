@@ -14,9 +14,11 @@ other systems suffer). :func:`check_chat_template` tells whether a tokenizer's t
 append-only, i.e. whether rendering the whole history would give the same ids.
 
 Templates that are *not* append-only (a thinking model's template that strips earlier ``<think>``
-blocks, say) are handled by the same rule: turngym keeps the sequence append-only and exactly as
-sampled. The model then sees its earlier thinking, which the template would have hidden, but every
-token it was conditioned on while sampling is the token it is trained on, so training stays exact.
+blocks, say) are handled by the same rule by default: turngym keeps the sequence append-only and exactly
+as sampled. The model then sees its earlier thinking, which the template would have hidden, but every
+token it was conditioned on while sampling is the token it is trained on, so training stays exact. With
+``history: strip_thinking`` (:mod:`turngym.agents.histories`) the model is given its earlier replies as the
+template writes them (:meth:`ChatFormat.history_text`), and each turn trains on its own context.
 """
 
 from __future__ import annotations
@@ -107,10 +109,11 @@ class ChatFormat:
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
         return [*system, {"role": "user", "content": first_user_message}]
 
-    def prompt_ids(self, first_user_message: str) -> list[int]:
-        """The template's rendering of ``[system, user]`` with the generation prompt (and prefix)."""
+    def prompt_ids(self, first_user_message: str, *, response_prefix: bool = True) -> list[int]:
+        """The template's rendering of ``[system, user]`` with the generation prompt (and the response prefix,
+        unless ``response_prefix`` is false)."""
         text = self._render(self.messages(first_user_message), add_generation_prompt=True)
-        return self.encode(text) + self._prefix_ids
+        return self.encode(text) + (self._prefix_ids if response_prefix else [])
 
     def shared_prefix_ids(self) -> list[int]:
         """The first ids every episode's prompt starts with (the system prompt and the template's
@@ -140,6 +143,19 @@ class ChatFormat:
                 "cannot locate one message's delta"
             )
         return full[at + len(anchor) :]
+
+    def history_text(self, reply: str) -> str:
+        """An earlier assistant reply as the template writes it once a user message follows (Qwen3's and
+        DeepSeek-R1's drop its ``<think>`` block); ``reply`` itself where the template's rendering does not show
+        where the reply's text is."""
+        before = self.messages(_USER_STAND_IN)
+        opened = self._render(before, add_generation_prompt=True)
+        full = self._render([*before, {"role": "assistant", "content": reply},
+                             {"role": "user", "content": _USER_STAND_IN + "-next"}], add_generation_prompt=False)
+        end = full.rfind(self._eot_text, 0, full.rfind(_USER_STAND_IN + "-next"))
+        if not full.startswith(opened) or end < len(opened):
+            return reply
+        return full[len(opened): end]
 
     def tool_delta_ids(self, result: str, name: str, call_id: str) -> list[int]:
         """The ids the template adds for a tool's answer (``role: tool``) to the call ``name`` the assistant turn
@@ -244,7 +260,8 @@ class TemplateReport:
         if not self.append_only:
             lines.append(
                 "  fallback: turngym keeps the episode append-only, exactly as sampled; training stays exact, "
-                "but the model sees history the template would have rewritten"
+                "but the model sees history the template would have rewritten (history: strip_thinking gives it "
+                "the template's history, each turn trained on its own context)"
             )
         return "\n".join(lines)
 

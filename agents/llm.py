@@ -26,13 +26,18 @@ template's tool message (``ChatFormat.tool_delta_ids``); the record stays exactl
 prompt (system prompt and first observation) and the last K turns only
 (:meth:`~turngym.agents.records.TokenRecord.context_ids`); the record still holds every id, and the
 trainer then trains each turn on exactly the context it was sampled from.
+
+``history`` rewrites what the model is given of its earlier turns (:mod:`turngym.agents.histories`):
+``strip_thinking`` drops earlier replies' reasoning, ``compact`` summarises the oldest turns once the context
+passes ``compact_budget_tokens``. The record then keeps each turn's context as given (``TokenRecord.contexts``),
+and a turn trains on that context and the ids it sampled there.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from turngym.agents.actions import ActionParser
@@ -40,6 +45,7 @@ from turngym.agents.base import ContinuousAgent, EndEpisode, stable_seed
 from turngym.agents.chat import ChatFormat, ChatTemplateError
 from turngym.agents.decoding import Join, decoder_for
 from turngym.agents.generation import Decoder, Generation, GenerationRequest, SamplingConfig, TokenBackend
+from turngym.agents.histories import Compact, History, SummaryKey, check_history, history_for, without_reasoning
 from turngym.agents.records import TokenRecord
 from turngym.agents.tool_calls import (
     SYNTAXES,
@@ -110,6 +116,10 @@ class LLMAgentConfig:
     max_completion_tokens: int | None = None  # cap on tokens after the prompt (training's max_completion_length)
     seed: int = 0
     history_window: int | None = None  # K: the model sees the first prompt and the last K turns (None: all turns)
+    history: str = "append"  # append | strip_thinking | compact: what the model is given of earlier turns
+    compact_budget_tokens: int | None = None  # compact: the context size past which the oldest turns are summarised
+    compact_summary: str = "rule"  # compact: "rule" (the dropped turns' actions listed) or "policy" (it writes one)
+    compact_summary_tokens: int = 128  # compact: the summary's length cap
     join: Join = "token"  # continuous batching: turns join between decoding steps, or once the batch is done ("turn")
     stop_after_action: bool = True  # prefix format with a response prefix: a line break ends the turn
     tool_syntax: str | None = None  # tools protocol: the model's call syntax (default: the chat template's)
@@ -124,6 +134,12 @@ class LLMAgentConfig:
             self.max_new_tokens = ONE_LINE_ACTION_TOKENS if self.stops_at_line_break else DEFAULT_MAX_NEW_TOKENS
         if self.history_window is not None and self.history_window < 1:
             raise ValueError(f"history_window must be >= 1 turn (None: the whole episode), got {self.history_window}")
+        check_history(self.history, window=self.history_window, budget=self.compact_budget_tokens,
+                      summary=self.compact_summary, summary_tokens=self.compact_summary_tokens)
+        longest = max(self.max_new_tokens, self.compact_summary_tokens)
+        if self.history == "compact" and self.compact_budget_tokens + longest > self.max_context_tokens:
+            raise ValueError(f"compact_budget_tokens ({self.compact_budget_tokens}) + {longest} tokens sampled must "
+                             f"fit in max_context_tokens ({self.max_context_tokens}): lower the budget")
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -149,6 +165,11 @@ class _Live:
     tools: bool = False  # the world's tools protocol: replies are read as the model's native tool calls
     pending_observation: str | None = None
     pending_call: tuple[str, str] | None = None  # (tool, call id) the pending observation answers
+    history: History | None = None  # a history that rewrites earlier turns (None: append-only)
+    observations: list[str] = field(default_factory=list)  # every observation so far, the first one included
+    summary: str = ""  # compact: the last summary
+    summarised: int = 0  # compact: the turns the last summary covers
+    compaction: tuple[list[int], int] | None = None  # compact by the policy: (delta, first turn kept) awaiting it
 
 
 class LLMAgent(ContinuousAgent):
@@ -185,7 +206,11 @@ class LLMAgent(ContinuousAgent):
         tools = info.get("tools")
         chat = self._tools_chat(tools) if tools else self.chat
         record = TokenRecord(prompt_ids=chat.prompt_ids(observation), history_window=self.config.history_window)
-        self._live[episode] = _Live(record, stable_seed(self.config.seed, episode, task_id) % 2**62, chat, bool(tools))
+        history = history_for(self.config.history, chat, self._end_of_turn_ids,
+                              budget=self.config.compact_budget_tokens,
+                              summary_tokens=self.config.compact_summary_tokens)
+        self._live[episode] = _Live(record, stable_seed(self.config.seed, episode, task_id) % 2**62, chat, bool(tools),
+                                    history=history, observations=[observation])
 
     def tool_syntax_of(self, episode: int) -> str | None:
         """The call syntax the episode's replies are read in (None: the world offers no tools)."""
@@ -217,7 +242,7 @@ class LLMAgent(ContinuousAgent):
 
     def act(self, episodes: Sequence[int]) -> list[str | EndEpisode]:
         """The next action of every episode listed, from one batched generation call."""
-        turns = [self._next_turn(episode) for episode in episodes]
+        turns = self._turns(episodes)
         requests = [turn for turn in turns if isinstance(turn, GenerationRequest)]
         generations = iter(self.backend.generate(requests, self.config.sampling, self.stop_ids)
                            if requests else [])
@@ -232,8 +257,7 @@ class LLMAgent(ContinuousAgent):
             self._decoder = decoder_for(self.backend, self.config.sampling, self.stop_ids,
                                         join=self.config.join)
         ended = []
-        for episode in episodes:
-            turn = self._next_turn(episode)
+        for episode, turn in zip(episodes, self._turns(episodes), strict=True):
             if isinstance(turn, EndEpisode):
                 ended.append((episode, turn))
             else:
@@ -252,20 +276,88 @@ class LLMAgent(ContinuousAgent):
         return self._decoder is not None and self._decoder.busy
 
     # ------------------------------------------------------------------ one turn
+    def _turns(self, episodes: Sequence[int]) -> list[GenerationRequest | EndEpisode]:
+        """Each episode's next turn (:meth:`_next_turn`); the summaries some compactions need first
+        (``compact_summary: policy``) are written before, in one batched call of their own."""
+        turns = [self._next_turn(episode) for episode in episodes]
+        asks = [turn for turn in turns if isinstance(turn, GenerationRequest) and isinstance(turn.key, SummaryKey)]
+        if not asks:
+            return turns
+        sampling = replace(self.config.sampling, max_new_tokens=self.config.compact_summary_tokens)
+        summaries = self.backend.generate(asks, sampling, self._end_of_turn_ids)
+        written = {ask.key: self._take_summary(ask.key, summary) for ask, summary in zip(asks, summaries, strict=True)}
+        return [written.get(turn.key, turn) if isinstance(turn, GenerationRequest) else turn for turn in turns]
+
     def _next_turn(self, episode: int) -> GenerationRequest | EndEpisode:
-        """The request for an episode's next turn (its pending observation appended), or why it must end."""
+        """The request for an episode's next turn (its pending observation appended), the request for the summary
+        its compaction needs first (``compact_summary: policy``, keyed :class:`SummaryKey`), or why it must end."""
         live = self._live[episode]
-        delta = []
-        if live.pending_observation is not None:
-            delta = (live.chat.tool_delta_ids(live.pending_observation, *live.pending_call) if live.pending_call
-                     else live.chat.env_delta_ids(live.pending_observation))
-        if self._would_overflow(live.record, len(delta), self.config.sampling.max_new_tokens):
-            live.record.context_truncated = True
+        delta = self._pending_delta(live)
+        if isinstance(live.history, Compact):
+            first = live.history.first_kept(live.record, delta, live.observations[0])
+            if first is not None:
+                return self._compact(episode, live, delta, first)
+        context = live.history.context(live.record, delta) if live.history else None
+        return self._turn_request(episode, live, delta, context)
+
+    def _pending_delta(self, live: _Live) -> list[int]:
+        """The template's ids for the observation not yet appended ([] when none is pending)."""
+        if live.pending_observation is None:
+            return []
+        if live.pending_call:
+            return live.chat.tool_delta_ids(live.pending_observation, *live.pending_call)
+        return live.chat.env_delta_ids(live.pending_observation)
+
+    def _turn_request(self, episode: int, live: _Live, delta: list[int],
+                      context: list[int] | None) -> GenerationRequest | EndEpisode:
+        """Append the pending observation and ask for the turn on ``context`` (None: the record's own slicing,
+        an append-only history), or end the episode when that would overflow."""
+        record = live.record
+        length = record.context_length() + len(delta) if context is None else len(context)
+        if self._would_overflow(record, length):
+            record.context_truncated = True
             return EndEpisode("context_length")
         if live.pending_observation is not None:
-            live.record.add_env_turn(delta)
+            record.add_env_turn(delta)
             live.pending_observation = None
-        return GenerationRequest(episode, live.record.context_ids(), live.seed)
+        if context is None:
+            return GenerationRequest(episode, record.context_ids(), live.seed)
+        record.add_context(context)
+        return GenerationRequest(episode, context, live.seed)
+
+    # ------------------------------------------------------------------ compaction (history: compact)
+    def _compact(self, episode: int, live: _Live, delta: list[int], first: int) -> GenerationRequest | EndEpisode:
+        """Drop turns before ``first`` for a summary: the rule's now, or a request for the policy's."""
+        if first >= live.record.num_turns:  # not even the latest turn fits beside a summary
+            live.record.context_truncated = True
+            return EndEpisode("context_length")
+        if self.config.compact_summary == "policy":
+            live.compaction = (delta, first)
+            ids = live.history.summary_request(live.record.replies[live.summarised:first],
+                                               live.observations[live.summarised + 1:first + 1], live.summary)
+            return GenerationRequest(SummaryKey(episode), ids, live.seed)
+        return self._summarised(episode, live, delta, first, live.history.rule_summary(live.record.actions[:first]))
+
+    def _summarised(self, episode: int, live: _Live, delta: list[int], first: int,
+                    summary: str) -> GenerationRequest | EndEpisode:
+        """The turn's request on the compacted context: the first prompt with ``summary``, turns ``first``..."""
+        live.summary, live.summarised = summary, first
+        head = live.history.head(live.observations[0], summary)
+        context = live.history.compacted(live.record, delta, first, head)
+        if len(context) > live.history.budget:
+            live.record.context_truncated = True
+            return EndEpisode("context_length")
+        return self._turn_request(episode, live, delta, context)
+
+    def _take_summary(self, key: SummaryKey, generation: Generation) -> GenerationRequest | EndEpisode:
+        """The policy's summary (context from now on, never trained on): the request of the turn it was for."""
+        live = self._live[key.episode]
+        self.backend.release(key)
+        self.sampled_tokens += len(generation.ids)
+        ids = generation.ids[:-1] if generation.stopped else generation.ids
+        text = without_reasoning(live.chat.decode(ids, skip_special_tokens=True)).strip()
+        (delta, first), live.compaction = live.compaction, None
+        return self._summarised(key.episode, live, delta, first, live.history.cut(text))
 
     def _take(self, episode: int, generation: Generation) -> str:
         """Record a generated turn; the action parsed from it ("" when none parses: an invalid action)."""
@@ -287,20 +379,25 @@ class LLMAgent(ContinuousAgent):
         record.actions.append(action)
         return action if action is not None else ""
 
-    def _would_overflow(self, record: TokenRecord, delta: int, max_new: int) -> bool:
-        """Would the next turn pass the context or the completion cap? (+1: a forced end-of-turn.) Both count
-        the context the next turn is given: the whole episode, or the prompt and the window."""
-        context = record.context_length()
-        if context + delta + max_new > self.config.max_context_tokens:
+    def _would_overflow(self, record: TokenRecord, context: int) -> bool:
+        """Would the next turn, given ``context`` tokens, pass the context or the completion cap? (+1: a forced
+        end-of-turn.) Both count the context the next turn is given: the whole episode, the prompt and the window,
+        or the history's context."""
+        max_new = self.config.sampling.max_new_tokens
+        if context + max_new > self.config.max_context_tokens:
             return True
         cap = self.config.max_completion_tokens
-        return cap is not None and context - len(record.prompt_ids) + delta + max_new + 1 > cap
+        return cap is not None and context - len(record.prompt_ids) + max_new + 1 > cap
 
     def observe(self, episode: int, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
         # Appended lazily, at the next act(): the last observation of an episode is never needed.
-        self._live[episode].pending_observation = observation
+        live = self._live[episode]
+        live.pending_observation = observation
+        if isinstance(live.history, Compact):  # a policy's summary reads them
+            live.observations.append(observation)
 
     def end(self, episode: int) -> TokenRecord:
         live = self._live.pop(episode)
         self.backend.release(episode)
         return live.record
+

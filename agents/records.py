@@ -44,6 +44,10 @@ class TokenRecord:
     (the system prompt, the first observation and the last K turns, the latest observation included):
     :meth:`context_ids` is that sequence, and :meth:`turn_sample` turn t's training sample. Without a
     window, context_t is the whole sequence so far, and the episode trains as one sequence.
+
+    A history that rewrites earlier turns (``LLMAgentConfig.history``: ``strip_thinking``, ``compact``;
+    :mod:`turngym.agents.histories`) cannot be sliced from the sequence: ``contexts`` then keeps, per turn, the
+    exact ids the model was given, and :attr:`rewritten` says whether any of them is not the sequence before it.
     """
 
     prompt_ids: list[int]
@@ -57,6 +61,7 @@ class TokenRecord:
     forced_end_of_turn: list[bool] = field(default_factory=list)  # turn hit max_new_tokens
     context_truncated: bool = False
     history_window: int | None = None  # K: each turn saw the prompt and the last K turns only (None: everything)
+    contexts: list[list[int]] | None = None  # per turn, the ids it was given (a rewritten history; None: sliced)
 
     @property
     def num_turns(self) -> int:
@@ -69,16 +74,52 @@ class TokenRecord:
 
     def context_ids(self, turn: int | None = None) -> list[int]:
         """The ids the model is (was) given before sampling turn ``turn`` (default: the next turn):
-        ``prompt_ids`` and every earlier turn's tokens, or only the last ``history_window`` turns'."""
+        ``prompt_ids`` and every earlier turn's tokens, or only the last ``history_window`` turns', or the
+        context kept for it (``contexts``)."""
         turn = self.num_turns if turn is None else turn
+        if self.contexts is not None:
+            return list(self._kept_context(turn))
         first = max(0, turn - self.history_window) if self.history_window else 0
         return self.prompt_ids + self.completion_ids[self.turn_start(first): self.turn_start(turn)]
 
     def context_length(self, turn: int | None = None) -> int:
         """``len(self.context_ids(turn))``, without building the list."""
         turn = self.num_turns if turn is None else turn
+        if self.contexts is not None:
+            return len(self._kept_context(turn))
         first = max(0, turn - self.history_window) if self.history_window else 0
         return len(self.prompt_ids) + self.turn_start(turn) - self.turn_start(first)
+
+    def _kept_context(self, turn: int) -> list[int]:
+        if turn >= len(self.contexts):
+            raise ValueError(f"turn {turn}'s context is not kept yet: the agent's history makes it "
+                             f"({len(self.contexts)} kept)")
+        return self.contexts[turn]
+
+    def add_context(self, ids: list[int]) -> None:
+        """Keep the ids the next turn is given (a rewritten history); call before :meth:`add_model_turn`."""
+        if self.contexts is None:
+            self.contexts = []
+        if len(self.contexts) != self.num_turns:
+            raise ValueError(f"a context for turn {self.num_turns} comes after {len(self.contexts)} kept contexts")
+        self.contexts.append(list(ids))
+
+    def turn_ids(self, turn: int) -> list[int]:
+        """Turn ``turn``'s whole part of ``completion_ids``: its sampled ids, then the environment's answer."""
+        return self.completion_ids[self.turn_start(turn): self.turn_start(turn + 1)]
+
+    @property
+    def rewritten(self) -> bool:
+        """Some turn was given a context other than the whole sequence before it (a rewritten history: the turns
+        then train one by one, each on its own context)."""
+        if self.contexts is None:
+            return False
+        return any(not self._is_whole_prefix(turn, context) for turn, context in enumerate(self.contexts))
+
+    def _is_whole_prefix(self, turn: int, context: list[int]) -> bool:
+        start = self.turn_start(turn)
+        return (len(context) == len(self.prompt_ids) + start and context[: len(self.prompt_ids)] == self.prompt_ids
+                and context[len(self.prompt_ids):] == self.completion_ids[:start])
 
     def turn_sample(self, turn: int) -> TurnSample:
         """Turn ``turn`` as its own sample: :meth:`context_ids` and the ids sampled at that turn."""

@@ -85,6 +85,20 @@ class RolloutOptions:
         default=None, metadata={"help": "context of long episodes: the model sees the first prompt (system prompt, "
                                         "first observation) and the last K turns only, and each turn trains as its "
                                         "own sample on exactly that context; None: the whole episode, one sample"})
+    history: Literal["append", "strip_thinking", "compact"] = field(
+        default="append", metadata={"help": "what the model is given of its earlier turns: 'append' (as sampled), "
+                                            "'strip_thinking' (replies without their <think> reasoning, as Qwen3's "
+                                            "template), 'compact' (the oldest turns summarised past "
+                                            "compact_budget_tokens); a rewritten turn trains as its own sample on "
+                                            "exactly the context it was given (docs/agents.md)"})
+    compact_budget_tokens: int | None = field(
+        default=None, metadata={"help": "history compact: the context size past which the oldest turns are "
+                                        "summarised"})
+    compact_summary: Literal["rule", "policy"] = field(
+        default="rule", metadata={"help": "history compact: 'rule' (the dropped turns' actions listed) or 'policy' "
+                                          "(the policy writes the summary; its tokens are context, never trained)"})
+    compact_summary_tokens: int = field(
+        default=128, metadata={"help": "history compact: the summary's length cap in tokens"})
     max_staleness: int = field(
         default=0, metadata={"help": "K > 0: the next K steps' rollouts play while a step trains"})
     partial_rollouts: bool = field(default=False, metadata={"help": "K > 0: new weights between turns"})
@@ -288,6 +302,23 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
             if self.use_vllm and self.vllm_importance_sampling_correction:
                 raise ValueError("history_window with use_vllm: set vllm_importance_sampling_correction=False "
                                  "(turngym's tis_cap corrects the per-turn samples instead)")
+        self._validate_history()
+
+    def _validate_history(self) -> None:
+        """``history`` and its compaction settings agree (the agent's own check), and a rewritten history's per-turn
+        samples are not corrected by TRL's vLLM importance sampling (tis_cap does it)."""
+        from turngym.agents.histories import check_history
+
+        check_history(self.history, window=self.history_window, budget=self.compact_budget_tokens,
+                      summary=self.compact_summary, summary_tokens=self.compact_summary_tokens)
+        if self.history != "append" and self.use_vllm and self.vllm_importance_sampling_correction:
+            raise ValueError(f"history {self.history} with use_vllm: set vllm_importance_sampling_correction=False "
+                             "(turngym's tis_cap corrects the per-turn samples instead)")
+
+    def history_options(self) -> dict[str, Any]:
+        """The agent's history fields (``LLMAgentConfig``'s names), for rollouts and held-out evaluation."""
+        return {name: getattr(self, name)
+                for name in ("history", "compact_budget_tokens", "compact_summary", "compact_summary_tokens")}
 
     def _validate_pipeline(self) -> None:
         """max_staleness > 0 plays rollouts ahead in a thread: one process, a sampler whose draws are known
@@ -327,6 +358,10 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
             raise ValueError(f"history_window trains each turn as its own sample; {self.algorithm} reads the whole "
                              "episode's tokens (its critic needs the episode as one sequence): use an algorithm "
                              "without a critic or no window")
+        if self.history != "append" and get_estimator(self.algorithm).needs_tokens:
+            raise ValueError(f"history {self.history} trains a rewritten turn as its own sample; {self.algorithm} "
+                             "reads the whole episode's tokens (its critic): use an algorithm without a critic or "
+                             "history append")
         self._resolved = True
         return self
 

@@ -11,7 +11,9 @@ the turn of every token, where each turn ends, the sampling logprobs, and the ou
 
 An episode played with a history window (``TurnGymConfig.history_window``) trains as one sample per
 turn instead (:meth:`Episode.turn_samples`): turn t's sample is the context the model was given at
-turn t and the ids it sampled there, so what is trained on is still exactly what was sampled.
+turn t and the ids it sampled there, so what is trained on is still exactly what was sampled. So does an
+episode whose history was rewritten (``TurnGymConfig.history``: strip_thinking, compact;
+:attr:`Episode.history_rewritten`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,12 @@ class Episode:
         """K when the agent saw only the first prompt and the last K turns (then each turn is its own sample)."""
         return self.tokens.history_window
 
+    @property
+    def history_rewritten(self) -> bool:
+        """Some turn was given a context other than the sequence before it (``history`` strip_thinking or compact
+        rewrote it): the episode is never one sequence, and trains per turn."""
+        return self.tokens.rewritten
+
     def turn_samples(self) -> list[TurnSample]:
         """One sample per model turn: the exact context turn t was sampled from, and its sampled ids."""
         return [self.tokens.turn_sample(turn) for turn in range(self.num_turns)]
@@ -165,6 +173,9 @@ class Episode:
         for turn, end in enumerate(self.turn_ends):
             if not (0 <= end < n and self.env_mask[end] == 1 and self.turn_index[end] == turn):
                 raise ValueError(f"turn {turn} ends at token {end}, which is not a sampled token of that turn")
+        contexts = self.tokens.contexts
+        if contexts is not None and len(contexts) != self.num_turns:
+            raise ValueError(f"{len(contexts)} kept contexts for {self.num_turns} model turns")
 
 
 def state_key(observation: str, admissible_commands: Sequence[str] | None = None) -> str:

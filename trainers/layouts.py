@@ -8,11 +8,12 @@ loss's token count over every process (``num_items_in_batch``).
 
 - **Whole episode** (the default): row i is episode i, the prompt then every turn, the model's and the world's
   tokens alike. ``env_mask`` (the model's tokens) is TRL's tool mask, so the world's tokens stay out of the loss.
-- **Per turn** (``history_window: K``): row (i, t) is turn t of episode i: the exact context the model was given
-  at turn t (the first prompt and the last K turns) and the ids it sampled there
-  (:meth:`~turngym.trainers.episodes.Episode.turn_samples`). TRL builds one stand-in row per episode (its first
-  turn); :func:`per_turn_rows` replaces them, and :func:`recompute_logps` redoes, with a forward pass handed in,
-  the logprobs TRL computed on the stand-ins.
+- **Per turn** (``history_window: K``; and any step where a ``history`` of strip_thinking or compact rewrote some
+  episode's context): row (i, t) is turn t of episode i: the exact context the model was given at turn t (the
+  first prompt and the last K turns, or the context the history made) and the ids it sampled there
+  (:meth:`~turngym.trainers.episodes.Episode.turn_samples`). TRL builds one stand-in row per such episode (its
+  first turn); :func:`per_turn_rows` replaces every row, and :func:`recompute_logps` redoes, with a forward pass
+  handed in, the logprobs TRL computed on the stand-ins.
 
 Nothing here imports TRL or runs a model.
 """
@@ -61,19 +62,22 @@ def padded(rows: Sequence[Sequence[float]], width: int, device: Any = None) -> t
 def rollout_rows(episodes: Sequence[Episode], *, per_turn: bool) -> Rows:
     """What ``rollout_func`` hands TRL: each episode's ids, sampling logprobs and ``env_mask``, and the
     :class:`Episode` records under ``"episode"`` (TRL puts one on each input row, where the reward function and
-    the advantages read it back). Per turn, each episode's first turn stands in for it (its prompt alone if it
-    played none) until :func:`per_turn_rows` replaces the rows."""
+    the advantages read it back). Per turn, and for an episode whose history was rewritten (never one sequence),
+    the episode's first turn stands in for it (its prompt alone if it played none) until :func:`per_turn_rows`
+    replaces the rows."""
     episodes = list(episodes)
-    if not per_turn:
-        return {"prompt_ids": [e.prompt_ids for e in episodes], "completion_ids": [e.completion_ids for e in episodes],
-                "logprobs": [e.logprobs for e in episodes], "env_mask": [e.env_mask for e in episodes],
-                "episode": episodes}
-    firsts = [e.turn_samples()[:1] for e in episodes]
-    return {"prompt_ids": [f[0].prompt_ids if f else e.prompt_ids for f, e in zip(firsts, episodes, strict=True)],
-            "completion_ids": [f[0].completion_ids if f else [] for f in firsts],
-            "logprobs": [f[0].logprobs if f else [] for f in firsts],
-            "env_mask": [[1] * len(f[0].completion_ids) if f else [] for f in firsts],
-            "episode": episodes}
+    rows = [_first_turn_row(e) if per_turn or e.history_rewritten else
+            (e.prompt_ids, e.completion_ids, e.logprobs, e.env_mask) for e in episodes]
+    return {"prompt_ids": [r[0] for r in rows], "completion_ids": [r[1] for r in rows],
+            "logprobs": [r[2] for r in rows], "env_mask": [r[3] for r in rows], "episode": episodes}
+
+
+def _first_turn_row(episode: Episode) -> tuple[list[int], list[int], list[float], list[int]]:
+    """(prompt, completion, logprobs, env_mask) of the episode's first turn as its own sample."""
+    first = episode.turn_samples()[:1]
+    if not first:
+        return episode.prompt_ids, [], [], []
+    return first[0].prompt_ids, first[0].completion_ids, first[0].logprobs, [1] * len(first[0].completion_ids)
 
 
 def drop_rows(rows: Rows, dropped: Sequence[bool]) -> None:

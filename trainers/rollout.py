@@ -9,7 +9,7 @@ episodes play in its own pool with its own chat format, one world after the othe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from turngym.agents.backends import HFBackend, TokenBackend
@@ -93,7 +93,7 @@ class EpisodeRunner:
         positions = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
         return options.agent_config(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
                                     max_completion_tokens=args.max_completion_length, max_context_tokens=positions,
-                                    seed=seed, history_window=args.history_window)
+                                    seed=seed, history_window=args.history_window, **args.history_options())
 
     def _pool_for(self, size: int, world: World | None = None) -> EnvPool | LocalPool:
         """One environment per episode (in this process), so the whole batch generates in lockstep."""
@@ -135,11 +135,13 @@ def policy_pool(options: WorldOptions, size: int, tasks: TaskSet | None = None) 
 def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, tasks: TaskSet, *, temperature: float = 0.0,
                     seed: int = 0, batch: int = 16, name: str = "policy", progress: bool | str = True,
                     samples_per_task: int = 1, pass_at: Sequence[int] | None = None,
-                    history_window: int | None = None, backend: TokenBackend | None = None) -> EvalReport:
+                    history_window: int | None = None, backend: TokenBackend | None = None,
+                    history: Mapping[str, Any] | None = None) -> EvalReport:
     """Play every task once (or ``samples_per_task`` times, for pass@k) with ``model`` in the run's chat format,
     through the one evaluation entry point (:func:`turngym.agents.evaluate.evaluate`); ``report.trajectories``
     holds the episodes. ``history_window``: the context the policy was trained with (default: ``options``'s, if
-    it has one, else the whole episode).
+    it has one, else the whole episode); ``history``: the agent's history fields (``history``,
+    ``compact_budget_tokens``...; default: ``options``'s, if it has them, else append-only).
 
     Greedy by default. Without env workers, up to ``batch`` episodes run side by side in this
     process, so each turn is one batched forward pass. The model's train/eval mode is restored. ``backend``: what
@@ -147,9 +149,11 @@ def evaluate_policy(model: Any, tokenizer: Any, options: WorldOptions, tasks: Ta
     """
     was_training = model.training
     window = history_window if history_window is not None else getattr(options, "history_window", None)
+    if history is None:
+        history = options.history_options() if hasattr(options, "history_options") else {}
     backend = backend if backend is not None else HFBackend(model, pad_id=tokenizer.pad_token_id or 0)
     agent = LLMAgent(backend, tokenizer,
-                     options.agent_config(temperature=temperature, history_window=window), name=name)
+                     options.agent_config(temperature=temperature, history_window=window, **history), name=name)
     try:
         return evaluate(agent, options.env_id, tasks, env_kwargs=options.world_kwargs(), seed=seed,
                         num_workers=options.num_env_workers or 0, batch=batch,
@@ -172,6 +176,7 @@ def evaluate_worlds(model: Any, tokenizer: Any, panels: Sequence[tuple[World, Ta
     for world, tasks in panels:
         report = evaluate_policy(model, tokenizer, world.options, tasks, temperature=args.eval_temperature,
                                  seed=args.seed, history_window=args.history_window,
+                                 history=args.history_options(),
                                  progress=f"held-out evaluation{f' ({world.name})' if len(panels) > 1 else ''}")
         played += report.trajectories
         if per_world:

@@ -224,7 +224,7 @@ class TurnGymTrainer(GRPOTrainer):
                                process=self.accelerator.process_index)
         self._log(mode, step.metrics)
         self._log(mode, self.critic.targets(output, values, step.value_targets, [e.env_mask for e in episodes]))
-        if self.args.history_window:  # one row per turn, each on its own context
+        if self.args.history_window or self._history_rewritten(episodes):  # a row per turn, on its own context
             self._per_turn_rows(output, episodes, step.turns, step.dropped, mode)
         else:
             whole_episode_rows(output, step.tokens, step.dropped, recount=step.any_dropped,
@@ -236,6 +236,14 @@ class TurnGymTrainer(GRPOTrainer):
             output["advantages"] = output["advantages"] * self._tis_weights(output["old_per_token_logps"], output,
                                                                            mode)
         return output
+
+    def _history_rewritten(self, episodes: list[Episode]) -> bool:
+        """A rewritten history (``history`` strip_thinking or compact) gave some episode, on any process, a context
+        other than the sequence before a turn: the step then trains one row per turn. The same on every process."""
+        if self.args.history == "append":
+            return False
+        local = torch.tensor([float(any(e.history_rewritten for e in episodes))], device=self.accelerator.device)
+        return bool(self.accelerator.gather(local).max().item())
 
     def _per_turn_rows(self, output: dict[str, Any], episodes: list[Episode], per_turn: list[list[float]],
                        dropped: Sequence[bool], mode: str) -> None:

@@ -57,7 +57,8 @@ def agent_config(args: argparse.Namespace):
     return LLMAgentConfig(
         action_format=action_format, response_prefix=prefix, temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context, seed=args.seed,
-        stop_after_action=args.stop_after_action, **fields,
+        stop_after_action=args.stop_after_action, history=args.history,
+        compact_budget_tokens=args.compact_budget_tokens, compact_summary=args.compact_summary, **fields,
     )
 
 
@@ -285,6 +286,13 @@ def llm_options(p: argparse.ArgumentParser) -> None:
     llm.add_argument("--system-prompt", default=None,
                      help="default: the agent's; '' for none; may contain {format_instruction}. Match the "
                           "training config's system_prompt to reproduce its evaluation")
+    llm.add_argument("--history", default="append", choices=["append", "strip_thinking", "compact"],
+                     help="what the model is given of its earlier turns (match the training config's history; "
+                          "docs/agents.md)")
+    llm.add_argument("--compact-budget-tokens", type=POSITIVE, default=None,
+                     help="--history compact: the context size past which the oldest turns are summarised")
+    llm.add_argument("--compact-summary", default="rule", choices=["rule", "policy"],
+                     help="--history compact: the dropped turns' actions listed (rule), or a summary the model writes")
     llm.add_argument("--base-url", help="OpenAI-compatible endpoint for --agent openai, e.g. http://host:8000/v1")
     llm.add_argument("--vllm-server", help="a vLLM server's URL (vllm serve, trl vllm-serve) for --backend vllm "
                      "(default: vLLM in-process; docs/agents.md)")
