@@ -1032,9 +1032,11 @@ def test_helper_modules_mixins_decorators_and_generated_tests_raise_no_false_ala
 
 # What real repositories' own tests do that the grader once took for tampering (issue #42's first synthesized
 # sets, 31 of 146 gold validations void): cachetools' test classes hold the package's decorators as data
-# (`DECORATOR = staticmethod(cachetools.func.ttl_cache)`, some inheriting every test from a mixin), toolz
-# compares with a set display of constant tuples (a frozenset constant of tuples), more-itertools' load_tests runs
-# the package's doctests (doctest restores the trace it found through sys.settrace).
+# (`DECORATOR = staticmethod(cachetools.func.ttl_cache)`, some inheriting every test from a mixin; graded under
+# pytest, such a class that no graded id names has no canary, and pytest 7 sets its xunit fixture on it at
+# collection, a function from pytest's files: `_UnitTestCase__pytest_class_setup`, `_Class__pytest_setup_method`),
+# toolz compares with a set display of constant tuples (a frozenset constant of tuples), more-itertools' load_tests
+# runs the package's doctests (doctest restores the trace it found through sys.settrace).
 REAL_REPOSITORY_TESTS = '''import doctest
 import unittest
 
@@ -1077,11 +1079,18 @@ REAL_PYTEST = '''import pkg
 
 
 class Decorated:
+    def setup_method(self, method):
+        self.argument = 1
+
     def test_decorated(self):
-        assert self.DECORATOR(lambda x: x + 1)(1) == 2
+        assert self.DECORATOR(lambda x: x + 1)(self.argument) == 2
 
 
 class TestHeld(Decorated):
+    DECORATOR = staticmethod(pkg.cached)
+
+
+class TestNotGraded(Decorated):
     DECORATOR = staticmethod(pkg.cached)
 
 
@@ -1091,19 +1100,22 @@ def test_pairs():
 '''
 
 
-@pytest.mark.parametrize("mode", ["unittest", "pytest"])
+@pytest.mark.parametrize("mode", ["unittest", "pytest", "unittest under pytest"])
 def test_what_real_repositories_tests_do_raises_no_false_alarm(tmp_path, mode):
-    if mode == "pytest" and not _sandbox_has_pytest():
+    if mode != "unittest" and not _sandbox_has_pytest():
         pytest.skip("the sandbox's python3 (/usr/bin/python3) has no pytest (python3-pytest)")
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text(REAL_PACKAGE)
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("")
-    (tmp_path / "tests" / "test_real.py").write_text(REAL_REPOSITORY_TESTS if mode == "unittest" else REAL_PYTEST)
-    names = (["TestHeld::test_decorated", "TestHeld::test_pairs", "TestHeld", "TestOnlyInherited::test_decorated"]
-             if mode == "unittest" else ["TestHeld::test_decorated", "test_pairs"])
+    (tmp_path / "tests" / "test_real.py").write_text(REAL_PYTEST if mode == "pytest" else REAL_REPOSITORY_TESTS)
+    # under pytest the whole file is collected and checked: TestNotGraded and TestOnlyInherited too, without canaries
+    names = {"unittest": ["TestHeld::test_decorated", "TestHeld::test_pairs", "TestHeld",
+                          "TestOnlyInherited::test_decorated"],
+             "pytest": ["TestHeld::test_decorated", "test_pairs"],
+             "unittest under pytest": ["TestHeld::test_decorated", "TestHeld::test_pairs"]}[mode]
     ids = [f"tests/test_real.py::{n}" for n in names]
-    statuses, log = _run_the_runner(tmp_path, ids, *(["--pytest"] if mode == "pytest" else []))
+    statuses, log = _run_the_runner(tmp_path, ids, *([] if mode == "unittest" else ["--pytest"]))
     assert statuses == dict.fromkeys(ids, "PASSED"), log
 
 

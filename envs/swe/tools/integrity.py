@@ -1086,6 +1086,8 @@ class Guard:
             for function in functions or ():
                 if b["type"](function) is not b["FunctionType"] or not self.code_ok(function.__code__):
                     return f"{name}.{key} is not code of the test files (nor of the framework)"
+                if "__pytest_" in key and not self._is_test_file(function.__code__):
+                    continue  # pytest's xunit fixture, set on the class at collection: not where the class is from
                 for _ in b["range"](20):  # its file, and those of the functions a framework wrapper wraps
                     files.add(b["abspath"](function.__code__.co_filename))
                     found, function = self._get(self._items(function), "__wrapped__")
@@ -1093,9 +1095,11 @@ class Guard:
                         break
             entries.append((key, functions))
         bound, found_class = set(), False
-        if not files:  # no function of its own (its tests inherited): the graded module that defines it
+        if not files & self.trusted.keys():
+            # no function of its own from a test file (its tests inherited, its other functions the framework's or
+            # an installed package's): the graded module that defines it says what its class body binds
             module_name = self._get(items, "__module__")[1]
-            files = {graded[3] for graded_name, graded in self.graded.items() if graded_name == module_name}
+            files = files | {graded[3] for graded_name, graded in self.graded.items() if graded_name == module_name}
         for path in files:
             keys = self._file(path)[2].get(name)
             if keys is not None:
