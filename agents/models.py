@@ -128,6 +128,30 @@ def load_policy(name_or_path: str = DEFAULT_MODEL, *, device: str = "cpu", dtype
     return model, tokenizer
 
 
+def make_backend(model: str = DEFAULT_MODEL, *, backend: str = "hf", device: str = "cpu", seed: int = 0,
+                 max_context: int = 4096, vllm_server: str | None = None) -> tuple[Any, Any]:
+    """``(generation backend, tokenizer)`` for a model and a backend name (``hf`` or ``vllm``)."""
+    if backend == "hf":
+        from turngym.agents.backends import HFBackend
+
+        policy, tokenizer = load_policy(model, device=device)
+        return HFBackend(policy, pad_id=tokenizer.pad_token_id), tokenizer
+    if backend == "vllm":
+        from transformers import AutoTokenizer
+
+        from turngym.agents.backends import VLLMBackend
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
+        if vllm_server:
+            from trl.generation.vllm_client import VLLMClient
+
+            return VLLMBackend(client=VLLMClient(base_url=vllm_server)), tokenizer
+        # in this process, in the dtype load_policy gives (fp32 on CPU: vLLM's "auto" would take bf16)
+        return VLLMBackend.colocated(resolve_model(model), dtype="float32" if device == "cpu" else "bfloat16",
+                                     seed=seed, max_model_len=max_context), tokenizer
+    raise ValueError(f"unknown backend {backend!r}; choose from hf, vllm")
+
+
 def make_llm_agent(model: str = DEFAULT_MODEL, *, backend: str = "hf", device: str = "cpu", config: Any = None,
                    openai_base_url: str | None = None, vllm_server: str | None = None, name: str | None = None) -> Any:
     """Build an LLM agent from a model name and a backend name (``hf``, ``vllm`` or ``openai``)."""
@@ -138,28 +162,12 @@ def make_llm_agent(model: str = DEFAULT_MODEL, *, backend: str = "hf", device: s
         from turngym.agents.openai_agent import ChatAPIAgent
 
         return ChatAPIAgent(model=model, base_url=openai_base_url, config=config, name=name or f"openai:{model}")
-    if backend == "hf":
-        from turngym.agents.backends import HFBackend
-
-        policy, tokenizer = load_policy(model, device=device)
-        return LLMAgent(HFBackend(policy, pad_id=tokenizer.pad_token_id), tokenizer, config,
-                        name=name or f"llm:{Path(model).name}")
-    if backend == "vllm":
-        from transformers import AutoTokenizer
-
-        from turngym.agents.backends import VLLMBackend
-
-        tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
-        if vllm_server:
-            from trl.generation.vllm_client import VLLMClient
-
-            vllm = VLLMBackend(client=VLLMClient(base_url=vllm_server))
-        else:  # in this process, in the dtype load_policy gives (fp32 on CPU: vLLM's "auto" would take bf16)
-            vllm = VLLMBackend.colocated(resolve_model(model), dtype="float32" if device == "cpu" else "bfloat16",
-                                         seed=config.seed, max_model_len=config.max_context_tokens)
-        return LLMAgent(vllm, tokenizer, config, name=name or f"vllm:{Path(model).name}")
-    raise ValueError(f"unknown backend {backend!r}; choose from hf, vllm, openai")
-
+    if backend not in ("hf", "vllm"):
+        raise ValueError(f"unknown backend {backend!r}; choose from hf, vllm, openai")
+    generator, tokenizer = make_backend(model, backend=backend, device=device, seed=config.seed,
+                                        max_context=config.max_context_tokens, vllm_server=vllm_server)
+    kind = "vllm" if backend == "vllm" else "llm"
+    return LLMAgent(generator, tokenizer, config, name=name or f"{kind}:{Path(model).name}")
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")

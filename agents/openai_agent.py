@@ -56,13 +56,15 @@ class ChatAPIAgent(Agent):
         api_key: default ``$OPENAI_API_KEY``, or ``"EMPTY"`` for servers that need none.
         max_concurrency: requests in flight at once.
         client: an ``openai.OpenAI`` client to use instead of building one.
+        tag_episodes: name each request's episode in the ``X-Turngym-Episode`` header (``turngym proxy`` keeps an
+            episode's calls together by it); other servers ignore the header.
     """
 
     batched = True
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  config: LLMAgentConfig | None = None, name: str | None = None, max_concurrency: int = 8,
-                 timeout: float = 120.0, client: Any = None) -> None:
+                 timeout: float = 120.0, client: Any = None, tag_episodes: bool = False) -> None:
         from openai import OpenAI
 
         self.model = model
@@ -73,6 +75,7 @@ class ChatAPIAgent(Agent):
                                        api_key=api_key or os.environ.get("OPENAI_API_KEY", "EMPTY"),
                                        timeout=timeout, max_retries=2)
         self.max_concurrency = max_concurrency
+        self.tag_episodes = tag_episodes
         self.system_prompt = self.config.system_message(self.parser)
         self._live: dict[int, _Conversation] = {}
 
@@ -101,6 +104,7 @@ class ChatAPIAgent(Agent):
                 model=self.model, messages=live.messages, temperature=self.config.temperature,
                 top_p=self.config.top_p, max_tokens=self.config.max_new_tokens, seed=self.config.seed,
                 **({"tools": live.tools} if live.tools else {}),
+                **({"extra_headers": {"X-Turngym-Episode": f"episode-{episode}"}} if self.tag_episodes else {}),
             )
         except BadRequestError as error:
             if "context" in str(error).lower() or "too long" in str(error).lower():

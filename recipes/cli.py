@@ -11,6 +11,7 @@
     turngym check --env turngym/Signals-v0 --model NAME   what the model sees: first prompt, tools, first delta
     turngym serve turngym/Signals-v0 --port 8000   serve a world over OpenEnv (docs/scaling.md)
     turngym eval --env turngym/Signals-v0 --env-server ws://host:8000 --agent oracle   play a served world
+    turngym proxy --port 8001 --record calls.jsonl  the policy behind an OpenAI-compatible API (docs/proxy.md)
     turngym check-template --model NAME            is the chat template append-only?
     turngym sft --config recipes/configs/textworld-sft.yaml [--field value ...]   SFT warm start on expert demos
     turngym train --config recipes/configs/textworld-ppo.yaml [--field value ...]   RL on whole episodes
@@ -35,12 +36,24 @@ import logging
 import os
 import sys
 
-from turngym.recipes.commands import check, envs, evaluate, generate, serve, studies, swe, templates, training, view
+from turngym.recipes.commands import (
+    check,
+    envs,
+    evaluate,
+    generate,
+    proxy,
+    serve,
+    studies,
+    swe,
+    templates,
+    training,
+    view,
+)
 from turngym.recipes.commands.common import Parser, UsageError
 
-# In the order `turngym --help` lists them: envs, generate, eval, play, check, serve, check-template, sft, train,
-# demo, compare, stats, budget, view, swe.
-COMMANDS = (envs, generate, evaluate, check, serve, templates, training, studies, view, swe)
+# In the order `turngym --help` lists them: envs, generate, eval, play, check, serve, proxy, check-template, sft,
+# train, demo, compare, stats, budget, view, swe.
+COMMANDS = (envs, generate, evaluate, check, serve, proxy, templates, training, studies, view, swe)
 
 
 def build_parser() -> argparse.ArgumentParser:

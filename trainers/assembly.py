@@ -28,6 +28,7 @@ from turngym.envs.tasks import TaskSet
 from turngym.trainers.config import TurnGymConfig, lora_config
 from turngym.trainers.critic import Critic, NoCritic, build_critic, value_model
 from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler, task_sampler
+from turngym.trainers.harness import HarnessRunner
 from turngym.trainers.pipeline import RolloutPipeline, rollout_pipeline
 from turngym.trainers.rollout import BackendFactory, EpisodeRunner
 from turngym.trainers.sft import starting_policy
@@ -42,7 +43,7 @@ class Run:
     model: Any  # the policy RL starts from
     tokenizer: Any
     worlds: list[World]  # each with its train_tasks and eval_tasks
-    runner: EpisodeRunner  # plays the training episodes by task key
+    runner: EpisodeRunner | HarnessRunner  # plays the training episodes by task key
     keys: list[str]  # TRL's training prompts: task ids (one world) or world::task id keys, world after world
     curriculum: SuccessCurriculum | None
     task_sampler: TaskSampler | None  # None: TRL's RepeatSampler (each task once per epoch)
@@ -110,7 +111,8 @@ def assemble(args: TurnGymConfig | None, model: Any = None, *, tasks: TaskSet | 
     if peft_config is not None and args.estimator.needs_values and critic is None:
         # The critic stays a full model: copied from the policy before TRL injects the adapters into it.
         critic = value_model(model, args.critic_config.model_name_or_path)
-    runner = EpisodeRunner(args, worlds, tokenizer, backend)
+    runner = HarnessRunner(args, worlds, tokenizer, backend) if args.harness else EpisodeRunner(args, worlds, tokenizer,
+                                                                                               backend)
     keys = list(runner.tasks)
     curriculum = (SuccessCurriculum(len(keys), target=args.curriculum_target, floor=args.curriculum_floor)
                   if args.curriculum == "success" else None)

@@ -33,6 +33,7 @@ from trl import GRPOConfig
 
 from turngym.trainers.advantages import Scale
 from turngym.trainers.config_fields import CHOICE_NOTES, check_choices, group_of
+from turngym.trainers.config_harness import HarnessOptions
 from turngym.trainers.config_worlds import (
     ENTRY_FIELDS,
     KEY_SEPARATOR,
@@ -52,7 +53,8 @@ from turngym.trainers.estimators import Algorithm, Estimator, estimator_names, g
 # Re-exported: the world group and the field checks live in config_worlds.py and config_fields.py (the CLI parser,
 # ConfigParser, in config_cli.py, which imports this module).
 __all__ = ["ALGORITHMS", "CHOICE_NOTES", "ENTRY_FIELDS", "GROUPS", "KEY_SEPARATOR", "PER_RUN_FIELDS",
-           "ActionFormatName", "ActionProtocolName", "CriticOptions", "EnvBackend", "EstimatorOptions", "LoraOptions",
+           "ActionFormatName", "ActionProtocolName", "CriticOptions", "EnvBackend", "EstimatorOptions",
+           "HarnessOptions", "LoraOptions",
            "RewardModeName", "RolloutOptions", "TurnGymConfig", "World", "WorldOptions", "check_choices",
            "cpu_computes_bf16", "fix_device", "group_of", "lora_config", "parse_worlds", "world_name"]
 
@@ -200,6 +202,7 @@ GROUPS: tuple[tuple[type, str, str], ...] = (
     (EstimatorOptions, "estimator", "the advantage estimator and the loss's corrections"),
     (CriticOptions, "critic", "the critic and PPO's GAE: they fill args.critic_config"),
     (LoraOptions, "model", "the policy: LoRA (TRL ModelConfig's names), an SFT warm start"),
+    (HarnessOptions, "harness", "a user's own agent loop, trained through the OpenAI-compatible proxy"),
 )
 
 
@@ -245,7 +248,8 @@ def fix_device(config: Any) -> None:
 # flat names, and TrlParser/HfArgumentParser parse one flat dataclass into exactly the object the trainer takes.
 # The groups are its bases (so each field is declared once, in its group) and `options(Group)` is a group's view.
 @dataclass
-class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOptions, LoraOptions, GRPOConfig):
+class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOptions, LoraOptions, HarnessOptions,
+                    GRPOConfig):
     """Multi-turn RL on whole episodes: GRPO's config plus the groups world, rollout, estimator, critic and model.
 
     ``num_generations`` episodes of the same task form a group. ``max_completion_length`` caps the
@@ -288,6 +292,7 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         if self.episode_samples < 0:
             raise ValueError(f"episode_samples must be >= 0 (0: off), got {self.episode_samples}")
         self._validate_pipeline()
+        self._validate_harness()
         if isinstance(self.lora_target_modules, list) and len(self.lora_target_modules) == 1:
             self.lora_target_modules = self.lora_target_modules[0]  # "all-linear" is a string to PEFT (as ModelConfig)
         if isinstance(self.worlds, str):
@@ -319,6 +324,22 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         """The agent's history fields (``LLMAgentConfig``'s names), for rollouts and held-out evaluation."""
         return {name: getattr(self, name)
                 for name in ("history", "compact_budget_tokens", "compact_summary", "compact_summary_tokens")}
+
+    def _validate_harness(self) -> None:
+        """A harness's calls train per turn, in one world, on-policy, sampled by turngym's backend."""
+        self.validate_harness()
+        if self.harness is None:
+            return
+        excluded = {"several worlds": bool(self.worlds), "max_staleness > 0": self.max_staleness > 0,
+                    "use_vllm (TRL's engine; give the study's vLLM backend instead)": self.use_vllm}
+        named = [name for name, on in excluded.items() if on]
+        if named:
+            raise ValueError(f"harness does not work with {', '.join(named)}")
+
+    @property
+    def per_turn_layout(self) -> bool:
+        """Each turn trains as its own sample on its own context (a history window, or a harness's calls)."""
+        return self.history_window is not None or self.harness is not None
 
     def _validate_pipeline(self) -> None:
         """max_staleness > 0 plays rollouts ahead in a thread: one process, a sampler whose draws are known
@@ -354,8 +375,9 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
             from turngym.trainers.curriculum import SuccessCurriculum
 
             SuccessCurriculum(0, target=self.curriculum_target, floor=self.curriculum_floor)  # checks both
-        if self.history_window is not None and get_estimator(self.algorithm).needs_tokens:
-            raise ValueError(f"history_window trains each turn as its own sample; {self.algorithm} reads the whole "
+        if self.per_turn_layout and get_estimator(self.algorithm).needs_tokens:
+            cause = "history_window" if self.history_window is not None else "a harness"
+            raise ValueError(f"{cause} trains each turn as its own sample; {self.algorithm} reads the whole "
                              "episode's tokens (its critic needs the episode as one sequence): use an algorithm "
                              "without a critic or no window")
         if self.history != "append" and get_estimator(self.algorithm).needs_tokens:

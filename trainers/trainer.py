@@ -160,7 +160,7 @@ class TurnGymTrainer(GRPOTrainer):
             played = self.pipeline.take(self.state.global_step // self.pipeline.steps_per_batch, prompts,
                                         self.accelerator.unwrap_model(self.model))
             self._log("train", played.metrics)
-            return rollout_rows(played.episodes, per_turn=bool(self.args.history_window))
+            return rollout_rows(played.episodes, per_turn=self.args.per_turn_layout)
         first = self.accelerator.process_index * len(prompts)  # global episode numbers seed sampling
         with (
             unwrap_model_for_generation(self.model_wrapped, self.accelerator,
@@ -177,7 +177,7 @@ class TurnGymTrainer(GRPOTrainer):
                                                progress=shown and f"rollouts of step {self.state.global_step + 1}")
             finally:
                 model.train(was_training)  # the generation backend switches to eval mode
-        return rollout_rows(episodes, per_turn=bool(self.args.history_window))
+        return rollout_rows(episodes, per_turn=self.args.per_turn_layout)
 
     def _sample_with_vllm(self, backend: BackendFactory | None) -> WeightPublisher:
         """TRL's vLLM engine samples the rollouts (unless ``backend`` was given), and TRL's weight sync
@@ -224,7 +224,7 @@ class TurnGymTrainer(GRPOTrainer):
                                process=self.accelerator.process_index)
         self._log(mode, step.metrics)
         self._log(mode, self.critic.targets(output, values, step.value_targets, [e.env_mask for e in episodes]))
-        if self.args.history_window or self._history_rewritten(episodes):  # a row per turn, on its own context
+        if self.args.per_turn_layout or self._history_rewritten(episodes):  # a row per turn, on its own context
             self._per_turn_rows(output, episodes, step.turns, step.dropped, mode)
         else:
             whole_episode_rows(output, step.tokens, step.dropped, recount=step.any_dropped,

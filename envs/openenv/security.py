@@ -19,15 +19,12 @@ tasks and replies. docs/scaling.md ("Security") says what is defended and what i
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import json
 import logging
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,12 +34,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from turngym.envs.serving import (  # noqa: F401 - the token rules live there, shared with the proxy
+    MIN_TOKEN_CHARS,
+    TOKEN_ENV,
+    auth_headers,
+    bearer_matches,
+    check_serving_token,
+    header_deadline_protocol,
+    is_loopback,
+    resolve_token,
+)
 from turngym.envs.tasks import Task
 
 logger = logging.getLogger(__name__)
 
-TOKEN_ENV = "TURNGYM_SERVE_TOKEN"
-MIN_TOKEN_CHARS = 16
 DEFAULT_IDLE_TIMEOUT = 1800.0  # a client may think (generate) for half an hour between two messages
 DEFAULT_GENERATION_TIMEOUT = 300.0
 DEFAULT_HEADER_TIMEOUT = 10.0  # a client sends a request's headers at once; a slow or silent one is dropped
@@ -74,50 +79,6 @@ _CONTENT_HASH = re.compile(r"[0-9a-f]{8,128}")
 _PAYLOAD_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _TASK_FIELDS = frozenset({"world", "id", "split", "difficulty", "payload", "content_hash"})
 HIDDEN_PATH = "<server path>"
-
-
-# ---------------------------------------------------------------------- tokens
-def resolve_token(token: str | None = None) -> str | None:
-    """``token``, else ``$TURNGYM_SERVE_TOKEN``, else None (an empty value counts as none)."""
-    return token or os.environ.get(TOKEN_ENV) or None
-
-
-def auth_headers(token: str | None = None) -> dict[str, str]:
-    """The header a client sends: ``Authorization: Bearer TOKEN`` (``token`` or the environment's), or none."""
-    token = resolve_token(token)
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address ``host`` names is a loopback one (127.0.0.0/8, ::1, localhost)."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except socket.gaierror:
-        return False
-    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
-
-
-def check_serving_token(host: str, token: str | None) -> None:
-    """ValueError unless the server may listen on ``host`` with ``token``: beyond loopback it needs one."""
-    if token is not None and len(token) < MIN_TOKEN_CHARS:
-        raise ValueError(f"the token is {len(token)} characters long; use at least {MIN_TOKEN_CHARS}, e.g. "
-                         f"`export {TOKEN_ENV}=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')`")
-    if token is None and not is_loopback(host):
-        raise ValueError(f"--host {host} is reachable from other machines: give the server a token (set "
-                         f"{TOKEN_ENV}, or --token) and the same to its clients, or listen on 127.0.0.1")
-
-
-def bearer_matches(header: bytes | str | None, token: str) -> bool:
-    """Whether an ``Authorization`` header carries ``Bearer token`` (compared in constant time)."""
-    if header is None:
-        return False
-    value = header.encode("latin-1", "replace") if isinstance(header, str) else header
-    scheme, _, given = value.strip().partition(b" ")
-    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())
 
 
 # ---------------------------------------------------------------------- replies
@@ -470,60 +431,6 @@ def refused_message(message: Mapping[str, Any]) -> dict[str, str] | None:
         return {"message": f"Unknown message type: {shown} (this server takes {sorted(SESSION_MESSAGES)})",
                 "code": "UNKNOWN_TYPE"}
     return None
-
-
-def header_deadline_protocol(timeout: float) -> type:
-    """uvicorn's h11 HTTP protocol, closing a connection that has not sent a whole request's headers within
-    ``timeout`` seconds of opening (or of its previous response).
-
-    Why not uvicorn's own settings: ``timeout_keep_alive`` only starts after a first response and any byte
-    cancels it, so a connection that sends nothing, or drips a header line every few seconds, stays open
-    forever (slowloris); uvicorn 0.54 and h11 have no timeout for reading a request's headers. Such
-    connections hold no request (the app only sees whole requests, and the token is checked there), but
-    each holds a socket, so they are closed here.
-    """
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class HeaderDeadlineProtocol(H11Protocol):
-        header_timeout = float(timeout)
-        _deadline: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self._arm()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm()  # the next request on a kept-alive connection has the same time to arrive
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def handle_websocket_upgrade(self, event: Any) -> None:
-            self._disarm()  # the handshake is in: the WebSocket protocol (and the idle timeout) take over
-            super().handle_websocket_upgrade(event)
-
-        def _arm(self) -> None:
-            self._disarm()
-            if not self.transport.is_closing():
-                self._deadline = self.loop.call_later(self.header_timeout, self._expire)
-
-        def _disarm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-        def _expire(self) -> None:
-            self._deadline = None
-            serving = self.cycle is not None and not self.cycle.response_complete
-            if serving or self.transport.is_closing() or self.transport.get_protocol() is not self:
-                return
-            logger.info("closing the connection of %s: no whole request within %g s", self.client,
-                        self.header_timeout)
-            self.transport.close()
-
-    return HeaderDeadlineProtocol
 
 
 async def _deny(scope: dict[str, Any], receive: Any, send: Any, status: int, detail: str,

@@ -29,12 +29,10 @@ take long to generate its next action, but not forever).
 
 from __future__ import annotations
 
-import errno
 import functools
 import logging
 import math
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -67,6 +65,7 @@ from turngym.envs.openenv.security import (
     resolve_token,
 )
 from turngym.envs.pool_api import reset_env
+from turngym.envs.serving import bind_socket
 from turngym.envs.tasks import Task, TaskSet
 
 logger = logging.getLogger(__name__)
@@ -409,28 +408,6 @@ def build_app(served: ServedWorld, *, max_sessions: int = 64, token: str | None 
     app.router.routes[:] = [r for r in app.router.routes if not getattr(r, "path", "").startswith("/mcp")]
     app.add_middleware(Guard, token=token, idle_timeout=idle_timeout, max_active=max_sessions + 64)
     return app
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (port 0: a free one), or a ValueError that says why not."""
-    if not 0 <= port <= 65535:
-        raise ValueError(f"--port must be between 0 and 65535, got {port}")
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    except socket.gaierror as error:
-        raise ValueError(f"--host {host!r} is not an address of this machine ({error.strerror})") from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as error:
-        sock.close()
-        if error.errno == errno.EADDRINUSE:
-            raise ValueError(f"port {port} on {host} is already in use; stop what listens there or choose another "
-                             "--port (--port 0 picks a free one)") from None
-        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    return sock
 
 
 def serve(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, host: str = "127.0.0.1", port: int = 8000,
