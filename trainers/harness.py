@@ -228,6 +228,8 @@ class HarnessRunner:
         self.harness: Harness = load_callable(args.harness, "harness")
         self.reward = load_callable(args.harness_reward, "harness_reward") if args.harness_reward else None
         self.store = CallStore(open_episodes=False)
+        for name in ("httpx", "httpx2", "openai"):  # the harnesses' clients would log every call at INFO
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.sampler = BatchingSampler(_NoBackend(), window=0.01)
         settings = ProxySettings(model_name=args.harness_model_name, render=args.harness_render,
                                  max_context=args.harness_max_context, default_max_tokens=args.harness_max_tokens,
@@ -265,6 +267,7 @@ class HarnessRunner:
                        for i, (f, episode_id) in enumerate(zip(futures, ids, strict=True))]
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # a harness past its timeout is left to fail on its own
+        logger.debug("%d harness episodes played, %d calls", len(results), sum(len(r.calls) for r in results))
         episodes, end_of_turn = [], self.service.prompts.chat.end_of_turn_id
         for result, key in zip(results, task_ids, strict=True):
             episode = episode_of_calls(result, self.tasks[key], key, end_of_turn_id=end_of_turn,
