@@ -34,6 +34,7 @@ from trl import GRPOConfig
 from turngym.trainers.advantages import Scale
 from turngym.trainers.config_fields import CHOICE_NOTES, check_choices, group_of
 from turngym.trainers.config_harness import HarnessOptions
+from turngym.trainers.config_judge import JudgeOptions
 from turngym.trainers.config_worlds import (
     ENTRY_FIELDS,
     KEY_SEPARATOR,
@@ -54,7 +55,7 @@ from turngym.trainers.estimators import Algorithm, Estimator, estimator_names, g
 # ConfigParser, in config_cli.py, which imports this module).
 __all__ = ["ALGORITHMS", "CHOICE_NOTES", "ENTRY_FIELDS", "GROUPS", "KEY_SEPARATOR", "PER_RUN_FIELDS",
            "ActionFormatName", "ActionProtocolName", "CriticOptions", "EnvBackend", "EstimatorOptions",
-           "HarnessOptions", "LoraOptions",
+           "HarnessOptions", "JudgeOptions", "LoraOptions",
            "RewardModeName", "RolloutOptions", "TurnGymConfig", "World", "WorldOptions", "check_choices",
            "cpu_computes_bf16", "fix_device", "group_of", "lora_config", "parse_worlds", "world_name"]
 
@@ -203,6 +204,7 @@ GROUPS: tuple[tuple[type, str, str], ...] = (
     (CriticOptions, "critic", "the critic and PPO's GAE: they fill args.critic_config"),
     (LoraOptions, "model", "the policy: LoRA (TRL ModelConfig's names), an SFT warm start"),
     (HarnessOptions, "harness", "a user's own agent loop, trained through the OpenAI-compatible proxy"),
+    (JudgeOptions, "judge", "a model judging each step's episodes (RULER-style group ranking, or pointwise)"),
 )
 
 
@@ -249,7 +251,7 @@ def fix_device(config: Any) -> None:
 # The groups are its bases (so each field is declared once, in its group) and `options(Group)` is a group's view.
 @dataclass
 class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOptions, LoraOptions, HarnessOptions,
-                    GRPOConfig):
+                    JudgeOptions, GRPOConfig):
     """Multi-turn RL on whole episodes: GRPO's config plus the groups world, rollout, estimator, critic and model.
 
     ``num_generations`` episodes of the same task form a group. ``max_completion_length`` caps the
@@ -293,6 +295,7 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
             raise ValueError(f"episode_samples must be >= 0 (0: off), got {self.episode_samples}")
         self._validate_pipeline()
         self._validate_harness()
+        self.validate_judge()
         if isinstance(self.lora_target_modules, list) and len(self.lora_target_modules) == 1:
             self.lora_target_modules = self.lora_target_modules[0]  # "all-linear" is a string to PEFT (as ModelConfig)
         if isinstance(self.worlds, str):

@@ -378,7 +378,8 @@ def step_advantages(estimator: Estimator, batch: AdvantageBatch, args: TurnGymCo
     their place in the batch):
 
     - dynamic sampling (``dynamic_sampling: drop``): a group whose advantages are all 0 leaves the loss,
-      decided on the honest advantages;
+      decided on the honest advantages; with ``judge_failed: drop``, so does a group holding an episode whose
+      judgement failed (its world-only reward would otherwise be compared with judged ones);
     - the null control (``shuffle_advantages``): the advantages permuted with a generator seeded by (seed, step),
       within each (group, turn) cell (``shuffle_scope: group``) or across the step. Turn-level advantages are
       permuted over every process's kept episodes; token-level ones over this process's model tokens (the
@@ -393,6 +394,11 @@ def step_advantages(estimator: Estimator, batch: AdvantageBatch, args: TurnGymCo
         dropped = [group in silent for group in groups]
         metrics["dynamic_sampling/dropped_groups"] = float(len(silent))
         metrics["dynamic_sampling/dropped_fraction"] = len(silent) / max(len(set(groups)), 1)
+    if getattr(args, "judge", None) and args.judge_failed == "drop":  # a failed judgement's group leaves the loss
+        unjudged = {g for g, c in zip(groups, batch.components or [{}] * len(groups), strict=True)
+                    if c.get("judge_failed")}
+        dropped = [d or g in unjudged for d, g in zip(dropped, groups, strict=True)]
+        metrics["judge/dropped_groups"] = float(len(unjudged))
     targets = estimate.value_targets[local] if estimate.value_targets is not None else None
     if estimator.level is Level.TOKEN:
         tokens = rows[local]

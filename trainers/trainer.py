@@ -54,6 +54,7 @@ from turngym.trainers.estimators import (
     token_kl,
     turn_advantages,
 )
+from turngym.trainers.judged_steps import StepJudge
 from turngym.trainers.layouts import per_turn_rows, recompute_logps, rollout_rows, whole_episode_rows
 from turngym.trainers.logprobs import plain_head, scored_logprobs_in_chunks
 from turngym.trainers.metrics import (
@@ -119,6 +120,7 @@ class TurnGymTrainer(GRPOTrainer):
         run = assemble(args, model, tasks=tasks, eval_tasks=eval_tasks, tokenizer=processing_class, critic=critic,
                        backend=backend, peft_config=peft_config)
         self.worlds, self.runner, self.estimator = run.worlds, run.runner, run.estimator
+        self.step_judge = StepJudge.of(run.args)
         self.eval_tasks, self.curriculum, self.task_sampler, self.task_index = (run.eval_tasks, run.curriculum,
                                                                                 run.task_sampler, run.task_index)
         train_dataset, eval_dataset = run.datasets()
@@ -160,6 +162,7 @@ class TurnGymTrainer(GRPOTrainer):
             played = self.pipeline.take(self.state.global_step // self.pipeline.steps_per_batch, prompts,
                                         self.accelerator.unwrap_model(self.model))
             self._log("train", played.metrics)
+            self._judge(played.episodes)
             return rollout_rows(played.episodes, per_turn=self.args.per_turn_layout)
         first = self.accelerator.process_index * len(prompts)  # global episode numbers seed sampling
         with (
@@ -177,7 +180,15 @@ class TurnGymTrainer(GRPOTrainer):
                                                progress=shown and f"rollouts of step {self.state.global_step + 1}")
             finally:
                 model.train(was_training)  # the generation backend switches to eval mode
+        self._judge(episodes)
         return rollout_rows(episodes, per_turn=self.args.per_turn_layout)
+
+    def _judge(self, episodes: list[Episode]) -> None:
+        """``judge``: the step's episodes judged before their rewards are read (each group ranked in one call, or
+        pointwise), the scores in their returns and reward components (:mod:`turngym.trainers.judged_steps`)."""
+        if self.step_judge is not None:
+            mode = "train" if self.model.training else "eval"
+            self._log(mode, self.step_judge.judge_episodes(episodes))
 
     def _sample_with_vllm(self, backend: BackendFactory | None) -> WeightPublisher:
         """TRL's vLLM engine samples the rollouts (unless ``backend`` was given), and TRL's weight sync
