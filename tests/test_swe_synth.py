@@ -388,3 +388,35 @@ def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
     check = validate(instance, "bwrap", workspace_root=tmp_path)
     assert not check.after.tampered, [line for line in check.after.log.splitlines() if "turngym" in line]
     assert check.after.resolved
+
+
+@needs_bwrap
+def test_the_tests_requirements_are_read_only_in_the_sandbox_and_at_grading(tmp_path):
+    from turngym.envs.swe import SWEInstance
+    from turngym.envs.swe.sandbox import SandboxSpec, make_sandbox
+    from turngym.envs.swe.synth.source import DEPS_DIR, write_path_conftest
+
+    repo = _package(tmp_path, "repo", {
+        "pkg/__init__.py": "from depmod import factor\n\n\ndef double(x):\n    return x * factor()\n",
+        f"{DEPS_DIR}/depmod.py": "def factor():\n    return 2\n",
+        "tests/__init__.py": "", "tests/test_pkg.py": "from pkg import double\n\n\ndef test_double():\n"
+                                                      "    assert double(3) == 6\n"})
+    write_path_conftest(repo)  # the installed requirements importable, as the pipeline does it
+    with make_sandbox("bwrap", SandboxSpec(repo_dir=repo, name="deps"), workspace_root=tmp_path) as box:
+        for attempt in (f"echo 'def factor(): return 3' > {DEPS_DIR}/depmod.py", f"touch {DEPS_DIR}/new.py",
+                        f"rm -rf {DEPS_DIR}", f"mv {DEPS_DIR} gone", f"chmod u+w {DEPS_DIR}/depmod.py"):
+            assert not box.exec(attempt, timeout=30).ok, attempt
+        assert "return 2" in box.exec(f"cat {DEPS_DIR}/depmod.py", timeout=30).output
+        assert box.exec("echo '# edited' >> pkg/__init__.py", timeout=30).ok  # the repository itself stays writable
+        assert box.exec("python3 -m pytest -q -p no:cacheprovider tests", timeout=120).ok
+    bug = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
+           "@@ -4,2 +4,2 @@\n def double(x):\n-    return x * factor()\n+    return x + factor()\n")
+    gold = bug.replace("-    return x * factor()\n+    return x + factor()",
+                       "-    return x + factor()\n+    return x * factor()")
+    instance = SWEInstance.from_record({
+        "instance_id": "deps", "repo": "repro", "base_commit": "", "problem_statement": "x", "patch": gold,
+        "setup_patch": bug, "test_patch": "", "repo_path": str(repo), "PASS_TO_PASS": [],
+        "FAIL_TO_PASS": ["tests/test_pkg.py::test_double"],
+        "test_cmd": "python3 /opt/turngym/unittest_runner.py --pytest {tests}"})
+    check = validate(instance, "bwrap", workspace_root=tmp_path)  # grading copies the tree around the read-only folder
+    assert check.problems == [] and check.after.resolved and not check.after.tampered

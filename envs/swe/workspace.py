@@ -32,6 +32,7 @@ from turngym.envs.swe.grading import GradeReport, parse_test_log, patch_paths
 from turngym.envs.swe.instances import SWEInstance
 from turngym.envs.swe.sandbox.base import (
     AGENT_TREE,
+    READ_ONLY_DIRS,
     SCRATCH,
     TOOLS,
     WORKDIR,
@@ -60,7 +61,8 @@ MAX_PATCH_BYTES = 200_000
 NEUTRAL_ATTRIBUTES = "* !text !eol !filter !diff !merge !ident !working-tree-encoding !export-subst"
 # restored to their base versions wherever they are: files that configure the test runner itself
 PROTECTED_NAMES = ("conftest.py",)
-PROTECTED_PATHS = ("pytest.ini",)
+# restored to their base versions: pytest.ini, and the read-only folders of the tests' requirements
+PROTECTED_PATHS = ("pytest.ini", *READ_ONLY_DIRS)
 TEST_DIR_NAMES = ("test", "tests", "testing")
 GIT = (
     "git -c init.defaultBranch=main -c commit.gpgSign=false -c core.hooksPath=/dev/null "

@@ -38,6 +38,10 @@ SCRATCH = "/scratch"  # writable, persistent across commands, outside the reposi
 TOOLS = "/opt/turngym"  # read-only helpers (the unittest runner)
 AGENT_TREE = "/opt/turngym-agent/testbed"  # in a grading sandbox: the agent's working tree, read-only
 SANDBOX_UID = 65534  # nobody: no capabilities, owns nothing outside its copy
+# Folders of a repository that hold what its tests need (a synthesized task's installed requirements): read-only
+# in every sandbox (bwrap binds them read-only; docker gives them to root) and never copied from the agent's tree
+# at grading, so no command of the agent can change the code the tests import besides the repository's own.
+READ_ONLY_DIRS = (".turngym-deps",)
 # Pinned in every command, so test outcomes do not depend on the host (flaky tests under
 # concurrency come from hash order and time zones).
 PINNED_ENV = {

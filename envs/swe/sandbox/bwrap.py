@@ -52,6 +52,7 @@ from turngym.envs.swe.sandbox import seccomp
 from turngym.envs.swe.sandbox.base import (
     AGENT_TREE,
     PINNED_ENV,
+    READ_ONLY_DIRS,
     SANDBOX_UID,
     SCRATCH,
     TOOLS,
@@ -122,6 +123,7 @@ class BwrapSandbox(Sandbox):
         self.workspace: Path | None = None
         self.cgroups: dict[str, Path] = {}
         self.mounted = False
+        self.read_only: list[str] = []  # READ_ONLY_DIRS the pristine copy has (decided once, at creation)
 
     def _grading_sandbox(self) -> BwrapSandbox:
         spec = SandboxSpec(repo_dir=self.spec.repo_dir, image=self.spec.image,
@@ -141,6 +143,7 @@ class BwrapSandbox(Sandbox):
         self._write_meta()
         repo, scratch, etc = self.workspace / "repo", self.workspace / "scratch", self.workspace / "etc"
         shutil.copytree(self.spec.repo_dir, repo, symlinks=True)
+        self.read_only = [d for d in READ_ONLY_DIRS if (repo / d).is_dir() and not (repo / d).is_symlink()]
         scratch.mkdir()
         etc.mkdir()
         (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
@@ -225,6 +228,8 @@ class BwrapSandbox(Sandbox):
                  "--ro-bind", str(ws / "etc" / "empty"), "/proc/key-users",
                  "--perms", "1777", *self._tmp_size(), "--tmpfs", "/tmp",
                  "--bind", str(ws / "repo"), WORKDIR, "--bind", str(ws / "scratch"), SCRATCH]
+        for directory in self.read_only:  # over the writable copy: the tests' requirements stay as installed
+            line += ["--ro-bind", str(ws / "repo" / directory), f"{WORKDIR}/{directory}"]
         if self.agent_tree is not None:
             line += ["--perms", "0755", "--dir", str(Path(AGENT_TREE).parent),
                      "--ro-bind", str(self.agent_tree), AGENT_TREE]

@@ -41,6 +41,7 @@ from pathlib import Path
 from turngym.envs.swe.sandbox.base import (
     AGENT_TREE,
     PINNED_ENV,
+    READ_ONLY_DIRS,
     SANDBOX_UID,
     SCRATCH,
     TOOLS,
@@ -198,6 +199,10 @@ class DockerSandbox(Sandbox):
         if self.spec.repo_dir is not None:
             self._root(f"find {WORKDIR} -mindepth 1 -delete")  # the default image's /testbed is empty anyway
             self.container.put_archive(WORKDIR, _tar_of(Path(self.spec.repo_dir), owner=SANDBOX_UID))
+            for directory in READ_ONLY_DIRS:  # root's, read-only to the sandbox user
+                path = f"{WORKDIR}/{directory}"
+                self._root(f"if [ -d {path} ] && [ ! -L {path} ]; then "
+                           f"chown -R 0:0 {path} && chmod -R a+rX,go-w {path}; fi")
         else:
             self._root(f"test -d {WORKDIR} && chown -R {SANDBOX_UID}:{SANDBOX_UID} {WORKDIR}")
         if self.agent_container is not None:  # the agent's tree, root-owned and read-only to the sandbox user

@@ -19,10 +19,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from turngym.envs.swe.sandbox.base import READ_ONLY_DIRS
+
 logger = logging.getLogger(__name__)
 
 TEST_DIR_NAMES = ("test", "tests", "testing")
-DEPS_DIR = ".turngym-deps"  # the tests' dependencies, installed into the repository (what the sandbox can see)
+DEPS_DIR = READ_ONLY_DIRS[0]  # the tests' requirements, installed into the repository; read-only in the sandbox
 SKIP_DIRS = {DEPS_DIR, ".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".eggs", "build", "dist", ".mypy_cache",
              ".pytest_cache", "node_modules", ".venv", "venv"}
 NOT_SOURCE_DIRS = {"docs", "doc", "examples", "example", "benchmarks", "bench", "scripts", "tools", "ci", ".github"}
