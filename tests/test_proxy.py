@@ -337,42 +337,6 @@ def offline_environment(monkeypatch) -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
-@pytest.mark.timeout(300)
-def test_turngym_proxy_records_every_call_of_an_example_harness_episode(tiny_policy, tmp_path, monkeypatch):
-    """`turngym proxy --record calls.jsonl` in its own process, and examples/openai_harness.py (its __main__, as the
-    docs run it) playing one Signals episode against it as another: calls.jsonl holds one JSON line per model call
-    the harness made, under the episode its base URL names, each with the exact ids and logprobs, spliced."""
-    from turngym.envs.openenv.server import ChildServer
-
-    environment = offline_environment(monkeypatch)
-    record = tmp_path / "calls.jsonl"
-    proxy = ChildServer([sys.executable, "-m", "turngym.recipes.cli", "proxy", "--model", str(tiny_policy),
-                         "--port", "0", "--record", str(record)], ready=PROXY_READY, cwd=str(ROOT),
-                        environment=environment, startup_timeout=180)
-    try:
-        played = subprocess.run([sys.executable, "examples/openai_harness.py", "--base-url",
-                                 f"{proxy.url}/episodes/try-1/v1", "--max-tokens", "4"], cwd=ROOT, env=environment,
-                                capture_output=True, text=True, timeout=180, check=False)
-        assert played.returncode == 0, played.stderr[-2000:]
-        found = re.search(r"played one episode: (\d+) model calls", played.stdout)
-        assert found, played.stdout
-        calls = int(found.group(1))
-    finally:
-        proxy.close()  # SIGTERM, then SIGKILL after 10 s
-    assert proxy.process.poll() is not None
-    lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
-    assert calls >= 1 and len(lines) == calls
-    assert [(c["episode"], c["index"], c["choice"]) for c in lines] == [("try-1", i, 0) for i in range(calls)]
-    for before, made in zip([None, *lines], lines, strict=False):
-        assert made["prompt_ids"] and all(isinstance(t, int) for t in made["prompt_ids"] + made["completion_ids"])
-        assert 1 <= len(made["completion_ids"]) <= 4 and len(made["logprobs"]) == len(made["completion_ids"])
-        assert all(lp <= 0 for lp in made["logprobs"]) and made["delivered"] and not made["rewritten"]
-        if before is not None:  # the harness sent each reply back unchanged: its sampled ids are the history
-            assert made["parent"] == [before["index"], 0]
-            assert made["prompt_ids"][: len(before["prompt_ids"]) + len(before["completion_ids"])] == \
-                before["prompt_ids"] + before["completion_ids"]
-
-
 def test_turngym_proxy_beyond_loopback_without_a_token_refuses_before_loading_a_model(tmp_path, monkeypatch):
     """One line naming TURNGYM_PROXY_TOKEN, exit status 2; the model named does not exist, so the refusal came
     before any model was looked for."""

@@ -1,5 +1,6 @@
-"""docs/proxy.md's three steps, run as written (a tiny policy and a tiny budget appended): `turngym proxy` serves,
-the example harness plays one episode against it and every call is recorded; `turngym train` trains the harness."""
+"""docs/proxy.md's three steps, run as written (a tiny policy and a tiny budget appended): `turngym proxy` serves in
+its own process, the example harness's __main__ plays one episode against it as another and every call is recorded
+(exact ids and logprobs, spliced); `turngym train` trains the harness."""
 
 from __future__ import annotations
 
@@ -50,9 +51,17 @@ def test_step_2_serves_the_policy_and_records_the_example_harnesss_calls(tiny_po
                                 env=environment, capture_output=True, text=True, timeout=240, check=False)
     assert played.returncode == 0, played.stderr[-2000:]
     calls = int(re.search(r"played one episode: (\d+) model calls", played.stdout).group(1))
-    lines = [json.loads(line) for line in record.read_text().splitlines()]
-    assert calls >= 1 and len(lines) == calls and {line["episode"] for line in lines} == {"try-1"}
-    assert all(line["prompt_ids"] and len(line["completion_ids"]) == len(line["logprobs"]) for line in lines)
+    lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    assert calls >= 1 and len(lines) == calls
+    assert [(c["episode"], c["index"], c["choice"]) for c in lines] == [("try-1", i, 0) for i in range(calls)]
+    for before, made in zip([None, *lines], lines, strict=False):
+        assert made["prompt_ids"] and all(isinstance(t, int) for t in made["prompt_ids"] + made["completion_ids"])
+        assert 1 <= len(made["completion_ids"]) <= 4 and len(made["logprobs"]) == len(made["completion_ids"])
+        assert all(lp <= 0 for lp in made["logprobs"]) and made["delivered"] and not made["rewritten"]
+        if before is not None:  # the harness sent each reply back unchanged: its sampled ids are the history
+            assert made["parent"] == [before["index"], 0]
+            assert made["prompt_ids"][: len(before["prompt_ids"]) + len(before["completion_ids"])] == \
+                before["prompt_ids"] + before["completion_ids"]
 
 
 @pytest.mark.timeout(600)
