@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -249,6 +250,24 @@ def test_a_rerun_resumes_from_the_cache_and_gives_the_same_set(synthesized):
     second = json.loads((root / "out2" / "manifest.json").read_text())
     assert first["tasks"] == second["tasks"] and first["tasks"]
     assert [len(p.read_text().splitlines()) for p in screened] == lines  # no mutation was screened again
+
+
+@needs_bwrap
+def test_validation_in_two_worker_processes_gives_the_same_records(synthesized, tmp_path):
+    root, package, config, first = synthesized
+    cache = tmp_path / "cache"
+    shutil.copytree(root / "cache", cache, symlinks=True)
+    for path in cache.rglob("validate.jsonl"):
+        path.unlink()  # every kept mutation is validated again, two at a time
+    summary = synthesize([str(package)], tmp_path / "out", config, root=cache, workers=2)
+    (validations,) = list(cache.rglob("validate.jsonl"))
+    assert len(validations.read_text().splitlines()) == first["packages"][0]["kept_mutations"]
+    assert summary["tasks"] == first["tasks"] and summary["drops"] == first["drops"]
+    serial = [{k: v for k, v in json.loads(line).items() if k != "repo_path"}
+              for line in (root / "out" / "tasks.jsonl").read_text().splitlines()]
+    parallel = [{k: v for k, v in json.loads(line).items() if k != "repo_path"}
+                for line in (tmp_path / "out" / "tasks.jsonl").read_text().splitlines()]
+    assert parallel == serial
 
 
 def _package(root: Path, name: str, files: dict[str, str]) -> Path:

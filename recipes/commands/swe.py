@@ -23,7 +23,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
     config = SynthConfig(seed=args.seed, max_candidates=args.max_candidates, max_tasks=args.max_tasks,
                          validate=not args.no_validate, backend=args.sandbox, suite_timeout=args.suite_timeout,
                          max_validations=args.max_validations)
-    summary = synthesize(specs, Path(args.out), config, root=Path(args.cache) if args.cache else None)
+    summary = synthesize(specs, Path(args.out), config, root=Path(args.cache) if args.cache else None,
+                         workers=args.workers)
     for package in summary["packages"]:
         if package["status"] != "ok":
             print(f"{package['spec']}: dropped: {package['reason']}")
@@ -51,6 +52,8 @@ def add(sub) -> None:
     s.add_argument("--max-candidates", type=int, default=40, help="mutations screened per package")
     s.add_argument("--max-tasks", type=int, default=0, help="stop a package after this many kept mutations (0: all)")
     s.add_argument("--max-validations", type=int, default=0, help="validate at most this many per package (0: all)")
+    s.add_argument("--workers", type=int, default=1,
+                   help="validate a package's tasks in this many processes, each with its own sandboxes (default 1)")
     s.add_argument("--no-validate", action="store_true", help="skip the validation through the grader")
     s.add_argument("--sandbox", default="bwrap", choices=("bwrap", "docker", "auto"))
     s.add_argument("--suite-timeout", type=float, default=600.0, help="seconds for one run of a whole test suite")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import random
 import shutil
@@ -45,6 +46,8 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -424,9 +427,72 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
     return row | {"ok": True}
 
 
+def validate_safely(record: dict, repo_path: Path, backend: str) -> dict:
+    """:func:`validate_record`, an unexpected error a drop with its one-line reason (runs in a worker process)."""
+    try:
+        return validate_record(record, repo_path, backend)
+    except Exception as error:
+        logger.exception("validating %s failed", record["instance_id"])
+        return {"key": record["instance_id"], "ok": False, "drop": f"validate: {type(error).__name__}",
+                "detail": _short(str(error))}
+
+
+def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> Iterator[dict]:
+    """The rows of ``todo``'s validations as they finish: in this process, or in ``workers`` processes (each
+    validation starts its own sandboxes, in its own workspace)."""
+    if workers <= 1 or len(todo) <= 1:
+        for record in todo:
+            yield validate_safely(record, repo, backend)
+        return
+    context = multiprocessing.get_context("spawn")  # no inherited threads or sandboxes
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(validate_safely, record, repo, backend) for record in todo]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: SynthConfig, report: PackageReport,
+                        drops: Counter, workers: int = 1) -> list[dict]:
+    """Validate the records not validated yet by this grader (``validate.jsonl`` keeps each row as it comes);
+    return the ones that pass, in the candidates' order, whatever order they finished in."""
+    validated = _jsonl(work / "validate.jsonl")
+    grader = grader_hash()
+    hashes = {r["instance_id"]: sha256_text(canonical_json(r) + grader) for r in candidates}
+    todo = []
+    for index, record in enumerate(candidates):
+        key = record["instance_id"]
+        if validated.get(key, {}).get("content_hash") == hashes[key]:
+            continue  # validated before, by this grader, as it is now
+        if config.max_validations and index >= config.max_validations:
+            continue
+        todo.append(record)
+    rows = _validations(todo, repo, config.backend, workers)
+    for row in tqdm(rows, total=len(todo), desc=f"validating {repo.name}", unit="task", disable=None):
+        row["content_hash"] = hashes[row["key"]]
+        _append(work / "validate.jsonl", row)
+        validated[row["key"]] = row
+    records = []
+    for record in candidates:
+        key = record["instance_id"]
+        row = validated.get(key)
+        if row is None or row.get("content_hash") != hashes[key]:
+            drops["not validated (--max-validations)"] += 1
+            continue
+        if "seconds" in row and row.get("ok") is not None:
+            report.validation_seconds.append(round(row["seconds"], 2))
+        if row.get("false_alarm"):
+            report.false_alarms.append({"instance_id": key, "alarms": row["false_alarm"]})
+        if row.get("ok"):
+            records.append({**record, "base_commit": row["base_commit"]})
+        else:
+            drops[row["drop"]] += 1
+    return records
+
+
 # --------------------------------------------------------------------------- one package, a whole run
-def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None) -> tuple[PackageReport, list[dict]]:
-    """Synthesize (and validate) the tasks of one package; never raises for bad input."""
+def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
+                       workers: int = 1) -> tuple[PackageReport, list[dict]]:
+    """Synthesize (and validate, in ``workers`` processes) the tasks of one package; never raises for bad input."""
     root = root or cache_root()
     report = PackageReport(spec=spec)
     start = time.monotonic()
@@ -488,34 +554,8 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None)
         candidates.append(record)
     report.kept_mutations = len(candidates)
     if config.validate:
-        validated = _jsonl(work / "validate.jsonl")
-        grader = grader_hash()
         t0 = time.monotonic()
-        for index, record in enumerate(tqdm(candidates, desc=f"validating {source.key}", unit="task", disable=None)):
-            key = record["instance_id"]
-            content_hash = sha256_text(canonical_json(record) + grader)
-            if validated.get(key, {}).get("content_hash") != content_hash:  # new, or the record changed since
-                if config.max_validations and index >= config.max_validations:
-                    drops["not validated (--max-validations)"] += 1
-                    continue
-                try:
-                    row = validate_record(record, repo, config.backend)
-                except Exception as error:
-                    logger.exception("validating %s failed", key)
-                    row = {"key": key, "ok": False, "drop": f"validate: {type(error).__name__}",
-                           "detail": _short(str(error))}
-                row["content_hash"] = content_hash
-                _append(work / "validate.jsonl", row)
-                validated[key] = row
-            row = validated[key]
-            if "seconds" in row and row.get("ok") is not None:
-                report.validation_seconds.append(round(row["seconds"], 2))
-            if row.get("false_alarm"):
-                report.false_alarms.append({"instance_id": key, "alarms": row["false_alarm"]})
-            if row.get("ok"):
-                records.append({**record, "base_commit": row["base_commit"]})
-            else:
-                drops[row["drop"]] += 1
+        records = validate_candidates(candidates, repo, work, config, report, drops, workers)
         report.seconds["validate"] = time.monotonic() - t0
         report.validated = len(records)
     else:
@@ -531,18 +571,28 @@ def _write_records(path: Path, records: list[dict], repo: Path, relative_to: Pat
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | None = None) -> dict:
+def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | None = None, workers: int = 1) -> dict:
     """Synthesize from every package in ``specs``; write ``tasks.jsonl``, ``report.json`` and
-    ``manifest.json`` to ``out`` (the records point at the repositories in the cache); return the report."""
+    ``manifest.json`` to ``out`` after each package (the records point at the repositories in the cache);
+    return the report."""
     root = root or cache_root()
     out.mkdir(parents=True, exist_ok=True)
-    packages, all_records = [], []
+    packages: list[PackageReport] = []
+    all_records: list[tuple[PackageReport, dict]] = []
+    summary: dict = {}
     for spec in specs:
         logger.info("synthesizing %s", spec)
-        report, records = synthesize_package(spec, config, root)
+        report, records = synthesize_package(spec, config, root, workers)
         packages.append(report)
         all_records += [(report, r) for r in records]
         logger.info("%s: %s", spec, report.reason or f"{report.validated} tasks")
+        summary = write_set(out, packages, all_records, config, root)
+    return summary or write_set(out, packages, all_records, config, root)
+
+
+def write_set(out: Path, packages: list[PackageReport], all_records: list[tuple[PackageReport, dict]],
+              config: SynthConfig, root: Path) -> dict:
+    """``tasks.jsonl``, ``report.json`` and ``manifest.json`` of the packages done so far; the report."""
     lines = []
     for report, record in all_records:
         repo = root / "repos" / LAYOUT / report.key
