@@ -335,10 +335,15 @@ class CallStore:
         open_episodes: a request may name any episode (it is opened on first use); else only episodes opened with
             :meth:`open` are served (training: each call belongs to an episode the trainer plays).
         sink: called with each call once it is recorded (e.g. appended to a JSONL file).
+        max_episodes: open episodes kept at most; past it the least recently used one is forgotten (a long-lived
+            proxy's memory stays bounded; its calls are in the sink, if any).
+        max_calls: calls one episode may make (each request scans its episode's calls for the one it continues).
     """
 
-    def __init__(self, *, open_episodes: bool = True, sink: Callable[[CapturedCall], None] | None = None) -> None:
+    def __init__(self, *, open_episodes: bool = True, sink: Callable[[CapturedCall], None] | None = None,
+                 max_episodes: int = 10_000, max_calls: int = 4_096) -> None:
         self.open_episodes, self.sink = open_episodes, sink
+        self.max_episodes, self.max_calls = max_episodes, max_calls
         self._calls: dict[str, list[CapturedCall]] = {}
         self._next: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -363,8 +368,16 @@ class CallStore:
                 if not self.open_episodes:
                     raise UnknownEpisode(episode)
                 self._calls[episode], self._next[episode] = [], 0
-            index = self._next[episode]
-            self._next[episode] = index + 1
+                while len(self._next) > self.max_episodes:  # forget the least recently used
+                    oldest = next(iter(self._next))
+                    self._next.pop(oldest)
+                    self._calls.pop(oldest, None)
+            index = self._next.pop(episode)
+            if index >= self.max_calls:
+                self._next[episode] = index
+                raise ProxyRequestError(f"episode {episode!r} has made {index} calls, the most one episode may "
+                                        "make; start another episode", code="episode_too_long", param="episode")
+            self._next[episode] = index + 1  # re-inserted: the most recently used
             return index, list(self._calls[episode])
 
     def add(self, calls: Sequence[CapturedCall]) -> None:

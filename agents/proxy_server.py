@@ -24,10 +24,12 @@ as text (no constrained decoding).
 
 import json
 import logging
+import re
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -58,6 +60,7 @@ PROXY_TOKEN_ENV = "TURNGYM_PROXY_TOKEN"
 EPISODE_HEADER = "x-turngym-episode"
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_STOPS = 4
+EPISODE_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 
 
 def _is_number(value: Any) -> bool:
@@ -109,6 +112,27 @@ class _Request:
     logprobs: bool
     stream: bool
     include_usage: bool
+
+
+@dataclass
+class _Pending:
+    """A checked request with its prompt, waiting for its generations."""
+
+    request: _Request
+    episode: str
+    index: int
+    prompt: Any
+    sampling: SamplingConfig
+    requests: list[GenerationRequest]
+
+
+def check_episode_id(episode: Any) -> str:
+    """An episode id a client may name: 1-200 printable ASCII characters (it keys the calls and is logged)."""
+    if not (isinstance(episode, str) and EPISODE_ID.fullmatch(episode)):
+        shown = repr(episode)[:60]
+        raise ProxyRequestError(f"an episode id is 1-200 letters, digits and . _ : - characters; got {shown}",
+                                param="episode", code="invalid_episode_id")
+    return episode
 
 
 def parse_request(body: Any, settings: ProxySettings) -> _Request:
@@ -188,6 +212,27 @@ class PolicyService:
     # ------------------------------------------------------------------ one request
     def complete(self, body: Any, episode: str | None = None) -> Completion:
         """Validate, render, sample and record one request (blocking); raises :class:`ProxyRequestError`."""
+        with self.admitted():
+            pending = self.prepare(body, episode)
+            return self.finish(pending, self.sampler.generate(pending.requests, pending.sampling,
+                                                              self.prompts.stop_ids))
+
+    async def complete_async(self, body: Any, episode: str | None = None) -> Completion:
+        """:meth:`complete` for the server's event loop: rendering and decoding on worker threads, and no thread
+        held while the request waits for its batch (so batches are not capped by a thread pool's size)."""
+        import asyncio
+
+        from starlette.concurrency import run_in_threadpool
+
+        with self.admitted():
+            pending = await run_in_threadpool(self.prepare, body, episode)
+            future = self.sampler.submit(pending.requests, pending.sampling, self.prompts.stop_ids)
+            generations = await asyncio.wrap_future(future)
+            return await run_in_threadpool(self.finish, pending, generations)
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        """Count the request in flight, or refuse it (429) past ``max_pending``."""
         with self._lock:
             if self._pending >= self.settings.max_pending:
                 raise ProxyRequestError(f"{self._pending} requests are in flight, the most this proxy takes; "
@@ -195,13 +240,15 @@ class PolicyService:
                                         kind="rate_limit_error")
             self._pending += 1
         try:
-            return self._complete(parse_request(body, self.settings), episode)
+            yield
         finally:
             with self._lock:
                 self._pending -= 1
 
-    def _complete(self, request: _Request, episode: str | None) -> Completion:
-        episode = episode or f"call-{uuid.uuid4().hex}"
+    def prepare(self, body: Any, episode: str | None) -> _Pending:
+        """The request checked and its prompt rendered: what to generate."""
+        request = parse_request(body, self.settings)
+        episode = check_episode_id(episode) if episode is not None else f"call-{uuid.uuid4().hex}"
         index, earlier = self.store.begin(episode)
         prompt = self.prompts.build(request.messages, request.tools, earlier)
         room = self.settings.max_context - len(prompt.ids)
@@ -216,10 +263,13 @@ class PolicyService:
         base = request.seed if request.seed is not None else stable_seed(self.settings.seed, episode, index)
         requests = [GenerationRequest(key=f"{episode}#{choice}", ids=list(prompt.ids),
                                       seed=stable_seed(base, choice) % 2**62) for choice in range(request.n)]
-        generations = self.sampler.generate(requests, sampling, self.prompts.stop_ids)
-        calls = [self._call(episode, index, choice, request, prompt, generation, sampling)
-                 for choice, generation in enumerate(generations)]
-        return Completion(self._body(calls, request, len(prompt.ids)), calls)
+        return _Pending(request, episode, index, prompt, sampling, requests)
+
+    def finish(self, pending: _Pending, generations: Sequence[Generation]) -> Completion:
+        """The calls of what was generated, and the API's response body."""
+        calls = [self._call(pending.episode, pending.index, choice, pending.request, pending.prompt, generation,
+                            pending.sampling) for choice, generation in enumerate(generations)]
+        return Completion(self._body(calls, pending.request, len(pending.prompt.ids)), calls)
 
     def _call(self, episode: str, index: int, choice: int, request: _Request, prompt: Any, generation: Generation,
               sampling: SamplingConfig) -> CapturedCall:
@@ -294,8 +344,6 @@ def build_app(service: PolicyService, *, token: str | None = None) -> Any:
     ``Authorization: Bearer TOKEN`` (the ``openai`` client's ``api_key``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, StreamingResponse
-    from starlette.concurrency import run_in_threadpool
-
     app = FastAPI(title="turngym proxy", docs_url=None, redoc_url=None, openapi_url=None)
 
     def error(problem: ProxyRequestError) -> JSONResponse:
@@ -327,7 +375,7 @@ def build_app(service: PolicyService, *, token: str | None = None) -> Any:
             body = await _read_json(request)
             named = request.path_params.get("episode") or request.headers.get(EPISODE_HEADER) or (
                 body.get("user") if isinstance(body, dict) and isinstance(body.get("user"), str) else None)
-            completion = await run_in_threadpool(service.complete, body, named)
+            completion = await service.complete_async(body, named)
         except ProxyRequestError as problem:
             return error(problem)
         except Exception:  # the backend failed: the API's server error, the proxy stays up

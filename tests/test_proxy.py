@@ -256,7 +256,7 @@ def test_a_thousand_concurrent_calls_are_batched_and_never_mixed(hermes):
             calls = store.close(f"long{i}")
             assert [c.index for c in calls] == [0, 1, 2, 3] and all(c.episode == f"long{i}" for c in calls)
             assert [c.parent for c in calls] == [None, (0, 0), (1, 0), (2, 0)]
-        assert max(server.service.sampler.batches) > 8
+        assert max(server.service.sampler.batches) > 40  # waiting requests hold no thread: batches pass 40
 
 
 def test_a_harness_that_disconnects_mid_call_loses_no_other_call(hermes):
@@ -279,6 +279,27 @@ def test_a_harness_that_disconnects_mid_call_loses_no_other_call(hermes):
         assert [c.delivered for c in calls] == [True, False]
         assert [c.key for c in chosen_calls(calls)] == [(0, 0)]
         assert len(server.service.store.close("other")) == 1
+
+
+def test_a_client_cannot_grow_the_proxys_memory_or_scans_without_bound(hermes):
+    """Episode ids are short and plain; an episode makes at most max_calls calls; past max_episodes open episodes
+    the least recently used is forgotten (its calls live on in the sink)."""
+    store = CallStore(max_episodes=2, max_calls=2)
+    service = PolicyService(hermes, BatchingSampler(scripted(hermes, lambda r: "ok")), store)
+    hi = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for bad in ("", "x" * 201, "a/b", "new\nline", "é"):
+        with pytest.raises(ProxyRequestError, match="episode id"):
+            service.complete(hi, bad)
+    service.complete(hi, "a")
+    service.complete(hi, "a")
+    with pytest.raises(ProxyRequestError, match="has made 2 calls"):
+        service.complete(hi, "a")
+    service.complete(hi, "b")
+    with pytest.raises(ProxyRequestError, match="has made 2 calls"):
+        service.complete(hi, "a")  # refused, but used: "b" is now the least recently used
+    service.complete(hi, "c")
+    assert set(store.episodes()) == {"a", "c"}
+    service.sampler.close()
 
 
 def test_a_proxy_beyond_loopback_needs_a_token(hermes, monkeypatch):
