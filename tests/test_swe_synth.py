@@ -152,6 +152,7 @@ from turngym.envs.swe import load_instances, oracle_actions, swe_taskset, valida
 from turngym.envs.swe.grading import patch_paths
 from turngym.envs.swe.sandbox import backend_available
 from turngym.envs.swe.synth import SynthConfig, synthesize
+from turngym.envs.swe.synth.manifest import SplitRule
 from turngym.envs.swe.synth.statement import changed_lines, write_statement
 
 BWRAP_PROBLEM = backend_available("bwrap")
@@ -268,6 +269,81 @@ def test_validation_in_two_worker_processes_gives_the_same_records(synthesized, 
     parallel = [{k: v for k, v in json.loads(line).items() if k != "repo_path"}
                 for line in (tmp_path / "out" / "tasks.jsonl").read_text().splitlines()]
     assert parallel == serial
+
+
+@needs_bwrap
+def test_a_synthesized_set_loads_with_its_splits_and_turngym_eval_plays_one(synthesized, capsys):
+    from turngym.envs.swe.synth.world import synth_tasks
+    from turngym.recipes.cli import main
+
+    root, package, config, first = synthesized
+    tasks = synth_tasks(root / "out")
+    assert len(tasks) == first["tasks"] and set(tasks.splits) <= {"train", "eval_seen"}  # one repository: trained on
+    assert {t.split for t in tasks} == {json.loads(line)["split"] for line in (root / "out" / "tasks.jsonl").open()}
+    held_out = root / "held-out"  # the same tasks, their repository held out by an explicit list
+    summary = synthesize([str(package)], held_out, config, root=root / "cache",
+                         splits=SplitRule(eval_repos=("tinystats",)))
+    assert summary["splits"]["eval"] == first["tasks"] and synth_tasks(held_out).splits == ("eval",)
+    code = main(["eval", "--import", "turngym.envs.swe.synth.world", "--env", "turngym/SWE-synth-v0", "--env-arg",
+                 f"task_file={held_out}", "--env-arg", "sandbox=bwrap", "--agent", "oracle", "--split", "eval",
+                 "--episodes", "1", "--workers", "0"])
+    assert code == 0
+    assert "| oracle | free_form | swe-synth:held-out:eval[:1] | 1 | 100.0 %" in capsys.readouterr().out
+
+
+@needs_bwrap
+def test_regenerating_from_the_manifest_gives_the_same_set_and_says_what_differs(tmp_path, capsys):
+    from turngym.envs.swe.synth.manifest import Manifest
+    from turngym.recipes.cli import main
+
+    package = make_tiny_package(tmp_path / "src")
+    config = SynthConfig(seed=3, max_candidates=4, validate=False)
+    synthesize([str(package)], tmp_path / "first", config, root=tmp_path / "cache-a")
+    manifest = Manifest.read(tmp_path / "first" / "manifest.json")
+    assert manifest.tasks and manifest.config["seed"] == 3 and manifest.packages[0]["sdist_sha256"] == ""
+    assert "func_pm_op_change" in manifest.modifiers and manifest.versions["swesmith"]
+    # another cache: nothing reused, every package prepared, screened and built again
+    code = main(["swe", "synth", "--manifest", str(tmp_path / "first" / "manifest.json"), "--out",
+                 str(tmp_path / "again"), "--cache", str(tmp_path / "cache-b")])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    assert lines[-1] == f"manifest check: same set: {len(manifest.tasks)} tasks, ids, splits and content hashes " \
+                        "equal to the manifest's"
+    assert (tmp_path / "again" / "tasks.jsonl").read_text().count("\n") == len(manifest.tasks)
+    edited = manifest.to_dict()
+    edited["tasks"][0]["content_hash"] = "0" * 64
+    edited["tasks"].append({"instance_id": "tinystats__gone", "split": "train", "content_hash": "1" * 64})
+    (tmp_path / "edited.json").write_text(json.dumps(edited))
+    code = main(["swe", "synth", "--manifest", str(tmp_path / "edited.json"), "--out", str(tmp_path / "third"),
+                 "--cache", str(tmp_path / "cache-b")])
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert code == 1
+    assert last.startswith("manifest check: differs from the manifest") and "missing 1 (tinystats__gone)" in last
+    assert f"changed 1 ({manifest.tasks[0]['instance_id']})" in last
+
+
+def test_splits_hold_whole_repositories_out_by_a_fixed_rule():
+    from turngym.envs.swe.synth.manifest import Manifest, compare, repo_splits, task_split
+
+    names = [f"pkg{i}" for i in range(20)]
+    splits = repo_splits(names, SplitRule())
+    assert sorted(splits.values()).count("test") == 3 and sorted(splits.values()).count("eval") == 3
+    assert repo_splits(list(reversed(names)) + names[:2], SplitRule()) == splits  # order and repeats do not matter
+    assert repo_splits(names, SplitRule(salt="other")) != splits
+    assert set(repo_splits(["a", "b"], SplitRule()).values()) == {"train"}  # too few to hold any out
+    explicit = repo_splits(names, SplitRule(eval_repos=("pkg1",), test_repos=("pkg2", "pkg3")))
+    assert [n for n, s in explicit.items() if s != "train"] == ["pkg1", "pkg2", "pkg3"]
+    with pytest.raises(ValueError, match="both eval and test"):
+        repo_splits(names, SplitRule(eval_repos=("pkg1",), test_repos=("pkg1",)))
+    ids = [f"pkg0__1.0.func_pm_x__{i:04x}" for i in range(2000)]
+    held = [i for i in ids if task_split(i, "train", SplitRule()) == "eval_seen"]
+    assert 150 < len(held) < 250  # about task_share of a training repository's tasks
+    assert all(task_split(i, "eval", SplitRule()) == "eval" for i in ids[:50])  # a held-out repository's stay
+    tasks = [{"instance_id": i, "split": "train", "content_hash": "h"} for i in ids[:3]]
+    same = Manifest(config={}, splits={}, packages=[], tasks=tasks)
+    assert compare(same, same).startswith("same set: 3 tasks")
+    moved = Manifest(config={}, splits={}, packages=[], tasks=[{**tasks[0], "split": "eval"}, *tasks[1:]])
+    assert compare(same, moved) == f"differs from the manifest (3 tasks): moved 1 ({ids[0]})"
 
 
 def _package(root: Path, name: str, files: dict[str, str]) -> Path:

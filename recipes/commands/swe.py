@@ -1,4 +1,9 @@
-"""``turngym swe synth``: SWE tasks synthesized from real Python packages, validated in the sandbox."""
+"""``turngym swe synth``: SWE tasks synthesized from real Python packages, validated in the sandbox.
+
+    turngym swe synth cachetools==5.3.3 toolz==0.12.1 --out DIR           # packages (or local directories)
+    turngym swe synth --packages-file recipes/configs/swe-synth-packages.txt --out DIR
+    turngym swe synth --manifest recipes/configs/swe-synth-scale-v1.manifest.json --out DIR   # regenerate + check
+"""
 
 from __future__ import annotations
 
@@ -7,24 +12,21 @@ import json
 from pathlib import Path
 
 
-def cmd_synth(args: argparse.Namespace) -> int:
-    import logging
-
-    from turngym.envs.swe.synth import SynthConfig, synthesize
-
-    if not args.verbose:
-        logging.getLogger("turngym.envs.swe.synth").setLevel(logging.INFO)
+def _specs(args: argparse.Namespace) -> list[str]:
     specs = list(args.packages)
     if args.packages_file:
         specs += [line.split("#", 1)[0].strip() for line in Path(args.packages_file).read_text().splitlines()]
     specs = [s for s in specs if s]
     if not specs:
-        raise ValueError("name at least one package (NAME==VERSION) or local directory")
-    config = SynthConfig(seed=args.seed, max_candidates=args.max_candidates, max_tasks=args.max_tasks,
-                         validate=not args.no_validate, backend=args.sandbox, suite_timeout=args.suite_timeout,
-                         max_validations=args.max_validations)
-    summary = synthesize(specs, Path(args.out), config, root=Path(args.cache) if args.cache else None,
-                         workers=args.workers)
+        raise ValueError("name at least one package (NAME==VERSION) or local directory, or give --manifest")
+    return specs
+
+
+def _names(value: str | None) -> tuple[str, ...]:
+    return tuple(n.strip() for n in (value or "").split(",") if n.strip())
+
+
+def _print_summary(summary: dict, out: Path) -> None:
     for package in summary["packages"]:
         if package["status"] != "ok":
             print(f"{package['spec']}: dropped: {package['reason']}")
@@ -32,10 +34,40 @@ def cmd_synth(args: argparse.Namespace) -> int:
         print(f"{package['spec']}: {package['tests_kept']}/{package['tests_collected']} tests kept, "
               f"{package['candidates']} mutations screened, {package['kept_mutations']} kept, "
               f"{package['validated']} validated ({package['seconds'].get('total', 0):.0f} s)")
-    print(f"{summary['tasks']} tasks -> {Path(args.out) / 'tasks.jsonl'}")
+    print(f"{summary['tasks']} tasks -> {out / 'tasks.jsonl'}; splits {json.dumps(summary['splits'])}")
     print("drops: " + json.dumps(summary["drops"]))
     print(f"grader false alarms: {len(summary['false_alarms'])} of {summary['gold_gradings']} validations; "
           f"seconds per validation: {summary['seconds_per_validation']}")
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    import logging
+
+    from turngym.envs.swe.synth import SynthConfig, synthesize
+    from turngym.envs.swe.synth.manifest import Manifest, SplitRule, compare
+
+    if not args.verbose:
+        logging.getLogger("turngym.envs.swe.synth").setLevel(logging.INFO)
+    out = Path(args.out)
+    root = Path(args.cache) if args.cache else None
+    if args.manifest:
+        if args.packages or args.packages_file:
+            raise ValueError("--manifest names the packages itself: give no packages or --packages-file with it")
+        expected = Manifest.read(args.manifest)
+        config = SynthConfig(**{**expected.config, **({"backend": args.sandbox} if args.sandbox else {})})
+        rule = SplitRule.from_dict(expected.splits.get("rule"))
+        summary = synthesize(expected.specs, out, config, root=root, workers=args.workers, splits=rule,
+                             manifest=expected)
+        _print_summary(summary, out)
+        verdict = compare(expected, Manifest.read(out / "manifest.json"))
+        print(f"manifest check: {verdict}")
+        return 0 if verdict.startswith("same set") else 1
+    config = SynthConfig(seed=args.seed, max_candidates=args.max_candidates, max_tasks=args.max_tasks,
+                         validate=not args.no_validate, backend=args.sandbox or "bwrap",
+                         suite_timeout=args.suite_timeout, max_validations=args.max_validations)
+    rule = SplitRule(eval_repos=_names(args.eval_repos), test_repos=_names(args.test_repos))
+    summary = synthesize(_specs(args), out, config, root=root, workers=args.workers, splits=rule)
+    _print_summary(summary, out)
     return 0
 
 
@@ -46,6 +78,8 @@ def add(sub) -> None:
                                      "validated in the sandbox (SWE-bench records)")
     s.add_argument("packages", nargs="*", help="NAME==VERSION from the package registry, or a local directory")
     s.add_argument("--packages-file", help="a file of NAME==VERSION lines (# comments)")
+    s.add_argument("--manifest", help="regenerate the set a manifest.json describes (its packages, sdists, "
+                                      "requirements, settings and splits) and check its ids and hashes equal")
     s.add_argument("--out", required=True, help="folder for tasks.jsonl, report.json and manifest.json")
     s.add_argument("--cache", help="cache root (default $TURNGYM_CACHE/swe-synth or ~/.cache/turngym/swe-synth)")
     s.add_argument("--seed", type=int, default=0)
@@ -55,6 +89,8 @@ def add(sub) -> None:
     s.add_argument("--workers", type=int, default=1,
                    help="validate a package's tasks in this many processes, each with its own sandboxes (default 1)")
     s.add_argument("--no-validate", action="store_true", help="skip the validation through the grader")
-    s.add_argument("--sandbox", default="bwrap", choices=("bwrap", "docker", "auto"))
+    s.add_argument("--eval-repos", help="comma-separated packages held out as the eval split (default: by hash)")
+    s.add_argument("--test-repos", help="comma-separated packages reserved as the test split (default: by hash)")
+    s.add_argument("--sandbox", default=None, choices=("bwrap", "docker", "auto"), help="default bwrap")
     s.add_argument("--suite-timeout", type=float, default=600.0, help="seconds for one run of a whole test suite")
     s.set_defaults(func=cmd_synth)

@@ -56,8 +56,18 @@ from tqdm import tqdm
 
 from turngym.envs.swe.instances import SWEInstance
 from turngym.envs.swe.synth import modifiers as mods
+from turngym.envs.swe.synth.manifest import Manifest, SplitRule, content_hash, repo_splits, task_split, versions
 from turngym.envs.swe.synth.runner import Run, TestSession
-from turngym.envs.swe.synth.source import LAYOUT, SourceError, cache_root, needs_pytest, prepare_repo, source_files
+from turngym.envs.swe.synth.source import (
+    LAYOUT,
+    SourceError,
+    cache_root,
+    installed_requirements,
+    needs_pytest,
+    prepare_repo,
+    source_files,
+    spec_name,
+)
 from turngym.envs.swe.synth.statement import changed_lines, leaks, write_statement
 from turngym.envs.tasks import canonical_json, sha256_text
 
@@ -93,6 +103,9 @@ class SynthConfig:
 class PackageReport:
     spec: str
     key: str = ""
+    name: str = ""
+    version: str = ""
+    requirements: list[str] = field(default_factory=list)  # name==version installed for its tests
     status: str = "ok"  # ok | dropped
     reason: str = ""
     tests_collected: int = 0
@@ -490,18 +503,20 @@ def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: 
 
 
 # --------------------------------------------------------------------------- one package, a whole run
-def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
-                       workers: int = 1) -> tuple[PackageReport, list[dict]]:
-    """Synthesize (and validate, in ``workers`` processes) the tasks of one package; never raises for bad input."""
+def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None, workers: int = 1,
+                       pins: list[str] | None = None, sdist_sha256: str = "") -> tuple[PackageReport, list[dict]]:
+    """Synthesize (and validate, in ``workers`` processes) the tasks of one package; never raises for bad input.
+    ``pins`` and ``sdist_sha256``: a manifest's, when regenerating (see :func:`.source.prepare_repo`)."""
     root = root or cache_root()
-    report = PackageReport(spec=spec)
+    report = PackageReport(spec=spec, name=spec_name(spec))
     start = time.monotonic()
     try:
-        source, repo = prepare_repo(spec, root)
+        source, repo = prepare_repo(spec, root, pins=pins, sdist_sha256=sdist_sha256)
     except SourceError as error:
         report.status, report.reason = "dropped", str(error)
         return report, []
     report.key, report.sdist_sha256 = source.key, source.sdist_sha256
+    report.name, report.version, report.requirements = source.name, source.version, installed_requirements(repo)
     report.seconds["source"] = time.monotonic() - start
     work = root / "work" / LAYOUT / source.key
     work.mkdir(parents=True, exist_ok=True)
@@ -571,32 +586,38 @@ def _write_records(path: Path, records: list[dict], repo: Path, relative_to: Pat
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | None = None, workers: int = 1) -> dict:
-    """Synthesize from every package in ``specs``; write ``tasks.jsonl``, ``report.json`` and
-    ``manifest.json`` to ``out`` after each package (the records point at the repositories in the cache);
-    return the report."""
+def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | None = None, workers: int = 1,
+               splits: SplitRule | None = None, manifest: Manifest | None = None) -> dict:
+    """Synthesize from every package in ``specs``; write ``tasks.jsonl`` (each record with its ``split``),
+    ``report.json`` and ``manifest.json`` to ``out`` after each package (the records point at the
+    repositories in the cache); return the report. With ``manifest`` (regenerating a set), each package's
+    sdist and requirements must be the manifest's."""
     root = root or cache_root()
     out.mkdir(parents=True, exist_ok=True)
+    splits = splits or SplitRule()
+    by_repo = repo_splits([spec_name(s) for s in specs], splits)
+    pins = manifest.pins() if manifest else {}
+    sdists = manifest.sdists() if manifest else {}
     packages: list[PackageReport] = []
-    all_records: list[tuple[PackageReport, dict]] = []
+    all_records: list[dict] = []
     summary: dict = {}
     for spec in specs:
         logger.info("synthesizing %s", spec)
-        report, records = synthesize_package(spec, config, root, workers)
+        report, records = synthesize_package(spec, config, root, workers, pins.get(spec), sdists.get(spec, ""))
         packages.append(report)
-        all_records += [(report, r) for r in records]
-        logger.info("%s: %s", spec, report.reason or f"{report.validated} tasks")
-        summary = write_set(out, packages, all_records, config, root)
-    return summary or write_set(out, packages, all_records, config, root)
-
-
-def write_set(out: Path, packages: list[PackageReport], all_records: list[tuple[PackageReport, dict]],
-              config: SynthConfig, root: Path) -> dict:
-    """``tasks.jsonl``, ``report.json`` and ``manifest.json`` of the packages done so far; the report."""
-    lines = []
-    for report, record in all_records:
         repo = root / "repos" / LAYOUT / report.key
-        lines.append(json.dumps({**record, "repo_path": os.path.relpath(repo, out)}, sort_keys=True))
+        for record in records:
+            split = task_split(record["instance_id"], by_repo.get(report.name, "train"), splits)
+            all_records.append({**record, "repo_path": os.path.relpath(repo, out), "split": split})
+        logger.info("%s: %s", spec, report.reason or f"{report.validated} tasks")
+        summary = write_set(out, packages, all_records, config, splits, by_repo)
+    return summary or write_set(out, packages, all_records, config, splits, by_repo)
+
+
+def write_set(out: Path, packages: list[PackageReport], records: list[dict], config: SynthConfig,
+              splits: SplitRule, by_repo: dict[str, str]) -> dict:
+    """``tasks.jsonl``, ``report.json`` and ``manifest.json`` of the packages done so far; the report."""
+    lines = [json.dumps(record, sort_keys=True) for record in records]
     (out / "tasks.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     drops: Counter[str] = Counter()
     for report in packages:
@@ -607,7 +628,8 @@ def write_set(out: Path, packages: list[PackageReport], all_records: list[tuple[
     summary = {
         "config": asdict(config),
         "grader_sha256": grader_hash(),
-        "tasks": len(all_records),
+        "tasks": len(records),
+        "splits": {s: sum(1 for r in records if r["split"] == s) for s in ("train", "eval_seen", "eval", "test")},
         "packages": [asdict(r) for r in packages],
         "drops": dict(sorted(drops.items())),
         "false_alarms": [a for r in packages for a in r.false_alarms],
@@ -615,15 +637,20 @@ def write_set(out: Path, packages: list[PackageReport], all_records: list[tuple[
         "seconds_per_validation": round(sum(seconds) / len(seconds), 2) if seconds else None,
     }
     (out / "report.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    manifest = {
-        "seed": config.seed, "config": asdict(config), "grader_sha256": grader_hash(),
-        "packages": [{"spec": r.spec, "key": r.key, "sdist_sha256": r.sdist_sha256, "status": r.status,
-                      "reason": r.reason} for r in packages],
-        "tasks": [{"instance_id": rec["instance_id"], "content_hash": sha256_text(canonical_json(
-            {k: v for k, v in rec.items() if k not in ("repo_path", "base_commit")}))} for _, rec in all_records],
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    make_manifest(packages, records, config, splits, by_repo).write(out / "manifest.json")
     return summary
+
+
+def make_manifest(packages: list[PackageReport], records: list[dict], config: SynthConfig, splits: SplitRule,
+                  by_repo: dict[str, str]) -> Manifest:
+    per_package = Counter((x["synth"]["package"], x["version"]) for x in records)
+    entries = [{"spec": r.spec, "name": r.name, "version": r.version, "key": r.key, "sdist_sha256": r.sdist_sha256,
+                "requirements": r.requirements, "status": r.status, "reason": r.reason,
+                "split": by_repo.get(r.name, "train"), "tasks": per_package[(r.name, r.version)]} for r in packages]
+    tasks = [{"instance_id": r["instance_id"], "split": r["split"], "content_hash": content_hash(r)} for r in records]
+    return Manifest(config=asdict(config), splits={"rule": asdict(splits), "repositories": by_repo},
+                    packages=entries, tasks=tasks, modifiers=sorted(m.name for m in mods.swesmith_modifiers()),
+                    grader_sha256=grader_hash(), versions=versions())
 
 
 def clear_package(spec_key: str, root: Path | None = None) -> None:

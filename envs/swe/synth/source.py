@@ -141,10 +141,20 @@ def _copy_clean(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, ignore=ignore, symlinks=False)
 
 
-def prepare_repo(spec: str, root: Path | None = None) -> tuple[Source, Path]:
+def spec_name(spec: str) -> str:
+    """The repository's name for ``name==version`` or a local directory (what splits and records call it)."""
+    parsed = parse_spec(spec)
+    return parsed[0] if parsed else re.sub(r"[^A-Za-z0-9._-]", "_", Path(spec).expanduser().resolve().name)
+
+
+def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = None,
+                 sdist_sha256: str = "") -> tuple[Source, Path]:
     """``(source, repository directory)`` for ``name==version`` or a local directory, in the cache.
 
-    Raises :class:`SourceError` with a one-line reason (no sdist, not an archive, no test files)."""
+    With a manifest's ``sdist_sha256`` the archive must be that one; with its ``pins`` (``name==version`` of the
+    requirements it was built with) exactly those are installed, none of their dependencies, and a repository
+    already in the cache must hold them. Raises :class:`SourceError` with a one-line reason (no sdist, not an
+    archive, a different archive or requirements, no test files)."""
     root = root or cache_root()
     parsed = parse_spec(spec)
     if parsed is None:
@@ -152,8 +162,7 @@ def prepare_repo(spec: str, root: Path | None = None) -> tuple[Source, Path]:
         if not local.is_dir():
             raise SourceError(f"{spec!r} is neither NAME==VERSION nor a directory")
         tree = _tree_digest(local)
-        source = Source(name=re.sub(r"[^A-Za-z0-9._-]", "_", local.resolve().name), version=f"local-{tree[:12]}",
-                        spec=str(local.resolve()))
+        source = Source(name=spec_name(spec), version=f"local-{tree[:12]}", spec=str(local.resolve()))
         repo = root / "repos" / LAYOUT / source.key
         if not repo.is_dir():
             staging = Path(tempfile.mkdtemp(prefix=f".{source.key}-", dir=_mkdir(root / "repos" / LAYOUT)))
@@ -165,6 +174,9 @@ def prepare_repo(spec: str, root: Path | None = None) -> tuple[Source, Path]:
         name, version = parsed
         archive = fetch_sdist(name, version, root)
         source = Source(name=name, version=version, spec=spec, sdist_sha256=sha256_file(archive))
+        if sdist_sha256 and source.sdist_sha256 != sdist_sha256:
+            raise SourceError(f"the sdist of {spec} ({archive.name}) has sha256 {source.sdist_sha256[:16]}..., the "
+                              f"manifest's {sdist_sha256[:16]}...: not the archive the set was made from")
         repo = root / "repos" / LAYOUT / source.key
         if not repo.is_dir():
             staging = Path(tempfile.mkdtemp(prefix=f".{source.key}-", dir=_mkdir(root / "repos" / LAYOUT)))
@@ -179,14 +191,32 @@ def prepare_repo(spec: str, root: Path | None = None) -> tuple[Source, Path]:
                 entries = list((staging / "x").iterdir())
                 top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging / "x"
                 _copy_clean(top, staging / "repo")
-                install_requirements(staging / "repo", requirements(top))
+                if pins is None:
+                    install_requirements(staging / "repo", requirements(top))
+                else:
+                    install_requirements(staging / "repo", pins, exact=True)
                 write_path_conftest(staging / "repo")
                 os.replace(staging / "repo", repo)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
+    if pins is not None and installed_requirements(repo) != sorted(pins):
+        raise SourceError(f"{source.key}: the cached repository's requirements {installed_requirements(repo)} are not "
+                          f"the manifest's {sorted(pins)}; remove {repo} to install them again")
     if not test_files(repo):
         raise SourceError(f"{source.key} ships no test files (test_*.py or *_test.py)")
     return source, repo
+
+
+def installed_requirements(repo: Path) -> list[str]:
+    """``name==version`` of every distribution installed in the repository's requirements folder (the pins a
+    manifest records)."""
+    found = []
+    for metadata in sorted((repo / DEPS_DIR).glob("*.dist-info/METADATA")):
+        fields = dict(line.split(": ", 1) for line in metadata.read_text(encoding="utf-8", errors="replace")
+                      .split("\n\n", 1)[0].splitlines() if ": " in line)
+        if "Name" in fields and "Version" in fields:
+            found.append(f"{fields['Name'].strip()}=={fields['Version'].strip()}")
+    return sorted(found)
 
 
 def _tree_digest(directory: Path) -> str:
@@ -312,13 +342,15 @@ def requirements(top: Path) -> list[str]:
     return sorted(set(found))
 
 
-def install_requirements(repo: Path, wanted: list[str], timeout: float = 600.0) -> None:
+def install_requirements(repo: Path, wanted: list[str], timeout: float = 600.0, exact: bool = False) -> None:
     """Install ``wanted`` for the sandbox's ``/usr/bin/python3`` into ``repo/.turngym-deps`` (pure-Python
-    wheels or sdists; the sandbox has no network at test time, so this happens now)."""
+    wheels or sdists; the sandbox has no network at test time, so this happens now). ``exact``: these pins
+    only, none of their dependencies (a manifest's list is already complete)."""
     if not wanted:
         return
     command = ["/usr/bin/python3", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-               "--no-warn-script-location", "--target", str(repo / DEPS_DIR), *wanted]
+               "--no-warn-script-location", *(["--no-deps"] if exact else []), "--target", str(repo / DEPS_DIR),
+               *wanted]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:

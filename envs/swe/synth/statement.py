@@ -19,6 +19,8 @@ MAX_TAIL_LINES = 25
 MAX_TESTS_LISTED = 8
 MIN_CONTAINED = 8  # a changed line this long, or any with an operator, may not appear inside a statement line
 _BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*:?")  # `pass`, `else:`, `merge`: only a whole line of it counts
+# an object's default repr holds its memory address, different on every run: written as 0x... (same set anywhere)
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{6,}\b")
 
 OPENINGS = (
     "After installing {package} {version}, some of its own tests fail for me.",
@@ -73,6 +75,7 @@ def _section_for(test_id: str, sections: dict[str, list[str]]) -> list[str] | No
 def write_statement(package: str, version: str, failing: list[str], log: str, changed: list[str],
                     seed: int) -> str:
     """The issue text for a task whose ``failing`` tests fail in ``log`` (pytest ``-rA --tb=short``)."""
+    log = _ADDRESS.sub("at 0x...", log)
     sections = failure_sections(log)
     messages = failure_messages(log)
     listed = failing[:MAX_TESTS_LISTED]
