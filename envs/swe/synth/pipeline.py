@@ -595,7 +595,9 @@ def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | No
     root = root or cache_root()
     out.mkdir(parents=True, exist_ok=True)
     splits = splits or SplitRule()
-    by_repo = repo_splits([spec_name(s) for s in specs], splits)
+    # a manifest's own repository splits (made over all the packages its run was asked for), else the rule's
+    by_repo = dict(manifest.splits.get("repositories") or {}) if manifest else {}
+    by_repo = by_repo or repo_splits([spec_name(s) for s in specs], splits)
     pins = manifest.pins() if manifest else {}
     sdists = manifest.sdists() if manifest else {}
     packages: list[PackageReport] = []
