@@ -637,10 +637,29 @@ def write_set(out: Path, packages: list[PackageReport], records: list[dict], con
         "false_alarms": [a for r in packages for a in r.false_alarms],
         "gold_gradings": sum(len(r.validation_seconds) for r in packages),
         "seconds_per_validation": round(sum(seconds) / len(seconds), 2) if seconds else None,
+        "statistics": statistics(records),
     }
     (out / "report.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     make_manifest(packages, records, config, splits, by_repo).write(out / "manifest.json")
     return summary
+
+
+def statistics(records: list[dict]) -> dict:
+    """What a set holds: tasks by repository, split, modifier kind, tier and runner mode; FAIL_TO_PASS counts."""
+    def count(values) -> dict:
+        return dict(sorted(Counter(values).items()))
+
+    failing = sorted(len(r["FAIL_TO_PASS"]) for r in records)
+    return {
+        "repositories": count(r["synth"]["package"] for r in records),
+        "splits": count(r.get("split", "train") for r in records),
+        "modifiers": count(r["difficulty"] for r in records),
+        "tiers": count(r["difficulty_label"]["tier"] for r in records),
+        "runner": count(r["synth"]["runner"] for r in records),
+        "fail_to_pass": {"median": failing[len(failing) // 2] if failing else 0, "histogram": count(failing)},
+        "failing_tests_median": sorted(r["difficulty_label"]["failing_tests"] for r in records)[len(records) // 2]
+        if records else 0,
+    }
 
 
 def make_manifest(packages: list[PackageReport], records: list[dict], config: SynthConfig, splits: SplitRule,
