@@ -346,6 +346,31 @@ def test_splits_hold_whole_repositories_out_by_a_fixed_rule():
     assert compare(same, moved) == f"differs from the manifest (3 tasks): moved 1 ({ids[0]})"
 
 
+def test_a_swesmith_row_becomes_a_record_whose_gold_patch_undoes_its_bug(tmp_path):
+    import subprocess
+
+    from turngym.envs.swe import SWEInstance
+    from turngym.envs.swe.synth.external import from_swesmith
+    from turngym.envs.swe.synth.pipeline import make_patch
+
+    # a removed line "-- note" is "--- note" in the diff: content, not a file header
+    original = '"""Doc.\n-- note\n+++ plus\n"""\n\n\ndef f(x):\n    if x:\n        return 1\n    return 2\n'
+    bugged = '"""Doc.\n"""\n\n\ndef f(x):\n    if not x:\n        return 1\n    return 2\n'
+    assert "\n--- note\n" in make_patch({"pkg/m.py": (original, bugged)})
+    bug = make_patch({"pkg/m.py": (original, bugged)})
+    row = {"instance_id": "owner__pkg.abc123.func_pm_ctrl_invert_if__x1", "repo": "swesmith/owner__pkg.abc123",
+           "patch": bug, "FAIL_TO_PASS": ["tests/test_m.py::test_f"], "PASS_TO_PASS": [], "image_name": "img:1",
+           "problem_statement": "f is wrong"}
+    instance = SWEInstance.from_record(from_swesmith(row))
+    assert instance.setup_patch == bug and instance.image == "img:1" and instance.difficulty == "func_pm_ctrl_invert_if"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(original)
+    for patch in (instance.setup_patch, instance.patch):
+        (tmp_path / "p.diff").write_text(patch)
+        subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, check=True, capture_output=True)
+        assert (tmp_path / "pkg" / "m.py").read_text() == (bugged if patch == bug else original)
+
+
 def _package(root: Path, name: str, files: dict[str, str]) -> Path:
     directory = root / name
     for path, text in files.items():
