@@ -21,9 +21,12 @@ For each package (``name==version`` from the registry, or a local directory):
    (``grading_tampered``) on the gold patch or the untouched bug is a *false alarm* of the grader: it is
    reported with its log excerpt, never silently dropped.
 
+Validation runs in ``workers`` processes when asked (each validation its own sandboxes; the same set as one).
 Every stage writes its results under ``<cache>/work/<name>-<version>/`` (``baseline.json``,
 ``screen.jsonl``, ``validate.jsonl``), keyed by the mutation, so an interrupted run resumes where it
-stopped and a rerun with the same seed does the same work. Bad input (no sdist, no tests, a syntax
+stopped and a rerun with the same seed does the same work. :func:`synthesize` writes the set after every
+package: ``tasks.jsonl`` with each task's split, ``report.json`` and ``manifest.json`` (:mod:`.manifest`).
+Bad input (no sdist, no tests, a syntax
 error, a suite that needs the network or hangs) ends that package with a one-line reason in the report,
 never the run.
 
