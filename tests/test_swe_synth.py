@@ -371,6 +371,17 @@ def test_a_swesmith_row_becomes_a_record_whose_gold_patch_undoes_its_bug(tmp_pat
         assert (tmp_path / "pkg" / "m.py").read_text() == (bugged if patch == bug else original)
 
 
+def test_a_line_an_interruption_cut_costs_only_its_own_row(tmp_path):
+    from turngym.envs.swe.synth.pipeline import _append, _jsonl
+
+    state = tmp_path / "screen.jsonl"
+    _append(state, {"key": "a", "f2p": []})
+    with open(state, "a") as handle:
+        handle.write('{"key": "b", "dr')  # killed mid-write
+    _append(state, {"key": "c", "drop": "no test fails"})  # the resumed run's next row
+    assert sorted(_jsonl(state)) == ["a", "c"]  # b is screened again, c is kept
+
+
 def _package(root: Path, name: str, files: dict[str, str]) -> Path:
     directory = root / name
     for path, text in files.items():

@@ -142,8 +142,11 @@ def _jsonl(path: Path) -> dict[str, dict]:
 
 
 def _append(path: Path, row: dict) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(row, sort_keys=True) + "\n")
+    with open(path, "a+b") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        cut = size > 0 and handle.seek(size - 1) >= 0 and handle.read(1) != b"\n"
+        # a line an interruption cut stays alone on its line (skipped on reading), never glued to this one
+        handle.write((("\n" if cut else "") + json.dumps(row, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def make_patch(changes: dict[str, tuple[str, str]]) -> str:
