@@ -102,6 +102,11 @@ class RolloutOptions:
                                           "(the policy writes the summary; its tokens are context, never trained)"})
     compact_summary_tokens: int = field(
         default=128, metadata={"help": "history compact: the summary's length cap in tokens"})
+    share_prefixes: bool = field(
+        default=False, metadata={"help": "the loss's forward pass (and the old policy's and reference's) encodes each "
+                                         "prefix that rows share once (a group's prompt, per-turn rows' history) "
+                                         "instead of once per row: the same log-probabilities and gradients, fewer "
+                                         "operations (docs/training.md)"})
     max_staleness: int = field(
         default=0, metadata={"help": "K > 0: the next K steps' rollouts play while a step trains"})
     partial_rollouts: bool = field(default=False, metadata={"help": "K > 0: new weights between turns"})

@@ -15,7 +15,9 @@ by ``tests/test_trl_contract.py``). Everything it hands over is built or compute
   values when it needs them (:mod:`~turngym.trainers.critic`); its advantages replace TRL's.
 - **loss** (overrides ``_compute_loss`` and ``_get_per_token_logps_and_entropies``): the critic's value loss,
   then TRL's clipped loss, whose forward pass projects only the model's tokens (:mod:`~turngym.trainers.logprobs`)
-  and applies truncated importance sampling (:mod:`~turngym.trainers.tis`).
+  and applies truncated importance sampling (:mod:`~turngym.trainers.tis`); with ``share_prefixes`` each prefix the
+  rows share is encoded once in it, the old policy's, the reference's and the critic's
+  (:mod:`~turngym.trainers.prefix_sharing`).
 - **checkpoints** (overrides ``_save_checkpoint``, ``_load_optimizer_and_scheduler``; the sampler,
   ``_get_train_sampler``, for world weights and the curriculum): the critic and the curriculum's estimates.
 
@@ -44,7 +46,7 @@ from turngym.agents.generation import WeightPublisher
 from turngym.envs.tasks import TaskSet
 from turngym.trainers.assembly import assemble
 from turngym.trainers.config import TurnGymConfig
-from turngym.trainers.critic import Critic, NoCritic
+from turngym.trainers.critic import Critic, NoCritic, TokenCritic
 from turngym.trainers.episodes import Episode, group_keys
 from turngym.trainers.estimators import (
     advantage_batch,
@@ -67,6 +69,7 @@ from turngym.trainers.metrics import (
     write_episode_samples,
 )
 from turngym.trainers.pipeline import PublishWeights
+from turngym.trainers.prefix_sharing import PrefixSharingCritic, shared_prefix_logprobs, sharing_obstacle
 from turngym.trainers.rollout import BackendFactory, evaluate_worlds, rollout_seed
 from turngym.trainers.tis import tis_applies, tis_weights
 from turngym.trainers.vllm_colocate import trl_vllm_sampler, vllm_in_policy_dtype
@@ -132,11 +135,26 @@ class TurnGymTrainer(GRPOTrainer):
                              eval_dataset=eval_dataset, processing_class=run.tokenizer, rollout_func=self._rollout,
                              callbacks=callbacks, peft_config=run.peft_config)
         self.publisher: WeightPublisher | None = self._sample_with_vllm(backend) if self.use_vllm else None
+        if args.share_prefixes:
+            self._check_prefix_sharing()
         self._check_reference()
         self.critic: Critic | NoCritic = run.critic(self.model, self.accelerator)
+        if args.share_prefixes and type(self.critic) is TokenCritic:  # the value model shares prefixes too
+            self.critic = PrefixSharingCritic.of(self.critic)
         self.pipeline = run.pipeline(self.model, self._get_train_sampler(self.train_dataset))  # K > 0: in a thread
         if self.pipeline is not None:
             self.add_callback(PublishWeights(self.pipeline))
+
+    def _check_prefix_sharing(self) -> None:
+        """share_prefixes on a model whose forward passes cannot share (:func:`~turngym.trainers.prefix_sharing.
+        sharing_obstacle`): say so once; every row is then encoded whole, as with it off."""
+        causal_lm = self._directly_callable(self.model)
+        checkpointing = ((self.args.gradient_checkpointing_kwargs or {"use_reentrant": False})  # transformers' default
+                         if self.args.gradient_checkpointing else None)
+        reason = ("a sharded model (DeepSpeed, FSDP) or one without a plain head" if causal_lm is None else
+                  sharing_obstacle(causal_lm, checkpointing=checkpointing))
+        if reason:
+            logger.warning("share_prefixes has no effect with %s: every row is encoded whole", reason)
 
     @property
     def critic_optimizer(self) -> Any:
@@ -316,6 +334,8 @@ class TurnGymTrainer(GRPOTrainer):
         as in TRL (:mod:`turngym.trainers.logprobs`).
         Multimodal inputs, a MoE aux loss, a scaled head or a wrapped model (DDP, FSDP, DeepSpeed, whose own
         forward must run) take TRL's path unchanged.
+        With ``share_prefixes``, each prefix the rows share is encoded once
+        (:mod:`turngym.trainers.prefix_sharing`: the same numbers up to rounding, and the same gradients).
 
         In the loss, with TIS on and no trainer logprobs from sampling time (``num_iterations = 1``), these
         detached logprobs are the ones TRL's ratio uses as "old", so the loss's advantages are weighted by
@@ -334,10 +354,13 @@ class TurnGymTrainer(GRPOTrainer):
             scored = attention_mask[:, -logits_to_keep:].bool()  # the loss's tokens, else the completion's
             if inputs is not None:
                 scored = scored & (inputs["completion_mask"] * inputs.get("tool_mask", 1)).bool()
-            logps, entropies = scored_logprobs_in_chunks(
-                causal_lm, input_ids, attention_mask, scored, self.temperature, batch_size=batch_size,
-                compute_entropy=compute_entropy, fp32_head=self.args.cast_lm_head_to_fp32,
-                autocast=self.accelerator.autocast)
+            options = {"batch_size": batch_size, "compute_entropy": compute_entropy,
+                       "fp32_head": self.args.cast_lm_head_to_fp32, "autocast": self.accelerator.autocast}
+            # share_prefixes: each prefix rows share encoded once (None: nothing shared, or a model that cannot)
+            shared = (shared_prefix_logprobs(causal_lm, input_ids, attention_mask, scored, self.temperature, **options)
+                      if self.args.share_prefixes else None)
+            logps, entropies = shared or scored_logprobs_in_chunks(causal_lm, input_ids, attention_mask, scored,
+                                                                   self.temperature, **options)
             aux_loss = None
         if inputs is not None and self._tis_applies(inputs) and inputs.get("old_per_token_logps") is None:
             mode = "train" if self.model.training else "eval"
