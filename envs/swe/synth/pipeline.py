@@ -26,9 +26,8 @@ Every stage writes its results under ``<cache>/work/<name>-<version>/`` (``basel
 ``screen.jsonl``, ``validate.jsonl``), keyed by the mutation, so an interrupted run resumes where it
 stopped and a rerun with the same seed does the same work. :func:`synthesize` writes the set after every
 package: ``tasks.jsonl`` with each task's split, ``report.json`` and ``manifest.json`` (:mod:`.manifest`).
-Bad input (no sdist, no tests, a syntax
-error, a suite that needs the network or hangs) ends that package with a one-line reason in the report,
-never the run.
+Bad input (no sdist, no tests, a syntax error, a suite that needs the network or hangs) ends that package with
+a one-line reason in the report, never the run.
 
 The test files of each task are *protected* at grading: its ``test_patch`` appends one comment line to
 each graded test file, so the grader restores those files (and their test directories) to their base
