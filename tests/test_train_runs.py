@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import README_MODULE, REPO_ROOT
 
 SLOW_WORLD = f'''
+import os
 import time
 
 import turngym
@@ -25,10 +26,11 @@ from {README_MODULE} import GuessNumber
 
 
 class SlowGuess(GuessNumber):
-    """The README's world, slowed down (0.2 s to start an episode), so that a run is still going when it is stopped."""
+    """The README's world, slowed down (0.2 s to start an episode; 1 s while a file `slow` is in the folder it runs
+    in), so that a run is still going when it is stopped, however loaded the machine."""
 
     def _start(self, task):
-        time.sleep(0.2)
+        time.sleep(1.0 if os.path.exists("slow") else 0.2)
         return super()._start(task)
 
 
@@ -107,6 +109,7 @@ def test_resume_continues_the_run_and_overwrite_clears_the_folder(readme_world, 
 
 def test_ctrl_c_prints_one_line_and_the_same_command_resumes(readme_world, tiny_policy):
     (readme_world / "slow_guess.py").write_text(SLOW_WORLD)
+    (readme_world / "slow").touch()  # slower while it is to be stopped: the signal must find it running
     argv = command(tiny_policy, "run", "--max_steps", "8", "--save_steps", "1", world="slow_guess",
                    env_id="myorg/SlowGuess-v0")
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -125,6 +128,7 @@ def test_ctrl_c_prints_one_line_and_the_same_command_resumes(readme_world, tiny_
     saved = int(line.split("saved checkpoint-")[1].split(" ")[0])
     assert (readme_world / "run" / f"checkpoint-{saved}").is_dir() and saved < 8
 
+    (readme_world / "slow").unlink()
     again = train(readme_world, argv)  # the same command again: it resumes
     assert again.returncode == 0, again.stderr
     assert f"turngym train: resuming from checkpoint-{saved}, step {saved} of 8" in messages(again.stderr)
