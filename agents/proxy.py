@@ -23,6 +23,7 @@ dropped (``on_rewrite``); it is never stitched onto ids the model did not sample
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -310,8 +311,6 @@ def reply_message(text: str, *, tools: list[dict[str, Any]] | None, tool_choice:
 
 def _outside_calls(text: str, syntax: str) -> str | None:
     """The reply's text around its calls (None when there is none, as the API sends)."""
-    import re
-
     if syntax == "hermes":
         rest = re.sub(r"<tool_call>.*?</tool_call>", "", text, flags=re.DOTALL).strip()
     elif syntax == "mistral":

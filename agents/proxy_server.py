@@ -86,7 +86,7 @@ class ProxySettings:
     max_n: int = 16
     seed: int = 0
     max_pending: int = 4096
-    version: int = 0  # the policy version sampling now (the trainer's optimizer steps)
+    version: int = 0  # the policy version sampling now (in training: the rollout batches played so far)
     force_temperature: float | None = None  # training: every call samples at the trainer's temperature
 
 
@@ -96,6 +96,8 @@ class Completion:
 
     body: dict[str, Any]
     calls: list[CapturedCall] = field(default_factory=list)
+    stream: bool = False  # the client asked for server-sent events
+    include_usage: bool = False
 
 
 @dataclass
@@ -269,7 +271,8 @@ class PolicyService:
         """The calls of what was generated, and the API's response body."""
         calls = [self._call(pending.episode, pending.index, choice, pending.request, pending.prompt, generation,
                             pending.sampling) for choice, generation in enumerate(generations)]
-        return Completion(self._body(calls, pending.request, len(pending.prompt.ids)), calls)
+        return Completion(self._body(calls, pending.request, len(pending.prompt.ids)), calls,
+                          pending.request.stream, pending.request.include_usage)
 
     def _call(self, episode: str, index: int, choice: int, request: _Request, prompt: Any, generation: Generation,
               sampling: SamplingConfig) -> CapturedCall:
@@ -382,11 +385,10 @@ def build_app(service: PolicyService, *, token: str | None = None) -> Any:
             logger.exception("the proxy failed on a request")
             return error(ProxyRequestError("the policy failed to generate; see the proxy's log", status=500,
                                            kind="server_error", code="backend_error"))
-        if completion.calls and completion.body.get("choices") is not None and isinstance(body, dict) and body.get(
-                "stream"):
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
+        if completion.stream:
             service.store.add(completion.calls)
-            return StreamingResponse(iter(stream_chunks(completion.body, include)), media_type="text/event-stream")
+            return StreamingResponse(iter(stream_chunks(completion.body, completion.include_usage)),
+                                     media_type="text/event-stream")
         if await request.is_disconnected():  # the harness will never see this reply: no later call continues it
             for call in completion.calls:
                 call.delivered = False

@@ -10,7 +10,7 @@
 For each E it runs ``--rounds`` rounds, proxy and direct alternated, and prints seconds per model call, calls per
 second, the proxy / direct time ratio (the overhead: HTTP, JSON, the chat template rendered per request, the
 batching window, the client's threads), and the process's peak resident memory. Both generate on a worker thread:
-on a loaded machine, torch's two OpenMP threads in the main thread ran one generation 6-10x slower than on a
+on a loaded machine, torch's two OpenMP threads in the main thread ran one generation several times slower than on a
 worker thread (and than one thread anywhere), which would credit the proxy with the difference. The model defaults
 to the embedded SmolLM2-135M-Instruct::
 

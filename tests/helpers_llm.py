@@ -219,3 +219,16 @@ def scripted_signals_backend(tokenizer, tool_syntax: str | None = None):
         return format_tool_call(ToolCall("command", {"command": command}), tool_syntax) if tool_syntax else command
 
     return lambda model: ScriptedBackend(reply, lambda text: tokenizer.encode(text, add_special_tokens=False))
+
+
+def logging_generate(backend, log: list):
+    """``backend`` with its ``generate`` wrapped to append every (request key, ids given, ids sampled) to ``log``."""
+    generate = backend.generate
+
+    def logged(requests, sampling, stop_ids):
+        generations = generate(requests, sampling, stop_ids)
+        log.extend((r.key, list(r.ids), g.ids) for r, g in zip(requests, generations, strict=True))
+        return generations
+
+    backend.generate = logged
+    return backend

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers_llm import tiny_llama, train_tokenizer, word_tokenizer
+from helpers_llm import logging_generate, tiny_llama, train_tokenizer, word_tokenizer
 
 from turngym.agents.backends import ScriptedBackend
 from turngym.agents.base import stable_seed
@@ -92,15 +92,7 @@ def scripted(tokenizer, log: list, reply_of):
         return reply_of(request.key, turn)
 
     backend = ScriptedBackend(reply, lambda text: tokenizer.encode(text, add_special_tokens=False))
-    generate = backend.generate
-
-    def logged(requests, sampling, stop_ids):
-        generations = generate(requests, sampling, stop_ids)
-        log.extend((r.key, list(r.ids), g.ids) for r, g in zip(requests, generations, strict=True))
-        return generations
-
-    backend.generate = logged
-    return backend
+    return logging_generate(backend, log)
 
 
 def thinking_reply(key, turn) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_llm import tiny_llama, word_tokenizer
+from helpers_llm import logging_generate, tiny_llama, word_tokenizer
 
 from turngym.agents.backends import Generation, ScriptedBackend
 from turngym.agents.base import stable_seed
@@ -51,15 +51,7 @@ def varied_replies(tokenizer, log=None, correct=()):
     backend = ScriptedBackend(reply, lambda text: tokenizer.encode(text, add_special_tokens=False))
     if log is None:
         return backend
-    generate = backend.generate
-
-    def logged(requests, sampling, stop_ids):
-        generations = generate(requests, sampling, stop_ids)
-        log.extend((r.key, list(r.ids), g.ids) for r, g in zip(requests, generations, strict=True))
-        return generations
-
-    backend.generate = logged
-    return backend
+    return logging_generate(backend, log)
 
 
 def play(tokenizer, window, *, log=None, n=4, max_turns=7):
