@@ -232,3 +232,25 @@ def logging_generate(backend, log: list):
 
     backend.generate = logged
     return backend
+
+
+class OneProcess:
+    """accelerate's Accelerator as the critic uses it, for one process on CPU."""
+
+    @property
+    def device(self):
+        import torch
+
+        return torch.device("cpu")
+
+    def prepare_model(self, model):
+        return model
+
+    def unwrap_model(self, model):
+        return model
+
+    def reduce(self, tensor, reduction="sum"):
+        return tensor
+
+    def gather(self, tensor):
+        return tensor.reshape(-1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_llm import tiny_llama
+from helpers_llm import OneProcess, tiny_llama
 
 from turngym.trainers import advantages as adv
 from turngym.trainers import critic as critics
@@ -105,21 +105,6 @@ def test_no_critic_is_a_critic_whose_every_call_is_a_no_op(tmp_path):
 
 
 def test_token_critic_is_a_critic_and_gives_v_before_each_token(tokenizer_size=64):
-    class OneProcess:
-        device = torch.device("cpu")
-
-        def prepare_model(self, model):
-            return model
-
-        def unwrap_model(self, model):
-            return model
-
-        def reduce(self, tensor, reduction="sum"):
-            return tensor
-
-        def gather(self, tensor):
-            return tensor.reshape(-1)
-
     policy = tiny_llama(tokenizer_size)
     critic = TokenCritic.build(policy, CriticConfig(learning_rate=1e-3), OneProcess())
     assert isinstance(critic, Critic) and not isinstance(value_model(policy), Critic) and critic.enabled

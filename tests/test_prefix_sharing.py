@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from tests.helpers_llm import scripted_signals_backend, tiny_llama, word_tokenizer
+from tests.helpers_llm import OneProcess, scripted_signals_backend, tiny_llama, word_tokenizer
 from turngym.trainers.layouts import pad
 from turngym.trainers.logprobs import scored_logprobs, scored_logprobs_in_chunks
 from turngym.trainers.prefix_sharing import (
@@ -205,24 +205,6 @@ def test_gradient_checkpointing_shares_with_the_same_gradients():
         warnings.simplefilter("ignore")
         assert_same_pass(model, input_ids, attention, completion_mask.bool())
     assert all("_can_checkpoint_with_cache" not in vars(m) for m in model.modules())  # put back after the call
-
-
-class OneProcess:
-    """accelerate's Accelerator as the critic uses it, for one process."""
-
-    device = torch.device("cpu")
-
-    def prepare_model(self, model):
-        return model
-
-    def unwrap_model(self, model):
-        return model
-
-    def reduce(self, tensor, reduction="sum"):
-        return tensor
-
-    def gather(self, tensor):
-        return tensor.reshape(-1)
 
 
 def test_the_critic_shares_prefixes_with_the_same_values_and_gradients():
