@@ -23,7 +23,7 @@ written before any score was seen. The analysis, fixed before the run:
 The subset: the first ``--per-file`` episodes of each file, in the file's order (task order).
 
     HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python bench/judge_agreement.py --per-file 30 \\
-        --out docs/outcomes/judge-agreement-textworld-q4.json
+        --out docs/measurements/judge-agreement-textworld-q4.json
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def test_the_command_writes_the_per_episode_record(saved, tmp_path):
 
 def test_the_committed_measurements_give_back_the_published_numbers():
     """docs/rewards.md and docs/results.md print these (the default judge on 60 TextWorld episodes; SWE's signal)."""
-    outcomes = Path(__file__).parents[1] / "docs" / "outcomes"
+    outcomes = Path(__file__).parents[1] / "docs" / "measurements"
     report = json.loads((outcomes / "judge-agreement-textworld-q4.json").read_text())
     rows, point = report["episodes"], report["pointwise"]
     summary = ja.pointwise_summary(rows, point["seconds"], point["requests"], resamples=50)

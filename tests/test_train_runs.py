@@ -107,13 +107,20 @@ def test_resume_continues_the_run_and_overwrite_clears_the_folder(readme_world, 
     assert not (readme_world / "run" / "checkpoint-2").exists()  # cleared before the new run
 
 
+def _default_sigint() -> None:
+    """A child started by a shell in the background inherits SIGINT ignored, and Python then never turns Ctrl-C into
+    KeyboardInterrupt: give the run the default handling a terminal's foreground process has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_prints_one_line_and_the_same_command_resumes(readme_world, tiny_policy):
     (readme_world / "slow_guess.py").write_text(SLOW_WORLD)
     (readme_world / "slow").touch()  # slower while it is to be stopped: the signal must find it running
     argv = command(tiny_policy, "run", "--max_steps", "8", "--save_steps", "1", world="slow_guess",
                    env_id="myorg/SlowGuess-v0")
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=environment(readme_world), cwd=readme_world, start_new_session=True)
+                               env=environment(readme_world), cwd=readme_world, start_new_session=True,
+                               preexec_fn=_default_sigint)  # noqa: PLW1509 - one call, no lock held
     deadline = time.monotonic() + 120
     while not (readme_world / "run" / "checkpoint-1").is_dir() and time.monotonic() < deadline:
         time.sleep(0.1)
