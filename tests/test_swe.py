@@ -781,7 +781,8 @@ def test_the_oracle_resolves_through_tools(make_env):
     obs, info = env.reset(options={"task": TASK})
     assert [t["function"]["name"] for t in info["tools"]] == ["bash", "edit", "view", "submit"]
     assert "Call one tool per turn" in obs and "```bash" not in obs
-    assert [json.loads(a)["name"] for a in info["walkthrough"]] == ["bash", "submit"]
+    # intervals-2's gold patch has two hunks: each is viewed, then edited (tests/test_swe_walkthrough.py)
+    assert [json.loads(a)["name"] for a in info["walkthrough"]] == ["view", "edit", "view", "edit", "submit"]
     *_, terminated, _, info = play(env, info["walkthrough"])[-1]
     assert terminated and info["won"] and info["pass_ratio"] == 1.0
 

@@ -9,7 +9,9 @@ budget study), because a small base model rarely wins and leaves RL no signal. t
    - TextWorld: the game's walkthrough, from TextWorld's own generator;
    - ALFWorld: the PDDL planner's plan;
    - SWE: the gold patch applied in one shell command, then the submit command (needs
-     ``action_format: raw``, since the commands are fenced multi-line blocks);
+     ``action_format: raw``, since the commands are fenced multi-line blocks); under the ``tools``
+     protocol, a ``view`` and an ``edit`` call per hunk of the gold patch, then ``submit``
+     (:mod:`turngym.envs.swe.walkthrough`);
    - Signals: the rule itself;
    - your own world: whatever it puts in ``info["walkthrough"]`` at reset.
 

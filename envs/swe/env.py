@@ -27,6 +27,10 @@ Rewards (:mod:`turngym.envs.swe.grading` holds the estimators):
 ``info["patch_truncated"]`` come with the last step. A patch over ``MAX_PATCH_BYTES`` (200,000 bytes)
 is not graded: the reward is 0, ``grading_error`` says why, ``patch_truncated`` is True and
 ``info["patch"]`` holds its head and a marker with its whole size.
+
+``info["walkthrough"]`` at reset is the oracle's play: under ``free_form``, the gold patch through ``git apply``,
+then submit; under ``tools``, ``view`` and ``edit`` calls that rebuild it hunk by hunk, then ``submit``
+(:mod:`turngym.envs.swe.walkthrough`; ``git apply`` where the tools cannot rebuild it).
 """
 
 from __future__ import annotations
@@ -52,6 +56,13 @@ from turngym.envs.swe.sandbox import (
 )
 from turngym.envs.swe.sandbox.base import WORKDIR, ExecResult, escape_controls
 from turngym.envs.swe.taskset import swe_tasks
+from turngym.envs.swe.walkthrough import (
+    WalkthroughError,
+    parse_read_files,
+    patch_files,
+    read_files_command,
+    tool_walkthrough,
+)
 from turngym.envs.swe.workspace import MAX_PATCH_BYTES, Workspace
 from turngym.envs.tasks import Task, TaskSet
 
@@ -227,9 +238,24 @@ class SWEEnv(TextEnv):
                 "base_commit": base_commit,
                 "sandbox": self.sandbox_backend,
                 "wall_clock_limit": self.wall_clock_limit,
-                "walkthrough": oracle_actions(instance),
+                "walkthrough": (tools and self._tool_walkthrough(instance)) or oracle_actions(instance),
             },
         )
+
+    def _tool_walkthrough(self, instance: SWEInstance) -> list[str] | None:
+        """The oracle under the ``tools`` protocol: view, edit and submit calls that rebuild the gold patch from the
+        bugged files as set-up left them (:mod:`turngym.envs.swe.walkthrough`); None (then the gold patch goes in with
+        ``git apply``) when the tools cannot rebuild it. Costs one command in the sandbox at reset."""
+        try:
+            result = self._sandbox.exec(read_files_command(patch_files(instance.patch)), timeout=self.timeouts.exec)
+            if not result.ok:
+                raise WalkthroughError(f"reading the files the gold patch touches failed: {result.output[-300:]}")
+            calls = tool_walkthrough(instance.patch, parse_read_files(result.output))
+        except (WalkthroughError, SandboxError) as error:
+            logger.info("%s: the oracle applies the gold patch with git apply (%s)", instance.instance_id,
+                        escape_controls(str(error)))
+            return None
+        return [call.to_action() for call in calls]
 
     def tools(self) -> list[dict[str, Any]]:
         return swe_tools()
@@ -238,8 +264,13 @@ class SWEEnv(TextEnv):
         return tool_command(call.name, dict(call.arguments))
 
     def _command_call(self, command: str) -> Any:
-        from turngym.envs.tools import ToolCall
+        from turngym.envs.tools import ToolCall, ToolCallError
 
+        if command.startswith("{"):  # a call already (the tools walkthrough, _tool_walkthrough)
+            try:
+                return ToolCall.from_action(command)
+            except ToolCallError:
+                pass
         parsed = parse_action(command, self.max_action_chars)  # a fenced command: bash, or submit
         return ToolCall("submit", {}) if parsed.submit else ToolCall("bash", {"command": parsed.command or command})
 

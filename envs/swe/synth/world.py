@@ -26,6 +26,7 @@ from turngym.envs.tasks import Task, TaskSet, canonical_json, sha256_text
 
 ENV_ID = "turngym/SWE-synth-v0"
 ENV_VARIABLE = "TURNGYM_SWE_TASKS"
+TIERS = ("easy", "medium", "hard")  # the pipeline's difficulty_label["tier"]
 
 
 def _tasks_file(path: str | Path) -> Path:
@@ -37,11 +38,20 @@ def _tasks_file(path: str | Path) -> Path:
     return found
 
 
-def synth_tasks(path: str | Path, split: str | None = None) -> TaskSet:
-    """The tasks of a synthesized set (its folder or ``tasks.jsonl``), or one of its splits."""
+def synth_tasks(path: str | Path, split: str | None = None, tier: str | None = None) -> TaskSet:
+    """The tasks of a synthesized set (its folder or ``tasks.jsonl``), or one of its splits; with ``tier``, only the
+    tasks of that difficulty tier (``difficulty_label["tier"]``: ``easy``, ``medium`` or ``hard``)."""
     found = _tasks_file(path)
     tasks = _load(str(found.resolve()), found.stat().st_mtime_ns)
-    return tasks if split is None else tasks.split(split)
+    tasks = tasks if split is None else tasks.split(split)
+    if tier is None:
+        return tasks
+    if tier not in TIERS:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
+    kept = tuple(t for t in tasks if (t.payload.get("difficulty_label") or {}).get("tier") == tier)
+    if not kept:
+        raise KeyError(f"task set {tasks.name!r} has no {tier} tasks")
+    return TaskSet(name=f"{tasks.name}:{tier}", version=tasks.version, tasks=kept)
 
 
 @lru_cache(maxsize=4)
@@ -76,25 +86,29 @@ def _task(instance: SWEInstance, split: str, trees: dict[str, str]) -> Task:
 class SynthSWEEnv(SWEEnv):
     """``turngym/SWE-v0`` on a synthesized set: ``task_file`` (or ``$TURNGYM_SWE_TASKS``) is its folder or
     ``tasks.jsonl``; ``split`` keeps one of its splits (default: all of them, so a panel can take any with
-    ``--split``)."""
+    ``--split``); ``tier`` keeps one difficulty tier (``--env-arg tier=easy``)."""
 
-    def __init__(self, task_file: str | None = None, split: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, task_file: str | None = None, split: str | None = None, tier: str | None = None,
+                 **kwargs: Any) -> None:
         if kwargs.get("tasks") is None:
             path = task_file or os.environ.get(ENV_VARIABLE)
             if not path:
                 raise ValueError(f"SynthSWEEnv needs its set: --env-arg task_file=DIR (or ${ENV_VARIABLE}=DIR), "
                                  "DIR written by `turngym swe synth --out DIR`")
-            kwargs["tasks"] = synth_tasks(path, split)
+            kwargs["tasks"] = synth_tasks(path, split, tier)
         super().__init__(**kwargs)
 
 
 def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, workers: int | None = None,
                progress: bool = True) -> TaskSet:
-    """The panel of ``turngym/SWE-synth-v0``: the first ``n`` tasks of ``split`` of the set ``task_file`` names."""
+    """The panel of ``turngym/SWE-synth-v0``: the first ``n`` tasks of ``split`` of the set ``task_file`` names (of
+    the ``tier`` env argument's tier, when given). A ``split`` env argument, the one split the world then holds, is
+    the panel's split (a study's extra panel reaches ``eval_seen`` so: ``panels: {seen: {env_kwargs: {split:
+    eval_seen}}}``)."""
     path = env_kwargs.get("task_file") or os.environ.get(ENV_VARIABLE)
     if not path:
         raise ValueError(f"{ENV_ID} needs its set: --env-arg task_file=DIR (or ${ENV_VARIABLE}=DIR)")
-    tasks = synth_tasks(path, split)
+    tasks = synth_tasks(path, env_kwargs.get("split") or split, env_kwargs.get("tier"))
     return tasks.take(n) if n is not None and n < len(tasks) else tasks
 
 
