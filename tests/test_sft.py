@@ -378,6 +378,34 @@ def test_cli_demos_policy_samples_keeps_the_wins_and_fine_tunes_round_after_roun
     assert any(not torch.equal(a, b) for a, b in zip(final.parameters(), second, strict=True))  # round 2's step
 
 
+# ---------------------------------------------------------------------- SWE: the tools walkthrough (issue 42.6)
+def test_swe_demos_are_the_tools_walkthrough_as_tool_calls_in_the_models_syntax(tmp_path, policy, tokenizer):
+    """turngym sft under the tools protocol: each demo plays view, edit and submit calls, written as Hermes tool calls
+    (the SmolLM2 template ignores tools=, so the system message describes them), and the loss sees only them."""
+    from turngym.envs.swe.sandbox import backend_available
+    from turngym.envs.tools import ToolCall
+
+    if backend_available("bwrap") is not None:
+        pytest.skip(f"bwrap sandbox unavailable: {backend_available('bwrap')}")
+    config = TurnGymSFTConfig(
+        output_dir=str(tmp_path / "sft"), model_name_or_path=str(policy), env_id="turngym/SWE-v0",
+        env_kwargs={"sandbox": "bwrap", "workspace_root": str(tmp_path)}, action_protocol="tools", num_demos=2,
+        max_length=32768, max_new_tokens_per_turn=4096, report_to="none", save_strategy="no", disable_tqdm=True)
+    demos, stats = collect_demos(config, tokenizer, progress=False)
+    assert stats.kept == stats.played == 2 and not stats.dropped
+    for demo in demos:
+        names = [ToolCall.from_action(action).name for action in demo.actions]
+        assert names[-1] == "submit" and "edit" in names and set(names) <= {"view", "edit", "submit"}
+        episode = Episode.from_trajectory(demo)
+        example = sft_example(episode)
+        ids, mask = example["input_ids"], example["assistant_masks"]
+        trained = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+        assert trained.count("<tool_call>") == len(names) and '"name": "edit"' in trained
+        assert "old_str" in trained and "<returncode>" not in trained  # the sandbox's answers are not trained on
+        prompt = tokenizer.decode(episode.prompt_ids)
+        assert '"name": "edit"' in prompt and "<tool_call>" in prompt  # the tools, described in the system message
+
+
 # ---------------------------------------------------------------------- errors
 def test_no_oracle_win_is_a_clear_error(tmp_path, policy, tokenizer):
     config = sft_config(tmp_path, policy, max_turns=1)  # 3 signals, 1 turn: the oracle can never win

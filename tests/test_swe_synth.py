@@ -240,6 +240,28 @@ def test_the_world_plays_a_synthesized_task_and_the_oracle_resolves_it(synthesiz
         env.close()
 
 
+@needs_bwrap
+@pytest.mark.parametrize("which", [pytest.param("two"), pytest.param("all", marks=pytest.mark.slow)])
+def test_the_tools_walkthrough_rebuilds_the_synthesized_gold_patches(synthesized, which):
+    """Issue 42 point 6: view, edit and submit calls rebuild each gold patch (checked in the sandbox) and resolve it;
+    the default run plays a unittest-graded and a pytest-graded task, the slow one every task (50 s)."""
+    from tests.helpers_swe import play_tools_walkthrough
+    from turngym.envs.swe import SWEEnv
+
+    root = synthesized[0]
+    instances = load_instances(root / "out" / "tasks.jsonl")
+    if which == "two":
+        by_runner = {"--pytest" in i.test_cmd: i for i in instances}
+        instances = [by_runner[False], by_runner[True]]
+    tasks = swe_taskset(instances, name="synth")
+    env = SWEEnv(tasks=tasks, sandbox="bwrap", workspace_root=root, action_protocol="tools")
+    try:
+        for task in tasks:
+            play_tools_walkthrough(env, task)
+    finally:
+        env.close()
+
+
 @pytest.mark.slow
 @needs_bwrap
 def test_a_rerun_resumes_from_the_cache_and_gives_the_same_set(synthesized):
