@@ -175,11 +175,13 @@ def import_worlds(modules: Iterable[str]) -> list[ModuleType]:
 
 
 def register_class(entry_point: str) -> str:
-    """Register ``"module:Class"`` under the id ``"module/Class-v0"`` (once) and return the id."""
+    """Register ``"module:Class"`` under the id ``"module/Class-v0"`` (once) and return the id. A dotted module's
+    dots become dashes in the namespace (``"pkg.worlds:Maze"`` is ``"pkg-worlds/Maze-v0"``): gymnasium's namespaces
+    take no dots, and module names no dashes, so two modules never share an id."""
     module, _, attr = entry_point.partition(":")
     _on_sys_path(Path.cwd())
     creator = _load(entry_point, f"--env {entry_point}")
-    env_id = f"{module}/{attr}-v0"
+    env_id = f"{module.replace('.', '-')}/{attr}-v0"
     if env_id not in gym.registry:
         register(env_id, entry_point=creator)
     return env_id

@@ -119,13 +119,15 @@ class Study(RFTStages, CurveStages, StagePlan):
     @staticmethod
     def changed_options(config: StudyConfig) -> list[str]:
         """Top-level options that differ from the run already in ``results/<name>/`` (none: resumable). The backend
-        is not one of them: the backend the run resolved to is checked by itself (:meth:`recorded_backend`)."""
+        is not one of them: the backend the run resolved to is checked by itself (:meth:`recorded_backend`); nor is
+        ``results_dir``, which says where the run is, not what it is (``results`` and ``/abs/path/results`` are one)."""
         saved = Path(config.results_dir) / config.name / "config.json"
         if not saved.exists():
             return []
         before, current = json.loads(saved.read_text()), json.loads(json.dumps(config.to_dict()))
-        before.pop("backend", None)
-        current.pop("backend", None)
+        for where in ("backend", "results_dir"):
+            before.pop(where, None)
+            current.pop(where, None)
         # A run saved before an evaluation option existed ran with that option's default.
         before["evaluation"] = {**asdict(EvaluationOptions()), **(before.get("evaluation") or {})}
         if adds_seeds(before.get("seeds") or [], current.get("seeds") or []):

@@ -11,6 +11,7 @@ import sys
 import threading
 from http.server import HTTPServer
 
+import gymnasium
 import pytest
 
 from tests.conftest import README_MODULE
@@ -73,6 +74,15 @@ def test_env_module_class_registers_the_class_under_a_generated_id(readme_world,
     assert main(["envs", "--import", README_MODULE]) == 0
     listed = capsys.readouterr().out.split()
     assert f"{README_MODULE}/GuessNumber-v0" in listed and "myorg/GuessNumber-v0" in listed
+
+
+def test_env_with_a_dotted_module_registers_under_a_valid_id(capsys):
+    """A package's world (``pkg.module:Class``): gymnasium's namespaces take no dots, so they become dashes."""
+    code = main(["eval", "--env", "turngym.envs.signals:SignalsEnv", "--split", "train", "--agent", "oracle",
+                 "--episodes", "2", "--workers", "0"])
+    assert code == 0, capsys.readouterr().err
+    assert "| oracle |" in capsys.readouterr().out
+    assert "turngym-envs-signals/SignalsEnv-v0" in gymnasium.registry
 
 
 def test_readme_world_trains_with_import(readme_world, tiny_policy, capsys):

