@@ -121,3 +121,23 @@ def test_lora_adapters_are_synced_merged(engine, policy, tasks):
         assert not any(getattr(m, "merged", False) for m in adapted.modules())  # unmerged again for training
     finally:
         engine.sync_weights(model)
+
+
+def test_a_colocated_engine_leaves_the_heap_to_the_garbage_collector(engine):
+    """vLLM's engine core freezes the whole heap when it starts (gc.freeze) and only a shutdown thaws it: a trainer
+    whose cycle was alive then would never be collected (a study stage after a PPO stage: 22.6 GB, killed)."""
+    import gc
+    import weakref
+
+    class Cycle:
+        pass
+
+    assert gc.get_freeze_count() == 0
+    before = Cycle()
+    before.self = before
+    gone = weakref.ref(before)
+    VLLMBackend.colocated(resolve_model(DEFAULT_MODEL), dtype="float32", max_model_len=512, seed=0)  # a second one
+    assert gc.get_freeze_count() == 0
+    del before
+    gc.collect()
+    assert gone() is None
