@@ -73,7 +73,7 @@ class WeightPublisher(Protocol):
     ``publish(model, version)`` hands the sampler ``model``'s current weights, ``version`` optimizer steps into
     training (a sampler that tracks staleness records it; one that serves only the latest may ignore it). The
     implementations: :meth:`~turngym.agents.vllm_backend.VLLMBackend.publish` (a colocated vLLM engine),
-    :class:`~turngym.trainers.pipeline.PolicyCopy` (the pipelined rollouts' copy of the policy) and
+    :class:`~turngym.trainers.pipeline.VersionedPolicy` (the pipelined rollouts' policy versions) and
     :class:`~turngym.trainers.vllm_colocate.TRLWeightSync` (TRL's own sync: a vLLM server, sharded weights). A
     sampler on the trained model itself (:class:`~turngym.agents.hf_backend.HFBackend`) needs none.
     """

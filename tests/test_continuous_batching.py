@@ -255,3 +255,54 @@ def test_the_trainer_on_a_continuous_schedule_trains_on_the_lockstep_episodes(tm
     lockstep, continuous = outputs
     assert torch.equal(lockstep["completion_ids"], continuous["completion_ids"])
     assert torch.equal(lockstep["advantages"], continuous["advantages"])
+
+
+class HeldServer:
+    """TRL's VLLMClient as a vLLM server answers it: one reply a prompt (its last id + 1, then the stop id 0), held
+    until the test releases that prompt (by its first id); records how many requests were out at once."""
+
+    def __init__(self):
+        import threading
+
+        self.out = self.most = 0
+        self.changed = threading.Condition()
+        self.released: set[int] = set()
+
+    def generate(self, prompts, **kwargs):
+        with self.changed:
+            self.out += 1
+            self.most = max(self.most, self.out)
+            self.changed.notify_all()
+            assert self.changed.wait_for(lambda: prompts[0][0] in self.released, timeout=30)
+            self.out -= 1
+        return {"completion_ids": [[p[-1] + 1, 0] for p in prompts], "logprobs": [[[-0.5], [-0.1]] for _ in prompts]}
+
+    def release(self, first_id):
+        with self.changed:
+            self.released.add(first_id)
+            self.changed.notify_all()
+
+
+def test_a_vllm_servers_decoder_sends_each_turn_at_once_and_returns_them_as_they_finish():
+    """Server mode's continuous batching: every turn is its own request, all out at once (the server's scheduler
+    batches them), and a finished turn leaves at the next step, whatever the others do."""
+    from turngym.agents.backends import Generation, VLLMBackend
+
+    server = HeldServer()
+    backend = VLLMBackend(client=server)
+    decoder = decoder_for(backend, SamplingConfig(max_new_tokens=2), [0])
+    for key, ids in [(0, [3, 3, 3]), (1, [5]), (2, [7, 7])]:
+        decoder.add(GenerationRequest(key, ids))
+    with server.changed:
+        assert server.changed.wait_for(lambda: server.out == 3, timeout=30)  # all three out, none answered
+    assert decoder.busy and not backend.idle and decoder.step() == []
+    finished = []
+    for first_id in (5, 7, 3):  # the server finishes them in this order
+        server.release(first_id)
+        step = []
+        while not step:
+            step = decoder.step()
+        finished += step
+    assert [key for key, _ in finished] == [1, 2, 0]  # each left as it finished, one step each
+    assert finished[0][1] == Generation([6, 0], [-0.5, -0.1], True)
+    assert server.most == 3 and backend.idle and not decoder.busy

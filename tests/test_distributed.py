@@ -51,3 +51,27 @@ def test_two_processes_match_one(tmp_path, algorithm):
     assert single["loss"] == pytest.approx(double["loss"], abs=1e-6)
     assert single["delta"].abs().max() > 1e-3  # the step moved the policy
     torch.testing.assert_close(double["delta"], single["delta"], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow  # two trainings in two processes: 29-88 s here
+def test_two_processes_pipeline_their_shares_of_each_batch(tmp_path):
+    """max_staleness 1 in 2 processes: each process's pipeline plays its slice of every rollout batch (the trainer
+    checks its prompts against the plan at every step), with the episode numbers and seeds its own step would use:
+    at learning rate 0 the episodes every step trains on are K = 0's, token for token, and no batch is staler than 1."""
+    accelerate = str(Path(sys.executable).with_name("accelerate"))
+    out = tmp_path / "out.pt"
+    run([accelerate, "launch", "--config_file", str(ACCELERATE_CONFIG), "--main_process_port", "0",
+         str(ROOT / "tests" / "distributed_pipeline.py"), str(out)], ROOT, attempts=2)
+    runs = torch.load(out)
+    assert runs["world"] == 2
+    on_policy, pipelined = runs[0], runs[1]
+    assert len(on_policy["steps"]) == len(pipelined["steps"]) == 3
+    assert all(len(step) == 12 for step in pipelined["steps"])  # both processes' shares, gathered
+    for mine, theirs in zip(pipelined["steps"], on_policy["steps"], strict=True):
+        assert [(prompt, completion) for prompt, completion, _ in mine] == \
+            [(prompt, completion) for prompt, completion, _ in theirs]  # the same tasks, seeds and samples
+        torch.testing.assert_close([lp for *_, lps in mine for lp in lps], [lp for *_, lps in theirs for lp in lps],
+                                   rtol=0, atol=1e-5)
+    assert len({tuple(completion) for step in on_policy["steps"] for _, completion, _ in step}) > 1  # sampled
+    assert all(s is not None and s <= 1 for s in pipelined["staleness"])
+    assert max(pipelined["staleness"]) == 1  # batches 1 and 2 played before the step that trains them

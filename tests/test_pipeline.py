@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import threading
+import time
 
 import pytest
 import torch
@@ -16,7 +19,15 @@ from turngym.agents.llm import LLMAgent, LLMAgentConfig
 from turngym.agents.rollout import run_episodes
 from turngym.envs.tasks import Task
 from turngym.envs.vector import make_pool
-from turngym.trainers.pipeline import PolicyCopy, RolloutPipeline, SamplerPlan, VersionedBackend
+from turngym.trainers.pipeline import (
+    EnginePolicy,
+    PolicyCopy,
+    RolloutPipeline,
+    SamplerPlan,
+    ServerPolicy,
+    VersionedBackend,
+)
+from turngym.trainers.vllm_colocate import TRLWeightSync, pipelined_vllm, trl_vllm_sampler
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 MISBEHAVING = "testpipeline/Misbehaving-v0"
@@ -165,6 +176,219 @@ def test_the_plan_reads_trls_repeat_layout():
     plan = SamplerPlan(Sampler(), ["a", "b", "c", "d"], batch_size=4, repeat=2)
     assert [plan(g) for g in range(4)] == [["a", "a", "b", "b"], ["c", "c", "d", "d"], ["d", "d", "b", "b"],
                                            ["a", "a", "c", "c"]]
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_samplers_copy_computes_with_its_own_weights_when_trl_has_patched_the_forward(lora):
+    """TRL's trainer patches the policy's forward with a closure over the original's (add_fused_lm_head); the
+    sampler's copy must not run the trainer's live weights through it."""
+    from peft import LoraConfig, get_peft_model
+    from trl.trainer.utils import add_fused_lm_head
+
+    trained = tiny_llama(40)
+    if lora:
+        trained = get_peft_model(trained, LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False))
+    add_fused_lm_head(trained.get_base_model() if lora else trained, outputs=("log_probs", "entropy"))
+    ids = torch.tensor([[1, 5, 7, 9]])
+    policy = PolicyCopy(trained)
+    with torch.no_grad():
+        before = policy.model(ids).logits
+        for parameter in trained.parameters():
+            parameter.add_(0.1)  # the trainer steps
+        assert torch.equal(policy.model(ids).logits, before)  # the copy's weights did not move
+        policy.publish(trained, 1)
+        assert policy.refresh()
+        torch.testing.assert_close(policy.model(ids).logits, trained(ids).logits)
+        assert not torch.equal(policy.model(ids).logits, before)
+
+
+def test_the_plan_gives_each_process_its_slice_of_every_batch():
+    """accelerate deals each rollout batch out in per-process slices, in order: process i plays the i-th."""
+    epochs = [[0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3]]
+
+    class Sampler:
+        def __iter__(self):
+            return iter(epochs[0])
+
+    plans = [SamplerPlan(Sampler(), ["a", "b", "c", "d"], batch_size=4, repeat=2, process_index=i, num_processes=2)
+             for i in range(2)]
+    assert [[plan(g) for g in range(2)] for plan in plans] == [[["a", "a"], ["c", "c"]], [["b", "b"], ["d", "d"]]]
+    with pytest.raises(ValueError, match="does not split"):
+        SamplerPlan(Sampler(), ["a"], batch_size=4, repeat=1, process_index=0, num_processes=3)
+
+
+class FakeEngine:
+    """A VLLMBackend as an EnginePolicy sees it: whether a request is in flight, and what was loaded."""
+
+    def __init__(self):
+        self.idle, self.loaded = True, []
+
+    def load_weights(self, weights):
+        assert self.idle, "weights loaded while a request was in flight"
+        self.loaded.append(dict(weights))
+
+
+def test_an_engine_policy_snapshots_under_vllms_names_and_loads_only_while_idle(tmp_path):
+    words = train_tokenizer(tmp_path / "tok")
+    model = tiny_llama(len(words))
+    engine = FakeEngine()
+    policy = EnginePolicy(engine, model)
+    policy.publish(model, 1)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.add_(1.0)  # training goes on: the snapshot is a copy
+    engine.idle = False
+    assert not policy.refresh(block=False) and policy.version == 0 and not engine.loaded  # a turn is in flight
+    engine.idle = True
+    assert policy.refresh(block=False) and policy.version == 1
+    [loaded] = engine.loaded
+    assert loaded.keys() == {name for name, _ in model.named_parameters()}  # tied head once, as a checkpoint
+    assert torch.equal(loaded["model.embed_tokens.weight"] + 1.0, model.model.embed_tokens.weight)
+    assert not policy.refresh(block=False)  # nothing newer
+
+
+def test_an_engine_snapshot_of_a_lora_policy_has_the_adapters_merged(tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    words = train_tokenizer(tmp_path / "tok")
+    base = tiny_llama(len(words))
+    adapted = get_peft_model(copy.deepcopy(base), LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False))
+    merged = copy.deepcopy(adapted).merge_and_unload()
+    engine = FakeEngine()
+    policy = EnginePolicy(engine, adapted)
+    policy.publish(adapted, 3)
+    assert policy.refresh()
+    [loaded] = engine.loaded
+    assert loaded.keys() == {name for name, _ in base.named_parameters()}
+    for name, parameter in merged.named_parameters():
+        torch.testing.assert_close(loaded[name], parameter, rtol=0, atol=1e-6)
+    assert not any(getattr(m, "merged", False) for m in adapted.modules())  # unmerged again for training
+
+
+class FakeDecoder:
+    def __init__(self):
+        self.added, self.busy = [], False
+
+    def add(self, request):
+        self.added.append(request.key)
+        self.busy = True
+
+    def step(self):
+        return []
+
+
+class DecodingBackend:
+    def __init__(self):
+        self.inner_decoder = FakeDecoder()
+
+    def decoder(self, sampling, stop_ids):
+        return self.inner_decoder
+
+
+def test_a_backends_own_decoder_records_versions_and_refreshes_only_when_empty():
+    """Partial rollouts on an engine decoder: new weights load between turns only while no turn runs (each running
+    turn keeps the weights it started with); each turn records the version loaded when it joined."""
+    policy = PolicyCopy(torch.nn.Linear(2, 2))
+    backend = VersionedBackend(DecodingBackend(), policy, refresh_between_turns=True)
+    decoder = backend.decoder(SamplingConfig(), [])
+    decoder.add(GenerationRequest(0, [1]))
+    policy.publish(torch.nn.Linear(2, 2), 1)
+    decoder.add(GenerationRequest(1, [1]))  # turn 0 runs: no refresh
+    assert policy.version == 0
+    backend.inner.inner_decoder.busy = False
+    decoder.add(GenerationRequest(0, [1, 2]))  # the decoder emptied: version 1 loads first
+    assert backend.versions == {0: [0, 1], 1: [0]} and policy.version == 1
+    lockstep = VersionedBackend(ScriptedBackend(lambda r: "x", lambda t: [3]), policy, refresh_between_turns=False)
+    assert type(lockstep.decoder(SamplingConfig(), [])).__name__ == "TurnBatcher"  # no decoder of its own
+
+
+class ServerClient:
+    """A server's client as the pipeline sees it: scripted replies, and the requests it has out."""
+
+    def __init__(self, reply, encode):
+        self.inner, self.out = ScriptedBackend(reply, encode), 0
+
+    @property
+    def idle(self):
+        return self.out == 0
+
+    def generate(self, requests, sampling, stop_ids):
+        self.out += len(requests)
+        try:
+            time.sleep(0.005)
+            return self.inner.generate(requests, sampling, stop_ids)
+        finally:
+            self.out -= len(requests)
+
+    def release(self, key):
+        pass
+
+    def cache_prefix(self, ids):
+        pass
+
+
+class TRLSync:
+    """TRL's sync to a server: records the thread it ran on and the requests out at the server then."""
+
+    def __init__(self, client):
+        self.client, self.calls = client, []
+
+    def publish(self, model, version):
+        self.calls.append((threading.current_thread() is threading.main_thread(), self.client.out))
+
+
+def test_a_server_gets_the_weights_on_the_trainers_thread_between_batches(tmp_path):
+    """Server mode (no vLLM server here, on CPU: the ordering with a fake client). TRL's sync runs on the trainer's
+    thread (between its steps: here while it waits for a batch), only after the sampler asked, between batches,
+    with no request out; the batch then plays with, and records, the version synced."""
+    words = train_tokenizer(tmp_path / "tok")
+    tasks = {f"m/{i}": Task(world="m", id=f"m/{i}", split="train", difficulty="1") for i in range(2)}
+    client = ServerClient(lambda r: "Action: win", words.encode)
+    sync = TRLSync(client)
+    pool = make_pool(MISBEHAVING, 2, num_workers=2, step_timeout=20.0)
+
+    def play(generation, task_ids, wrap):
+        agent = LLMAgent(wrap(client), words, LLMAgentConfig(max_new_tokens=16))
+        return run_episodes(agent, pool, [tasks[t] for t in task_ids])
+
+    pipeline = RolloutPipeline(play, lambda g: list(tasks), ServerPolicy(sync, client, None), max_staleness=1)
+    pipeline.on_close = lambda: pool.close(terminate=True)
+    try:
+        versions = [pipeline.take(0, list(tasks), None).versions]
+        for generation in (1, 2, 3):
+            pipeline.publish(None, generation)  # the trainer's on_step_end: serves only if the sampler asked
+            versions.append(pipeline.take(generation, list(tasks), None).versions)
+    finally:
+        pipeline.close()
+    assert sync.calls and all(on_main and out == 0 for on_main, out in sync.calls)
+    assert len(sync.calls) <= 3  # one sync a batch at most, never for the first (it plays the starting weights)
+    for generation, batch in enumerate(versions):
+        assert all(generation - 1 <= v[0] <= generation for v in batch)  # staleness <= 1
+    assert versions[0] == [[0], [0]] and versions[2][0][0] >= 1  # batch 2 waited for a sync
+
+
+def test_pipelined_vllm_owns_the_engine_or_refuses_in_one_line():
+    from test_assembly import FakeGeneration, FakeLLM
+
+    model = torch.nn.Linear(2, 2)
+    generation = FakeGeneration(llm=FakeLLM())
+    _, publisher = trl_vllm_sampler(generation, sharded=False)
+    make_backend, policy = pipelined_vllm(generation, publisher, model, sharded=False, processes=2)
+    assert isinstance(policy, EnginePolicy) and policy.engine is publisher and make_backend(None) is publisher
+    policy.publish(model, 1)
+    assert policy.refresh() and torch.equal(generation.llm.loaded[0]["weight"], model.weight)
+    server = FakeGeneration(client=object())
+    _, sync = trl_vllm_sampler(server, sharded=False)
+    make_backend, policy = pipelined_vllm(server, sync, model, sharded=False, processes=1)
+    assert isinstance(policy, ServerPolicy) and isinstance(policy.sync, TRLWeightSync)
+    assert make_backend(None).client is server.vllm_client
+    with pytest.raises(ValueError, match="one training process"):
+        pipelined_vllm(server, sync, model, sharded=False, processes=2)
+    with pytest.raises(ValueError, match="DeepSpeed or FSDP"):
+        pipelined_vllm(generation, publisher, model, sharded=True, processes=1)
+
+
+def test_vllm_with_pipelining_is_no_longer_refused(tmp_path):
+    assert make_args(tmp_path, max_staleness=1, use_vllm=True).max_staleness == 1
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

@@ -29,7 +29,7 @@ from turngym.trainers.config import TurnGymConfig, lora_config
 from turngym.trainers.critic import Critic, NoCritic, build_critic, value_model
 from turngym.trainers.curriculum import SuccessCurriculum, TaskSampler, task_sampler
 from turngym.trainers.harness import HarnessRunner
-from turngym.trainers.pipeline import RolloutPipeline, rollout_pipeline
+from turngym.trainers.pipeline import RolloutPipeline, VersionedPolicy, rollout_pipeline
 from turngym.trainers.rollout import BackendFactory, EpisodeRunner
 from turngym.trainers.sft import starting_policy
 from turngym.trainers.worlds import World, given_tasks, parse_worlds, world_eval_tasks, world_train_tasks
@@ -78,12 +78,16 @@ class Run:
         every call a no-op, when the estimator needs no values)."""
         return build_critic(self.estimator.needs_values, model, self.args.critic_config, processes, self.value_model)
 
-    def pipeline(self, model: Any, sampler: Any) -> RolloutPipeline | None:
-        """With ``max_staleness`` K > 0, the next K steps' rollouts play in a thread, on a copy of ``model`` in the
-        task order ``sampler`` (the trainer's) draws; None with K = 0."""
+    def pipeline(self, model: Any, sampler: Any, *, backend: BackendFactory | None = None,
+                 policy: VersionedPolicy | None = None) -> RolloutPipeline | None:
+        """With ``max_staleness`` K > 0, the next K steps' rollouts play in a thread, in the task order ``sampler``
+        (the trainer's) draws: on a copy of ``model``, or with ``backend`` (a factory) and ``policy`` (its
+        versioned weights: TRL's vLLM engine, :func:`~turngym.trainers.vllm_colocate.pipelined_vllm`); None with
+        K = 0."""
         if not self.args.max_staleness:
             return None
-        return rollout_pipeline(self.args, self.worlds, self.tokenizer, self.backend, model, sampler, self.keys)
+        return rollout_pipeline(self.args, self.worlds, self.tokenizer, backend or self.backend, model, sampler,
+                                self.keys, policy=policy)
 
 
 def assemble(args: TurnGymConfig | None, model: Any = None, *, tasks: TaskSet | dict[str, TaskSet] | None = None,

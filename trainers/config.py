@@ -350,20 +350,23 @@ class TurnGymConfig(WorldOptions, RolloutOptions, EstimatorOptions, CriticOption
         return self.history_window is not None or self.harness is not None
 
     def _validate_pipeline(self) -> None:
-        """max_staleness > 0 plays rollouts ahead in a thread: one process, a sampler whose draws are known
-        ahead (no curriculum), one world, HF generation, and TIS on (stale tokens need their correction)."""
+        """max_staleness > 0 plays rollouts ahead in a thread (HF or vLLM, one process or several): a sampler whose
+        draws are known ahead (no curriculum), one world, and TIS on (stale tokens need their correction)."""
         if self.max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0 (0: on-policy), got {self.max_staleness}")
         if self.max_staleness == 0:
             if self.partial_rollouts:
                 raise ValueError("partial_rollouts needs max_staleness >= 1 (0 never updates weights mid-rollout)")
             return
-        excluded = {"curriculum": self.curriculum != "off", "several worlds": bool(self.worlds),
-                    "use_vllm": self.use_vllm, "tis_cap None": self.tis_cap is None}
-        named = [name for name, on in excluded.items() if on]
+        excluded = {  # each with why, in one line
+            "curriculum": (self.curriculum != "off", "its draws depend on results not in yet"),
+            "several worlds": (bool(self.worlds), "the read-ahead of their weighted task sampler is untested"),
+            "tis_cap None": (self.tis_cap is None, "stale tokens need TIS's correction"),
+        }
+        named = [f"{name} ({why})" for name, (on, why) in excluded.items() if on]
         if named:
-            raise ValueError(f"max_staleness > 0 does not work with {', '.join(named)} (a curriculum's draws depend "
-                             "on results not in yet; stale tokens need TIS): set max_staleness 0, or change them")
+            raise ValueError(f"max_staleness > 0 does not work with {', '.join(named)}: set max_staleness 0, or "
+                             "change them")
 
     def resolve(self) -> TurnGymConfig:
         """Imports and registry lookups, in that order (once; returns ``self``). Construction does none of it:

@@ -72,7 +72,7 @@ from turngym.trainers.pipeline import PublishWeights
 from turngym.trainers.prefix_sharing import PrefixSharingCritic, shared_prefix_logprobs, sharing_obstacle
 from turngym.trainers.rollout import BackendFactory, evaluate_worlds, rollout_seed
 from turngym.trainers.tis import tis_applies, tis_weights
-from turngym.trainers.vllm_colocate import trl_vllm_sampler, vllm_in_policy_dtype
+from turngym.trainers.vllm_colocate import pipelined_vllm, trl_vllm_sampler, vllm_in_policy_dtype
 from turngym.trainers.worlds import train_tasks
 
 # Re-exported from their modules: code written against the single trainer module imports them from here.
@@ -141,7 +141,11 @@ class TurnGymTrainer(GRPOTrainer):
         self.critic: Critic | NoCritic = run.critic(self.model, self.accelerator)
         if args.share_prefixes and type(self.critic) is TokenCritic:  # the value model shares prefixes too
             self.critic = PrefixSharingCritic.of(self.critic)
-        self.pipeline = run.pipeline(self.model, self._get_train_sampler(self.train_dataset))  # K > 0: in a thread
+        on_engine = (pipelined_vllm(self.vllm_generation, self.publisher, self.model, processes=args.world_size,
+                                    sharded=self.is_deepspeed_enabled or self.is_fsdp_enabled)
+                     if self.use_vllm and backend is None and args.max_staleness else (None, None))
+        self.pipeline = run.pipeline(self.model, self._get_train_sampler(self.train_dataset),  # K > 0: in a thread
+                                     backend=on_engine[0], policy=on_engine[1])
         if self.pipeline is not None:
             self.add_callback(PublishWeights(self.pipeline))
 
@@ -220,7 +224,10 @@ class TurnGymTrainer(GRPOTrainer):
         return publisher
 
     def _publish_weights(self) -> None:
-        """The trainer's weights after ``global_step`` optimizer steps, to TRL's vLLM engine."""
+        """The trainer's weights after ``global_step`` optimizer steps, to TRL's vLLM engine; with pipelined rollouts
+        nothing: the pipeline owns the engine's weights (loaded at its sampler's safe points, by version)."""
+        if getattr(self, "pipeline", None) is not None:
+            return
         self.publisher.publish(self.accelerator.unwrap_model(self.model), self.state.global_step)
 
     # ------------------------------------------------------------------ advantage hand-over

@@ -9,7 +9,8 @@ policy's dtype. It swaps a public name of TRL's module, not a private method; th
 Once TRL has built it, :func:`trl_vllm_sampler` gives the rollouts their backend on that engine and the
 :class:`~turngym.agents.generation.WeightPublisher` the trainer's weights reach it through: turngym's sync for a
 colocated engine (:meth:`~turngym.agents.vllm_backend.VLLMBackend.publish`), TRL's own otherwise
-(:class:`TRLWeightSync`).
+(:class:`TRLWeightSync`). With pipelined rollouts (``max_staleness`` > 0), :func:`pipelined_vllm` gives the
+pipeline's sampler the engine and the versioned policy that owns its weights.
 """
 
 from __future__ import annotations
@@ -70,3 +71,35 @@ def trl_vllm_sampler(generation: Any, *, sharded: bool) -> tuple[Callable[[Any],
         return (lambda model: VLLMBackend(client=generation.vllm_client)), TRLWeightSync(generation.sync_weights)
     engine = VLLMBackend(llm=llm)
     return (lambda model: engine), (TRLWeightSync(generation.sync_weights) if sharded else engine)
+
+
+def pipelined_vllm(generation: Any, publisher: WeightPublisher, model: Any, *, sharded: bool,
+                   processes: int) -> tuple[Callable[[Any], Any], Any]:
+    """With ``max_staleness`` K > 0, the pipeline's sampler on TRL's vLLM engine: its backend factory and the
+    :class:`~turngym.trainers.pipeline.VersionedPolicy` that owns the engine's weights (``publisher`` is what
+    :func:`trl_vllm_sampler` returned, ``model`` the trainer's).
+
+    * colocated: :class:`~turngym.trainers.pipeline.EnginePolicy` (the trainer publishes snapshots, the sampler loads
+      them into the engine at its safe points);
+    * a server (one training process): :class:`~turngym.trainers.pipeline.ServerPolicy` (TRL's sync, run on the
+      trainer's thread between steps when the sampler asks).
+    """
+    from turngym.agents.backends import VLLMBackend
+    from turngym.trainers.pipeline import EnginePolicy, ServerPolicy
+
+    if sharded:
+        raise ValueError("max_staleness > 0 with vLLM does not work with DeepSpeed or FSDP: their weights reach the "
+                         "engine by TRL's sync, a collective that every process must join at once, while each "
+                         "process's sampler refreshes at its own time; set max_staleness 0, or train without sharding")
+    if getattr(generation, "enable_sleep_mode", False):
+        raise ValueError("max_staleness > 0 does not work with vllm_enable_sleep_mode: the engine would sleep through "
+                         "the optimizer steps, when the pipeline samples; set one of them off")
+    llm = getattr(generation, "llm", None)
+    if llm is not None:
+        engine = publisher if isinstance(publisher, VLLMBackend) else VLLMBackend(llm=llm)
+        return (lambda sampled_by: engine), EnginePolicy(engine, model)
+    if processes > 1:
+        raise ValueError("max_staleness > 0 with vllm_mode server runs in one training process: TRL opens the "
+                         "server's client on the main process only; use vllm_mode colocate, or one process")
+    client = VLLMBackend(client=generation.vllm_client)
+    return (lambda sampled_by: client), ServerPolicy(publisher, client, model)
