@@ -23,6 +23,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,7 @@ def split_set(source: str | Path, out: str | Path, *, eval_repos: Sequence[str] 
     summary = {
         "source": str(tasks_file.resolve()),
         "source_set_sha256": json.loads(manifest.read_text()).get("set_sha256", "") if manifest.is_file() else "",
-        "tier": tier, "rule": {"eval_repos": list(rule.eval_repos), "test_repos": list(rule.test_repos),
-                               "repo_share": rule.repo_share, "task_share": rule.task_share, "salt": rule.salt},
+        "tier": tier, "rule": asdict(rule),  # SplitRule.from_dict reads it back
         "repositories": by_repo,
         "tasks": dict(sorted(Counter(f"{_package(r)}:{r['split']}" for r in kept).items())),
         "splits": dict(Counter(r["split"] for r in kept)),
