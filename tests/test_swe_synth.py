@@ -217,6 +217,39 @@ def test_synthesized_tasks_load_fail_on_the_bug_and_the_gold_patch_resolves(synt
 
 
 @needs_bwrap
+def test_a_grading_that_does_not_finish_is_a_drop_of_its_own_not_failing_tests(synthesized, monkeypatch):
+    """inflection's tasks were dropped as "PASS_TO_PASS fails on the bug" when a busy machine made a grading cross
+    validation's old 120 s limit: the killed run's missing statuses were counted as failures."""
+    from turngym.envs.swe import taskset
+    from turngym.envs.swe.synth import pipeline
+
+    root, _, _, _ = synthesized
+    instance = load_instances(root / "out" / "tasks.jsonl")[0]
+    check = validate(instance, "bwrap", workspace_root=root, test_timeout=0.01)
+    assert check.before.error and "did not finish" in check.before.error
+    assert check.problems and all("did not finish" in p for p in check.problems)
+    assert not any("PASS_TO_PASS" in p for p in check.problems)
+
+    def killed(instance, backend, real=taskset.validate):
+        return real(instance, backend, workspace_root=root, test_timeout=0.01)
+
+    monkeypatch.setattr(taskset, "validate", killed)
+    record = json.loads((root / "out" / "tasks.jsonl").read_text().splitlines()[0])
+    row = pipeline.validate_record(record, root / "out" / record["repo_path"], "bwrap")
+    assert row["ok"] is False and row["drop"] == "validate: a grading did not finish", row
+
+
+def test_cached_validations_hold_for_kept_tasks_and_drops_of_this_validator_only():
+    from turngym.envs.swe.synth.pipeline import VALIDATOR, _still_valid
+
+    assert _still_valid({"content_hash": "h", "ok": True}, "h")  # a kept task stays kept
+    assert not _still_valid({"content_hash": "h", "ok": False, "drop": "validate: PASS_TO_PASS fails on the bug"},
+                            "h")  # an older validator's drop is validated again
+    assert _still_valid({"content_hash": "h", "ok": False, "validator": VALIDATOR}, "h")
+    assert not _still_valid({"content_hash": "other", "ok": True}, "h")  # another record or grader
+
+
+@needs_bwrap
 def test_the_world_plays_a_synthesized_task_and_the_oracle_resolves_it(synthesized):
     import gymnasium as gym
 

@@ -77,6 +77,11 @@ class Validation:
 
     @property
     def problems(self) -> list[str]:
+        unfinished = [f"the grading of the {label} did not finish: {report.error}"
+                      for label, report in (("untouched repository", self.before), ("gold patch", self.after))
+                      if report.error]
+        if unfinished:  # its tests' statuses are missing, not failing: no verdict on the task
+            return unfinished
         found = []
         passing_before = [t for t in self.before.fail_to_pass if self.before.statuses[t] in PASSING]
         if passing_before:
@@ -88,10 +93,15 @@ class Validation:
         return found
 
 
-def validate(instance: SWEInstance, backend: str = "bwrap", workspace_root: Path | None = None) -> Validation:
-    """Grade the untouched repository (in a copy), apply the gold patch, grade again."""
+def validate(instance: SWEInstance, backend: str = "bwrap", workspace_root: Path | None = None,
+             test_timeout: float = PhaseTimeouts.test) -> Validation:
+    """Grade the untouched repository (in a copy), apply the gold patch, grade again.
+
+    Each grading gets the world's own budget (``PhaseTimeouts.test``) unless ``test_timeout`` says otherwise: a
+    tighter one here dropped tasks the world grades fine whenever the machine was busy (a grading that did not
+    finish is reported as such by :attr:`Validation.problems`, never as failing tests)."""
     spec = SandboxSpec(repo_dir=local_repo_dir(instance.repo_path) if instance.repo_path else None,
-                       image=instance.image, limits=SandboxLimits(), timeouts=PhaseTimeouts(test=120.0),
+                       image=instance.image, limits=SandboxLimits(), timeouts=PhaseTimeouts(test=test_timeout),
                        name=f"validate-{instance.instance_id}")
     with make_sandbox(resolve_backend(backend), spec, workspace_root=workspace_root) as sandbox:
         workspace = Workspace(sandbox, instance, test_timeout=spec.timeouts.test)

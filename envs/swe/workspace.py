@@ -266,8 +266,9 @@ class Workspace:
                 error = f"the patch is {size} bytes, over the {MAX_PATCH_BYTES}-byte limit: it was not graded"
                 return self._report({}, prepared.output, error, start, patch_over_limit(patch, size), truncated=True)
             if not prepared.ok:
+                killed = prepared.describe_kill(self.test_timeout, grader.limits)
                 error = ("the test patch did not apply" if "TURNGYM_TEST_PATCH" in prepared.output
-                         else "grading set-up failed")
+                         else f"grading set-up failed: {killed}" if killed else "grading set-up failed")
                 logger.warning("%s: %s:\n%s", self.instance.instance_id, error,
                                escape_controls(prepared.output[-2000:]))
                 over = size > MAX_PATCH_BYTES

@@ -436,12 +436,14 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
     if empty_reward != 0.0:
         problems.append(f"the empty patch earns {empty_reward}")
     if problems:
-        kind = ("validate: FAIL_TO_PASS passes on the bug" if "already pass" in problems[0] else
+        kind = ("validate: a grading did not finish" if "did not finish" in problems[0] else
+                "validate: FAIL_TO_PASS passes on the bug" if "already pass" in problems[0] else
                 "validate: PASS_TO_PASS fails on the bug" if "PASS_TO_PASS tests fail" in problems[0] else
                 "validate: the gold patch does not resolve it" if "does not resolve" in problems[0] else
                 "validate: the empty patch earns a reward")
         return row | {"ok": False, "drop": kind, "detail": _short("; ".join(problems), 400),
-                      "log_tail": result.after.log[-1500:] if "resolve" in kind else result.before.log[-1500:]}
+                      "log_tail": result.after.log[-1500:] if "resolve" in kind or result.after.error else
+                      result.before.log[-1500:]}
     return row | {"ok": True}
 
 
@@ -469,6 +471,17 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
             yield future.result()
 
 
+# The validation's own rules, beside the grader's (grader_hash). 2: a grading gets the world's budget, and one that
+# does not finish is a drop of its own, never failing tests. A task kept by an earlier version stays kept (a looser
+# budget only turns drops into passes); its drops are validated again.
+VALIDATOR = 2
+
+
+def _still_valid(row: dict, content_hash: str) -> bool:
+    """Whether a cached validation row holds for this record, grader and validator."""
+    return row.get("content_hash") == content_hash and (row.get("ok") or row.get("validator") == VALIDATOR)
+
+
 def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: SynthConfig, report: PackageReport,
                         drops: Counter, workers: int = 1) -> list[dict]:
     """Validate the records not validated yet by this grader (``validate.jsonl`` keeps each row as it comes);
@@ -479,21 +492,21 @@ def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: 
     todo = []
     for index, record in enumerate(candidates):
         key = record["instance_id"]
-        if validated.get(key, {}).get("content_hash") == hashes[key]:
+        if _still_valid(validated.get(key, {}), hashes[key]):
             continue  # validated before, by this grader, as it is now
         if config.max_validations and index >= config.max_validations:
             continue
         todo.append(record)
     rows = _validations(todo, repo, config.backend, workers)
     for row in tqdm(rows, total=len(todo), desc=f"validating {repo.name}", unit="task", disable=None):
-        row["content_hash"] = hashes[row["key"]]
+        row["content_hash"], row["validator"] = hashes[row["key"]], VALIDATOR
         _append(work / "validate.jsonl", row)
         validated[row["key"]] = row
     records = []
     for record in candidates:
         key = record["instance_id"]
         row = validated.get(key)
-        if row is None or row.get("content_hash") != hashes[key]:
+        if row is None or not _still_valid(row, hashes[key]):
             drops["not validated (--max-validations)"] += 1
             continue
         if "seconds" in row and row.get("ok") is not None:
