@@ -12,7 +12,8 @@ run in worker processes, one per live episode.
 * ``latency``: ``turngym/Latency-v0`` (Signals with a log-normal step latency: by default median 0.5 s,
   ``--tail 1.0``: 99th percentile ~5 s) with SmolLM2.
 * ``--pipeline``: RL step time (turn-level RLOO, SmolLM2, the latency world, continuous batching) at
-  ``max_staleness`` 0, 1 and 2.
+  ``max_staleness`` 0, 1 and 2 (``bench/async_pipeline.py`` measures it on SWE too, on HF and vLLM, with the
+  trainer's idle time and a GPU projection).
 
 Runs alternate (lockstep, continuous) ``--repeats`` times; the ratio is the median of the per-pair ratios.
 Peak RSS of this process is printed at the end (worlds' workers not included).
