@@ -788,6 +788,22 @@ def test_the_oracle_resolves_through_tools(make_env):
 
 
 @needs_bwrap
+def test_the_tools_walkthrough_reads_the_sandbox_once_per_task(make_env, monkeypatch):
+    """RL plays a task many times: only its first reset pays the command that reads the bugged files."""
+    from turngym.envs.swe import env as swe_env
+
+    reads = []
+    read_files_command = swe_env.read_files_command
+    monkeypatch.setattr(swe_env, "read_files_command", lambda paths: reads.append(paths) or read_files_command(paths))
+    env = make_env(action_protocol="tools")
+    first = env.reset(options={"task": TASK})[1]["walkthrough"]
+    again = env.reset(options={"task": TASK})[1]["walkthrough"]
+    assert first == again and len(reads) == 1
+    *_, terminated, _, info = play(env, again)[-1]
+    assert terminated and info["won"]
+
+
+@needs_bwrap
 def test_edit_view_and_bash_tools_with_clear_errors(make_env):
     env = make_env(action_protocol="tools")
     env.reset(options={"task": TASK})

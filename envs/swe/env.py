@@ -166,6 +166,7 @@ class SWEEnv(TextEnv):
         self.limits = _dataclass_from(SandboxLimits, limits)
         self.timeouts = _dataclass_from(PhaseTimeouts, timeouts)
         self.wall_clock_limit = float(wall_clock_limit)
+        self._walkthroughs: dict[tuple[str, str], list[str] | None] = {}  # _tool_walkthrough's, per task
         self.reward_kind = reward
         self.regression_penalty = float(regression_penalty)
         self.workspace_root = Path(workspace_root) if workspace_root is not None else None
@@ -245,17 +246,26 @@ class SWEEnv(TextEnv):
     def _tool_walkthrough(self, instance: SWEInstance) -> list[str] | None:
         """The oracle under the ``tools`` protocol: view, edit and submit calls that rebuild the gold patch from the
         bugged files as set-up left them (:mod:`turngym.envs.swe.walkthrough`); None (then the gold patch goes in with
-        ``git apply``) when the tools cannot rebuild it. Costs one command in the sandbox at reset."""
+        ``git apply``) when the tools cannot rebuild it. Costs one command in the sandbox at a task's first reset in
+        this env (RL plays a task many times: the walkthrough is kept per task)."""
+        key = (instance.instance_id, instance.patch)
+        if key in self._walkthroughs:
+            return self._walkthroughs[key]
         try:
             result = self._sandbox.exec(read_files_command(patch_files(instance.patch)), timeout=self.timeouts.exec)
             if not result.ok:
                 raise WalkthroughError(f"reading the files the gold patch touches failed: {result.output[-300:]}")
             calls = tool_walkthrough(instance.patch, parse_read_files(result.output))
-        except (WalkthroughError, SandboxError) as error:
+        except SandboxError as error:  # this sandbox's trouble, not the task's: not kept
             logger.info("%s: the oracle applies the gold patch with git apply (%s)", instance.instance_id,
                         escape_controls(str(error)))
             return None
-        return [call.to_action() for call in calls]
+        except WalkthroughError as error:
+            logger.info("%s: the oracle applies the gold patch with git apply (%s)", instance.instance_id,
+                        escape_controls(str(error)))
+            calls = None
+        self._walkthroughs[key] = None if calls is None else [call.to_action() for call in calls]
+        return self._walkthroughs[key]
 
     def tools(self) -> list[dict[str, Any]]:
         return swe_tools()
