@@ -236,3 +236,6 @@ def test_pipelined_rollouts_on_the_colocated_engine(policy_dir, tmp_path, monkey
           f"version max {max(other_gaps):.2e}; {spanning} episodes span versions")
     assert max(gaps) < LOGPROB_BOUND
     assert max(other_gaps) > 100 * LOGPROB_BOUND  # a wrong version would show
+    # without partial rollouts each episode is one version's; with them, whether one spans an update depends on
+    # the threads' timing (8 episodes did in one run, none in another): the check above covers every turn either way
+    assert spanning == 0 or options.get("partial_rollouts")
