@@ -26,6 +26,7 @@ from turngym.trainers.pipeline import (
     SamplerPlan,
     ServerPolicy,
     VersionedBackend,
+    detached_copy,
 )
 from turngym.trainers.vllm_colocate import TRLWeightSync, pipelined_vllm, trl_vllm_sampler
 
@@ -200,6 +201,20 @@ def test_the_samplers_copy_computes_with_its_own_weights_when_trl_has_patched_th
         assert policy.refresh()
         torch.testing.assert_close(policy.model(ids).logits, trained(ids).logits)
         assert not torch.equal(policy.model(ids).logits, before)
+
+
+def test_the_samplers_copy_drops_any_forward_that_closes_over_the_original_module():
+    """Not only TRL's wrapper: a forward patched with a closure over the module itself (not a bound method) would
+    also run the original's weights in a deep copy."""
+    original = torch.nn.Linear(3, 2)
+    plain_forward = torch.nn.Linear.forward
+    original.forward = lambda x: plain_forward(original, x) * 1.0
+    copy_ = detached_copy(original)
+    with torch.no_grad():
+        x = torch.ones(1, 3)
+        before = copy_(x).clone()
+        original.weight.add_(1.0)
+        assert torch.equal(copy_(x), before) and not torch.equal(original(x), before)
 
 
 def test_the_plan_gives_each_process_its_slice_of_every_batch():

@@ -124,20 +124,22 @@ def detached_copy(model: Any) -> Any:
     TRL's trainer patches the policy's ``forward`` with a closure over the original module's bound ``forward``
     (``trl.trainer.utils.add_fused_lm_head``); a deep copy keeps that closure, so the copy's forward pass would run
     the original module, the trainer's live weights. Such a forward is dropped from the copy, whose class's own
-    ``forward`` (the one TRL wrapped) runs instead.
+    ``forward`` (the one TRL wrapped) runs instead. Any instance-level ``forward`` whose closure holds a module
+    outside the copy (or a bound method of one) is dropped the same way: deepcopy never copies functions, so such a
+    closure always reaches the original.
     """
-    import types
-
     duplicate = copy.deepcopy(model)
+    own = {id(module) for module in duplicate.modules()}
     for module in duplicate.modules():
         forward = module.__dict__.get("forward")
-        for cell in getattr(getattr(forward, "__func__", None), "__closure__", None) or ():
+        function = getattr(forward, "__func__", forward)
+        for cell in getattr(function, "__closure__", None) or ():
             try:
-                bound = cell.cell_contents
+                held = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
-            if isinstance(bound, types.MethodType) and isinstance(bound.__self__, torch.nn.Module) \
-                    and bound.__self__ is not module:
+            held = getattr(held, "__self__", held)  # a bound method: its module
+            if isinstance(held, torch.nn.Module) and id(held) not in own:
                 del module.__dict__["forward"]
                 break
     return duplicate
