@@ -282,7 +282,7 @@ def make_llm(model: str, *, dtype: str, kv_cache_gib: float = 1.0, **llm_kwargs:
                           "`turngym[gpu]` on CUDA), or `make test-vllm`, which installs it into .venv-vllm") from error
     global _live_engines
     set_num_threads = torch.set_num_threads
-    gc.collect()  # engines dropped in cycles are finalized now, not while this one builds (_share_distributed_state)
+    gc.collect()  # engines dropped in cycles are finalized (their memory freed) before this one takes its own
     _live_engines += 1  # counted while it builds: a collection meanwhile must not tear its groups down
     shared = False
     try:

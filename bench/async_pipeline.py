@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -70,16 +72,11 @@ def train_tasks(world: str) -> Any:
     return signal_tasks("train", 32, turns=LATENCY["turns"])
 
 
-class StepClock:
-    """A TrainerCallback that stamps each optimizer step's end (``perf_counter``)."""
+class StepClock(TrainerCallback):
+    """Stamps each optimizer step's end (``perf_counter``)."""
 
     def __init__(self) -> None:
         self.ends: list[float] = []
-
-    def __getattr__(self, name: str) -> Any:  # every other TrainerCallback event: nothing
-        if name.startswith("on_"):
-            return lambda *args, **kwargs: None
-        raise AttributeError(name)
 
     def on_step_end(self, args, state, control, **kwargs):
         self.ends.append(time.perf_counter())
@@ -123,9 +120,7 @@ def one_run(world: str, backend: str, k: int, steps: int, threads: int | None) -
         start = time.perf_counter()
         trainer.train()
         wall = time.perf_counter() - start
-        logs = [row for row in trainer.state.log_history if "episode/return" in row]
-        if trainer.pipeline is not None:
-            trainer.pipeline.close()
+        logs = [row for row in trainer.state.log_history if "episode/return" in row]  # train() closed the pipeline
     steady = clock.ends[-1] - clock.ends[0] if len(clock.ends) > 1 else float("nan")
     update = [max(0.0, (end - begin) - wait) for begin, end, wait in
               zip([start, *clock.ends[:-1]], clock.ends, waits, strict=False)]

@@ -256,13 +256,11 @@ class SWEEnv(TextEnv):
             if not result.ok:
                 raise WalkthroughError(f"reading the files the gold patch touches failed: {result.output[-300:]}")
             calls = tool_walkthrough(instance.patch, parse_read_files(result.output))
-        except SandboxError as error:  # this sandbox's trouble, not the task's: not kept
+        except (WalkthroughError, SandboxError) as error:
             logger.info("%s: the oracle applies the gold patch with git apply (%s)", instance.instance_id,
                         escape_controls(str(error)))
-            return None
-        except WalkthroughError as error:
-            logger.info("%s: the oracle applies the gold patch with git apply (%s)", instance.instance_id,
-                        escape_controls(str(error)))
+            if isinstance(error, SandboxError):  # this sandbox's trouble, not the task's: not kept
+                return None
             calls = None
         self._walkthroughs[key] = None if calls is None else [call.to_action() for call in calls]
         return self._walkthroughs[key]
