@@ -515,6 +515,29 @@ def test_a_src_layout_imports_through_the_root_conftest_after_the_standard_libra
         assert "turngym-synth" in conftest and "'src'" in conftest
 
 
+
+@needs_bwrap
+def test_a_strict_warnings_suite_with_a_missing_plugins_mark_and_loud_passing_tests_synthesizes(tmp_path):
+    """python-dateutil 2.9.0: ``filterwarnings = error`` and a conftest marking every test ``no_cover`` (pytest-cov's
+    mark, absent in the sandbox) ended the collection; pyparsing 3.1.2: passing tests print enough that ``-rA``'s
+    report ran past the sandbox's output limit. Both packages were dropped as "no test passes in the sandbox"."""
+    package = make_tiny_package(tmp_path / "src")
+    _package(package.parent, package.name, {
+        "tests/test_loud.py": "def test_loud():\n    print('x' * 2_200_000)\n",
+        "setup.cfg": "[tool:pytest]\nfilterwarnings =\n    error\n",
+        "tests/conftest.py": ("import pytest\n\n\ndef pytest_collection_modifyitems(items):\n"
+                              "    for item in items:\n        item.add_marker(pytest.mark.no_cover)\n")})
+    config = SynthConfig(seed=0, max_candidates=4)
+    summary = synthesize([str(package)], tmp_path / "out", config, root=tmp_path / "cache")
+    (report,) = summary["packages"]
+    assert report["status"] == "ok", report["reason"]
+    assert report["tests_collected"] == 16 and report["tests_kept"] == 15  # the network test fails, as without both
+    assert summary["tasks"] >= 1 and summary["false_alarms"] == [], summary
+    instances = load_instances(tmp_path / "out" / "tasks.jsonl")
+    modes = {"pytest" if "--pytest" in i.test_cmd else "unittest" for i in instances}
+    assert "pytest" in modes  # graded through pytest, under the suite's filterwarnings
+
+
 # Grader false alarms found on real packages' own tests (issue 42's first run): the gold patch's grading came back
 # void (grading_tampered) although nothing tampered, 31 of 146 validations. Each case is the smallest test file
 # that showed it; fixed in the grader (79be319), kept as the synthesized tasks' regression tests.

@@ -233,6 +233,9 @@ def baseline(session: TestSession, work: Path, report: PackageReport, config: Sy
         if run.timed_out:
             report.reason = f"the suite did not finish within {config.suite_timeout:.0f} s (hangs?)"
             return None
+        if run.flooded:
+            report.reason = "the suite prints past the sandbox's output limit (even without the passing tests' output)"
+            return None
         runs.append(run)
     passed = [[t for t in ids if r.statuses[t] == "PASSED"] for r in runs]
     kept = [t for t in passed[0] if t in set(passed[1])]
@@ -314,6 +317,8 @@ def screen(session: TestSession, mutation: mods.Mutation, covering: list[str], k
         first = session.run(covering, timeout=max(config.min_timeout, 3 * per_test * len(covering)), tb="no")
         if first.timed_out:
             return row | {"drop": "the bug hangs the tests"}
+        if first.flooded:
+            return row | {"drop": "the bug floods the tests' output"}
         if not first.failing():
             return row | {"drop": "no test fails"}
         files = {_test_file(t) for t in first.failing()}
@@ -324,6 +329,8 @@ def screen(session: TestSession, mutation: mods.Mutation, covering: list[str], k
         session.write(mutation.path, mutation.original)
     if any(r.timed_out for r in runs):
         return row | {"drop": "the bug hangs the tests"}
+    if any(r.flooded for r in runs):
+        return row | {"drop": "the bug floods the tests' output"}
     failing = [r.failing() for r in runs]
     if failing[0] != failing[1]:
         return row | {"drop": "failing set unstable on a rerun"}

@@ -28,8 +28,14 @@ SCRATCH = "/scratch"
 IDS_FILE = f"{SCRATCH}/.turngym-synth-ids"
 TRACE_PLUGIN = f"{SCRATCH}/turngym_synth_trace.py"
 TRACE_OUT = f"{SCRATCH}/.turngym-synth-trace.json"
+# An unknown mark is a plugin the sandbox lacks (pytest-cov's ``no_cover``): with a suite's ``filterwarnings = error``
+# its warning would end the whole collection (python-dateutil), so it is ignored, as the grading runner does.
 PYTEST_OPTIONS = ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "console_output_style=classic",
-                  "-p", "no:randomly", "-W", "ignore::DeprecationWarning"]
+                  "-p", "no:randomly", "-W", "ignore::DeprecationWarning",
+                  "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+# -rA, less the passing tests' printed output (P): for a suite whose passing tests print (pyparsing's) -rA's
+# report runs past the sandbox's output limit and the run is killed before its summary.
+QUIET_PASSES = "-rfEsxXp"
 
 # Records, per test, which functions of the repository (not its tests) ran: (file, first line of the code).
 TRACE_SOURCE = r'''
@@ -83,8 +89,9 @@ class Run:
     log: str
     seconds: float
     timed_out: bool = False
-    exit_code: int = 0
+    exit_code: int | None = 0
     extra: dict = field(default_factory=dict)
+    flooded: bool = False  # printed past the sandbox's output limit (killed): its statuses are missing
 
     def failing(self) -> list[str]:
         return sorted(t for t, s in self.statuses.items() if s not in ("PASSED", "XFAIL"))
@@ -123,9 +130,10 @@ class TestSession:
                   "COLUMNS=400"]
         return "env " + " ".join(pieces)
 
-    def pytest(self, args: list[str], ids: list[str] | None, timeout: float, env: str = "") -> tuple[str, int, float,
-                                                                                                   bool]:
-        """Run pytest with ``args`` and the ids (through a file: thousands exceed the argument limit)."""
+    def pytest(self, args: list[str], ids: list[str] | None, timeout: float,
+               env: str = "") -> tuple[str, int | None, float, bool, bool]:
+        """Run pytest with ``args`` and the ids (through a file: thousands exceed the argument limit):
+        ``(output, exit code, seconds, timed out, flooded)``."""
         if ids is not None:
             self.write(IDS_FILE, "\n".join(ids) + "\n")
         # the current directory off sys.path, as under the pytest script and turngym's grading runner
@@ -136,12 +144,12 @@ class TestSession:
         start = time.monotonic()
         result = self.sandbox.exec(command, timeout=timeout)
         seconds = time.monotonic() - start
-        return result.output, result.exit_code, seconds, bool(result.timed_out)
+        return result.output, result.exit_code, seconds, bool(result.timed_out), bool(result.output_limit_hit)
 
     def collect(self, timeout: float = 300.0) -> tuple[list[str], str]:
         """The suite's test ids (pytest's collection, files that fail to collect skipped) and the log."""
-        log, _, _, timed_out = self.pytest([*PYTEST_OPTIONS, "--collect-only", "-q", "--continue-on-collection-errors"],
-                                           None, timeout)
+        log, _, _, timed_out, _ = self.pytest([*PYTEST_OPTIONS, "--collect-only", "-q",
+                                               "--continue-on-collection-errors"], None, timeout)
         if timed_out:
             raise TimeoutError(f"collecting the tests took over {timeout:.0f} s")
         ids = [line.strip() for line in log.splitlines() if "::" in line and not line.startswith(("ERROR", " "))
@@ -149,16 +157,21 @@ class TestSession:
         return list(dict.fromkeys(ids)), log
 
     def run(self, ids: list[str], timeout: float, tb: str = "short") -> Run:
-        """Run ``ids`` once; statuses from pytest's ``-rA`` summary (MISSING when absent)."""
-        log, code, seconds, timed_out = self.pytest([*PYTEST_OPTIONS, "-rA", f"--tb={tb}", "-q"], ids, timeout)
-        return Run(parse_test_log(log, ids), log, seconds, timed_out, code)
+        """Run ``ids`` once; statuses from pytest's ``-rA`` summary (MISSING when absent). A run that printed past
+        the output limit is run again without the passing tests' output (a run that floods even then says so)."""
+        log, code, seconds, timed_out, flooded = self.pytest([*PYTEST_OPTIONS, "-rA", f"--tb={tb}", "-q"], ids,
+                                                             timeout)
+        if flooded:
+            log, code, seconds, timed_out, flooded = self.pytest([*PYTEST_OPTIONS, QUIET_PASSES, f"--tb={tb}", "-q"],
+                                                                 ids, timeout)
+        return Run(parse_test_log(log, ids), log, seconds, timed_out, code, flooded=flooded)
 
     def trace(self, ids: list[str], timeout: float) -> dict[str, list[tuple[str, int]]]:
         """Which functions of the repository each test runs: ``{test id: [(file, first line), ...]}``."""
         self.sandbox.exec(f"cat > {TRACE_PLUGIN}", stdin=TRACE_SOURCE.encode(), timeout=60)
         env = f"TURNGYM_TRACE_OUT={TRACE_OUT}"
-        log, _, _, timed_out = self.pytest([*PYTEST_OPTIONS, "-q", "--tb=no", "-p", "turngym_synth_trace"], ids,
-                                           timeout, env=f"{env} PYTHONPATH={SCRATCH}")
+        log, _, _, timed_out, _ = self.pytest([*PYTEST_OPTIONS, "-q", "--tb=no", "-p", "turngym_synth_trace"], ids,
+                                              timeout, env=f"{env} PYTHONPATH={SCRATCH}")
         if timed_out:
             raise TimeoutError(f"tracing the tests took over {timeout:.0f} s")
         result = self.sandbox.exec(f"base64 -w0 {TRACE_OUT}", timeout=60)
