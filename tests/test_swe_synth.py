@@ -517,6 +517,23 @@ def test_a_src_layout_imports_through_the_root_conftest_after_the_standard_libra
 
 
 @needs_bwrap
+def test_a_file_larger_than_the_sandboxs_output_limit_is_read_whole(tmp_path):
+    """python-dateutil's trace (1,458 tests) was more than the 2 MB one command may print: read in chunks."""
+    import dataclasses
+    import random
+
+    from turngym.envs.swe.synth.runner import TestSession
+
+    repo = _package(tmp_path, "repo", {"pkg/__init__.py": ""})
+    text = "".join(random.Random(0).choice("abcdef\n") for _ in range(10_000))
+    with TestSession(repo, workspace_root=tmp_path / "ws") as session:
+        session.sandbox.limits = dataclasses.replace(session.sandbox.limits, max_output_bytes=3_000)
+        session.write("big.txt", text)
+        assert session.sandbox.exec("base64 -w0 big.txt", timeout=60).output_limit_hit  # one read would not do
+        assert session.read_bytes("big.txt", len(text)).decode() == text
+
+
+@needs_bwrap
 def test_a_strict_warnings_suite_with_a_missing_plugins_mark_and_loud_passing_tests_synthesizes(tmp_path):
     """python-dateutil 2.9.0: ``filterwarnings = error`` and a conftest marking every test ``no_cover`` (pytest-cov's
     mark, absent in the sandbox) ended the collection; pyparsing 3.1.2: passing tests print enough that ``-rA``'s

@@ -42,6 +42,7 @@ TRACE_SOURCE = r'''
 import json, os, sys, threading
 import pytest
 ROOT = os.getcwd()
+OUT = os.environ["TURNGYM_TRACE_OUT"]  # read now: a test may replace os.environ
 _now = None
 _seen = {}
 _codes = {}
@@ -76,7 +77,7 @@ def pytest_runtest_protocol(item, nextitem):
         _now = None
 
 def pytest_sessionfinish(session):
-    with open(os.environ["TURNGYM_TRACE_OUT"], "w") as out:
+    with open(OUT, "w") as out:
         json.dump(_seen, out)
 '''
 
@@ -174,11 +175,24 @@ class TestSession:
                                               timeout, env=f"{env} PYTHONPATH={SCRATCH}")
         if timed_out:
             raise TimeoutError(f"tracing the tests took over {timeout:.0f} s")
-        result = self.sandbox.exec(f"base64 -w0 {TRACE_OUT}", timeout=60)
-        if not result.ok:
+        size = self.sandbox.exec(f"stat -c %s {TRACE_OUT}", timeout=60)
+        if not size.ok:
             raise RuntimeError(f"the trace plugin wrote nothing: {log[-500:]}")
-        data = json.loads(base64.b64decode(result.output.strip().splitlines()[-1]))
+        data = json.loads(self.read_bytes(TRACE_OUT, int(size.output.strip().splitlines()[-1])))
         return {test: [tuple(x) for x in calls] for test, calls in data.items()}
+
+    def read_bytes(self, path: str, size: int) -> bytes:
+        """A file of the sandbox, read in chunks that stay under its output limit (a large suite's trace is
+        several MB: python-dateutil's, 1,458 tests, ran past the limit in one read)."""
+        chunk = max(1, self.sandbox.limits.max_output_bytes // 2)  # base64 grows it by 4/3
+        parts = []
+        for index in range((size + chunk - 1) // chunk):
+            result = self.sandbox.exec(f"dd if={shlex.quote(path)} bs={chunk} skip={index} count=1 status=none "
+                                       f"| base64 -w0", timeout=60)
+            if not result.ok:
+                raise RuntimeError(f"could not read {path} from the sandbox: {result.output[-300:]}")
+            parts.append(base64.b64decode(result.output.strip().splitlines()[-1]))
+        return b"".join(parts)
 
 
 # --------------------------------------------------------------------------- failure details
