@@ -8,6 +8,7 @@ input gives a one-line reason.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -326,6 +327,43 @@ def test_validation_in_two_worker_processes_gives_the_same_records(synthesized, 
     assert parallel == serial
 
 
+class RewordingModel:
+    """A stand-in chat model (deterministic; the endpoint itself is tested in test_swe_llm_statement.py)."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def complete(self, requests):
+        self.asked += len(requests)
+        return ["A user's report\n\n" + r.messages[1]["content"].split("What the user saw:", 1)[1].strip()
+                for r in requests]
+
+
+@needs_bwrap
+def test_a_statement_writer_rewords_the_validated_set_without_validating_it_again(synthesized, tmp_path):
+    root, package, config, first = synthesized
+    validations = [p.read_text() for p in sorted((root / "cache" / "work").rglob("validate.jsonl"))]
+    model = RewordingModel()
+    worded = dataclasses.replace(config, statement_writer="openai:stand-in")
+    summary = synthesize([str(package)], tmp_path / "out", worded, root=root / "cache", statement_model=model)
+    assert model.asked == first["tasks"] == summary["tasks"]
+    assert summary["packages"][0]["statements"] == {"written": first["tasks"]}
+    assert [p.read_text() for p in sorted((root / "cache" / "work").rglob("validate.jsonl"))] == validations
+    plain = {json.loads(line)["instance_id"]: json.loads(line) for line in (root / "out" / "tasks.jsonl").open()}
+    for line in (tmp_path / "out" / "tasks.jsonl").open():
+        task = json.loads(line)
+        assert task["problem_statement"].startswith("A user's report")
+        assert task["synth"]["statement_writer"] == "openai:stand-in"
+        reworded = ("problem_statement", "synth", "repo_path")
+        assert {k: v for k, v in task.items() if k not in reworded} == \
+            {k: v for k, v in plain[task["instance_id"]].items() if k not in reworded}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["config"]["statement_writer"] == "openai:stand-in"
+    # the cache answers a rerun: the same set, the model not asked again
+    synthesize([str(package)], tmp_path / "again", worded, root=root / "cache", statement_model=model)
+    assert model.asked == first["tasks"]
+    assert json.loads((tmp_path / "again" / "manifest.json").read_text())["tasks"] == manifest["tasks"]
+
 @needs_bwrap
 def test_a_synthesized_set_loads_with_its_splits_and_turngym_eval_plays_one(synthesized, capsys):
     from turngym.envs.swe.synth.world import synth_tasks
@@ -519,7 +557,6 @@ def test_a_src_layout_imports_through_the_root_conftest_after_the_standard_libra
 @needs_bwrap
 def test_a_file_larger_than_the_sandboxs_output_limit_is_read_whole(tmp_path):
     """python-dateutil's trace (1,458 tests) was more than the 2 MB one command may print: read in chunks."""
-    import dataclasses
     import random
 
     from turngym.envs.swe.synth.runner import TestSession

@@ -33,7 +33,8 @@ def _print_summary(summary: dict, out: Path) -> None:
             continue
         print(f"{package['spec']}: {package['tests_kept']}/{package['tests_collected']} tests kept, "
               f"{package['candidates']} mutations screened, {package['kept_mutations']} kept, "
-              f"{package['validated']} validated ({package['seconds'].get('total', 0):.0f} s)")
+              f"{package['validated']} validated ({package['seconds'].get('total', 0):.0f} s)"
+              + (f"; statements: {json.dumps(package['statements'])}" if package.get("statements") else ""))
     print(f"{summary['tasks']} tasks -> {out / 'tasks.jsonl'}; splits {json.dumps(summary['splits'])}")
     print("drops: " + json.dumps(summary["drops"]))
     print(f"grader false alarms: {len(summary['false_alarms'])} of {summary['gold_gradings']} validations; "
@@ -57,16 +58,18 @@ def cmd_synth(args: argparse.Namespace) -> int:
         config = SynthConfig(**{**expected.config, **({"backend": args.sandbox} if args.sandbox else {})})
         rule = SplitRule.from_dict(expected.splits.get("rule"))
         summary = synthesize(expected.specs, out, config, root=root, workers=args.workers, splits=rule,
-                             manifest=expected)
+                             manifest=expected, statement_base_url=args.statement_base_url)
         _print_summary(summary, out)
         verdict = compare(expected, Manifest.read(out / "manifest.json"))
         print(f"manifest check: {verdict}")
         return 0 if verdict.startswith("same set") else 1
     config = SynthConfig(seed=args.seed, max_candidates=args.max_candidates, max_tasks=args.max_tasks,
                          validate=not args.no_validate, backend=args.sandbox or "bwrap",
-                         suite_timeout=args.suite_timeout, max_validations=args.max_validations)
+                         suite_timeout=args.suite_timeout, max_validations=args.max_validations,
+                         statement_writer=args.statement_writer or "")
     rule = SplitRule(eval_repos=_names(args.eval_repos), test_repos=_names(args.test_repos))
-    summary = synthesize(_specs(args), out, config, root=root, workers=args.workers, splits=rule)
+    summary = synthesize(_specs(args), out, config, root=root, workers=args.workers, splits=rule,
+                         statement_base_url=args.statement_base_url)
     _print_summary(summary, out)
     return 0
 
@@ -93,4 +96,9 @@ def add(sub) -> None:
     s.add_argument("--test-repos", help="comma-separated packages reserved as the test split (default: by hash)")
     s.add_argument("--sandbox", default=None, choices=("bwrap", "docker", "auto"), help="default bwrap")
     s.add_argument("--suite-timeout", type=float, default=600.0, help="seconds for one run of a whole test suite")
+    s.add_argument("--statement-writer", metavar="SPEC",
+                   help="reword each validated task's statement with a chat model: openai:MODEL (an OpenAI-compatible "
+                        "endpoint: --statement-base-url or $OPENAI_BASE_URL, key in $OPENAI_API_KEY), hf:NAME or "
+                        "vllm:NAME; its replies are checked as the procedural statements are, and cached")
+    s.add_argument("--statement-base-url", help="the endpoint of --statement-writer openai:MODEL")
     s.set_defaults(func=cmd_synth)

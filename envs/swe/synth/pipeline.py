@@ -58,6 +58,7 @@ from tqdm import tqdm
 
 from turngym.envs.swe.instances import SWEInstance
 from turngym.envs.swe.synth import modifiers as mods
+from turngym.envs.swe.synth.llm_statement import rewrite_statements
 from turngym.envs.swe.synth.manifest import Manifest, SplitRule, content_hash, repo_splits, task_split, versions
 from turngym.envs.swe.synth.runner import Run, TestSession
 from turngym.envs.swe.synth.source import (
@@ -99,6 +100,9 @@ class SynthConfig:
     # seeded sample of at most this many of each (the tests that run the changed code first, for PASS_TO_PASS).
     max_f2p: int = 20
     max_p2p: int = 40
+    # an LLM that rewords each validated task's statement (llm_statement.py): openai:MODEL, hf:NAME or vllm:NAME;
+    # "" keeps the procedural statements
+    statement_writer: str = ""
 
 
 @dataclass
@@ -124,6 +128,7 @@ class PackageReport:
     seconds: dict[str, float] = field(default_factory=dict)
     validation_seconds: list[float] = field(default_factory=list)
     sdist_sha256: str = ""
+    statements: dict[str, int] = field(default_factory=dict)  # with a statement writer: written, kept procedural
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -612,11 +617,13 @@ def _write_records(path: Path, records: list[dict], repo: Path, relative_to: Pat
 
 
 def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | None = None, workers: int = 1,
-               splits: SplitRule | None = None, manifest: Manifest | None = None) -> dict:
+               splits: SplitRule | None = None, manifest: Manifest | None = None, statement_model: Any = None,
+               statement_base_url: str | None = None) -> dict:
     """Synthesize from every package in ``specs``; write ``tasks.jsonl`` (each record with its ``split``),
     ``report.json`` and ``manifest.json`` to ``out`` after each package (the records point at the
     repositories in the cache); return the report. With ``manifest`` (regenerating a set), each package's
-    sdist and requirements must be the manifest's."""
+    sdist and requirements must be the manifest's. With ``config.statement_writer``, the validated tasks'
+    statements are reworded by ``statement_model`` (else one made from the spec, at ``statement_base_url``)."""
     root = root or cache_root()
     out.mkdir(parents=True, exist_ok=True)
     splits = splits or SplitRule()
@@ -631,6 +638,14 @@ def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | No
     for spec in specs:
         logger.info("synthesizing %s", spec)
         report, records = synthesize_package(spec, config, root, workers, pins.get(spec), sdists.get(spec, ""))
+        if config.statement_writer and records:
+            if statement_model is None:
+                from turngym.agents.judge_models import make_judge_model
+
+                statement_model = make_judge_model(config.statement_writer, base_url=statement_base_url)
+            records, kept = rewrite_statements(records, statement_model, config.statement_writer,
+                                               root / "work" / LAYOUT / report.key / "statements.jsonl", config.seed)
+            report.statements = {"written": len(records) - sum(kept.values()), **dict(sorted(kept.items()))}
         packages.append(report)
         repo = root / "repos" / LAYOUT / report.key
         for record in records:
