@@ -621,3 +621,20 @@ def test_an_oom_kill_ends_the_episode_with_a_clear_reason(tmp_path):
         assert info["pass_ratio"] == 0.0 and reward == 0.0  # graded: the bug is still there
     finally:
         env.close()
+
+
+def test_output_a_command_wrote_before_its_deadline_counts_even_when_it_is_read_after():
+    """A command that ended while the reader was not running (a stopped process, a starved one on a loaded machine)
+    did not time out: what it wrote is read past the deadline, without waiting. One still running is killed."""
+    from turngym.envs.swe.sandbox.bwrap import _collect
+
+    ended = subprocess.Popen(["printf", "all done"], stdout=subprocess.PIPE)
+    ended.wait()  # it ended; the reader only looks after its deadline
+    killed = []
+    assert _collect(ended, -5.0, 100, lambda: killed.append(1)) == (b"all done", False, False) and not killed
+    running = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE)
+    try:
+        assert _collect(running, 0.2, 100, lambda: killed.append(1)) == (b"", True, False) and killed
+    finally:
+        running.kill()
+        running.wait()

@@ -363,10 +363,12 @@ def _collect(process: subprocess.Popen, timeout: float, max_bytes: int, kill) ->
         selector.register(process.stdout, selectors.EVENT_READ)
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            if not selector.select(timeout=min(remaining, 1.0)):
+            # past the deadline, output already written is still read, without waiting: a command that ended
+            # while this process was not running (stopped, or starved on a loaded machine) did not time out
+            if not selector.select(timeout=max(0.0, min(remaining, 1.0))):
+                if remaining <= 0:
+                    timed_out = True
+                    break
                 continue
             chunk = os.read(process.stdout.fileno(), 65536)
             if not chunk:

@@ -278,12 +278,12 @@ class DockerSandbox(Sandbox):
         deadline = start + timeout
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            try:
-                chunk = chunks.get(timeout=min(remaining, 1.0))
+            try:  # past the deadline, what was already read still counts (see bwrap's _collect)
+                chunk = chunks.get(timeout=min(remaining, 1.0)) if remaining > 0 else chunks.get_nowait()
             except queue.Empty:
+                if remaining <= 0:
+                    timed_out = True
+                    break
                 continue
             if chunk is None:
                 break
