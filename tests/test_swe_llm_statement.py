@@ -7,6 +7,7 @@ replies are chosen (a good one, one quoting the bug, an empty one) and the ``ope
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -21,19 +22,22 @@ from turngym.envs.swe.synth.llm_statement import (
     MAX_CHARS,
     changed_lines_of,
     clean_reply,
+    failing_names,
     rewrite_statements,
     statement_key,
 )
 
 BUG = ("diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,2 @@\n"
        " def double(x):\n-    return x * 2\n+    return x + 2\n")
+WORDS = ("cache", "key", "value", "size", "expired", "timer", "lookup", "missing")
 GOOD = ("double() returns the wrong value\n\nRunning the tests of pkg 1.0, tests/test_core.py::test_double fails:\n"
         "`assert 4 == 5`. I expected the tests to pass.")
 
 
 def record(name: str, statement: str = "test_double fails\n\nassert 4 == 5\n") -> dict:
     return {"instance_id": f"pkg__1.0.{name}", "repo": "pypi/pkg", "problem_statement": statement,
-            "setup_patch": BUG, "synth": {"package": "pkg", "version": "1.0"}}
+            "setup_patch": BUG, "synth": {"package": "pkg", "version": "1.0"},
+            "FAIL_TO_PASS": ["tests/test_core.py::test_double", "tests/test_core.py::TestMore::test_twice[3]"]}
 
 
 def test_a_reply_is_kept_only_when_it_is_text_says_something_and_never_quotes_the_change():
@@ -46,9 +50,18 @@ def test_a_reply_is_kept_only_when_it_is_text_says_something_and_never_quotes_th
     assert clean_reply(" \n\x00 ", changed) == (None, "the writer's reply was empty")
     assert clean_reply(None, changed) == (None, "the writer's reply was not text")
     assert clean_reply(TimeoutError("slow"), changed) == (None, "the writer failed (TimeoutError)")
-    long = ("a line of the report\n" * 1000)
+    rng = random.Random(0)
+    long = "".join(" ".join(rng.choice(WORDS) + str(rng.randrange(10**6)) for _ in range(4)) + " seconds in\n"
+                   for _ in range(400))
     text, reason = clean_reply(long, changed)
-    assert reason == "" and len(text) <= MAX_CHARS + 1 and text.endswith("report\n")
+    assert reason == "" and len(text) <= MAX_CHARS + 1 and text.endswith("seconds in\n")
+    # a small model's loop (SmolLM2-135M's replies compressed to 0.04-0.17 of their size)
+    assert clean_reply("The user saw: test_double\n" * 40, changed) == (None, "the writer's reply repeats itself")
+    names = failing_names(record("x"))
+    assert names == ["test_double", "test_twice"]
+    assert clean_reply(GOOD, changed, names) == (GOOD + "\n", "")
+    assert clean_reply("test_twice fails with a KeyError.", changed, names)[1] == ""
+    assert clean_reply("Something is off in pkg.", changed, names) == (None, "the writer's reply names no failing test")
 
 
 class Refusing:

@@ -651,7 +651,7 @@ def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | No
         for record in records:
             split = task_split(record["instance_id"], by_repo.get(report.name, "train"), splits)
             all_records.append({**record, "repo_path": os.path.relpath(repo, out), "split": split})
-        logger.info("%s: %s", spec, report.reason or f"{report.validated} tasks")
+        logger.info("%s: %s", spec, report.reason or f"{len(records)} tasks")
         summary = write_set(out, packages, all_records, config, splits, by_repo)
     return summary or write_set(out, packages, all_records, config, splits, by_repo)
 
