@@ -817,6 +817,13 @@ def test_edit_view_and_bash_tools_with_clear_errors(make_env):
     naive = "self.start <= other.end and other.start <= self.end"
     obs, *_ = env.step(call("edit", path="intervals/core.py", old_str=naive, new_str=naive + "  # " + hostile[:12]))
     assert "edited intervals/core.py" in obs
+    # a path written as a traceback writes it: the error names the file
+    obs, *_ = env.step(call("view", path="intervals/core.py:12", start=1, end=3))
+    assert "cannot read intervals/core.py:12" in obs and "(the file is intervals/core.py; choose lines with" in obs
+    obs, *_ = env.step(call("edit", path="intervals/core.py:12:", old_str="x", new_str="y"))
+    assert "(the file is intervals/core.py; a path names the file alone)" in obs
+    obs, *_ = env.step(call("view", path="intervals/nothing.py:12"))
+    assert "cannot read intervals/nothing.py:12" in obs and "the file is" not in obs
     obs, *_ = env.step(call("bash", command="grep -c 'rm -rf' intervals/core.py; printf 'a\\nb\\n'"))
     assert obs == "<returncode>0</returncode>\n<output>\n1\na\nb\n</output>"  # the text arrived as text, untouched
     for action, reason in ((call("edit", path="a.py", old_str="", new_str="x"), "should be non-empty"),

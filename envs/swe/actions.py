@@ -92,14 +92,22 @@ def swe_tools() -> list[dict]:
 
 
 # Run inside the sandbox by python3 with `args` (the call's arguments) defined. The arguments travel base64-encoded,
-# so no text of theirs is ever shell syntax.
-_EDIT = """
-import pathlib, sys
+# so no text of theirs is ever shell syntax. A path written as a traceback writes it (`src/pkg/x.py:180`), which the
+# SFT-only policy did in 5 of 10 held-out episodes, gets a hint naming the file.
+_PATH_HINT = """
+import pathlib, re, sys
+def path_hint(path, how):
+    match = re.fullmatch(r"(.+?)(?::[0-9]+)+:?", str(path))
+    if match and pathlib.Path(match.group(1)).is_file():
+        return f" (the file is {match.group(1)}; {how})"
+    return ""
+"""
+_EDIT = _PATH_HINT + """
 path = pathlib.Path(args["path"])
 try:
     text = path.read_text()
 except (OSError, UnicodeDecodeError) as error:
-    sys.exit(f"edit: cannot read {path}: {error}")
+    sys.exit(f"edit: cannot read {path}: {error}{path_hint(path, 'a path names the file alone')}")
 count = text.count(args["old_str"])
 if count != 1:
     more = "; include more of the surrounding lines to make it unique" if count else ""
@@ -107,13 +115,12 @@ if count != 1:
 path.write_text(text.replace(args["old_str"], args["new_str"], 1))
 print(f"edited {path}")
 """
-_VIEW = """
-import pathlib, sys
+_VIEW = _PATH_HINT + """
 path = pathlib.Path(args["path"])
 try:
     lines = path.read_text().splitlines()
 except (OSError, UnicodeDecodeError) as error:
-    sys.exit(f"view: cannot read {path}: {error}")
+    sys.exit(f"view: cannot read {path}: {error}{path_hint(path, 'choose lines with start and end')}")
 start, end = args.get("start", 1), args.get("end", len(lines))
 for number in range(start, min(end, len(lines)) + 1):
     print(f"{number:6d}\\t{lines[number - 1]}")
