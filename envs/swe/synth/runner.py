@@ -189,10 +189,14 @@ class TestSession:
         for index in range((size + chunk - 1) // chunk):
             result = self.sandbox.exec(f"dd if={shlex.quote(path)} bs={chunk} skip={index} count=1 status=none "
                                        f"| base64 -w0", timeout=60)
-            if not result.ok:
+            lines = result.output.strip().splitlines()
+            if not result.ok or not lines:
                 raise RuntimeError(f"could not read {path} from the sandbox: {result.output[-300:]}")
-            parts.append(base64.b64decode(result.output.strip().splitlines()[-1]))
-        return b"".join(parts)
+            parts.append(base64.b64decode(lines[-1]))
+        data = b"".join(parts)
+        if len(data) != size:
+            raise RuntimeError(f"read {len(data)} bytes of {path} from the sandbox, not {size}")
+        return data
 
 
 # --------------------------------------------------------------------------- failure details
