@@ -629,6 +629,16 @@ FALSE_ALARMS["dict-display-with-tuple-keys"] = (
     "test_dict_of_tuple_keys")
 
 
+# python-dateutil 2.9.0 tests/test_tz.py::test_invalid_GNU_tzstr[hdfiughdfuig,dfughdfuigpu87\xf1::]: a pytest id whose
+# parameters hold "::". The grader split the whole id on "::", took "test_invalid_GNU_tzstr[...\xf1" for a class and
+# wrote its canaries as a subclass of it, a SyntaxError in the test file: every test of the file errored (3 tasks
+# dropped as "PASS_TO_PASS fails on the bug"). Ids are now split as pytest splits them: before the first "[" only.
+FALSE_ALARMS["parameters-holding-colons"] = (
+    "pytest",
+    ("import pytest\n\nfrom pkg import double\n\n\n@pytest.mark.parametrize('text', ['a::', 'b::c'])\n"
+     "def test_param(text):\n    assert double(3) == 6 and text\n"),
+    "test_param[a::]")
+
 @needs_bwrap
 @pytest.mark.parametrize("case", sorted(FALSE_ALARMS))
 def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):

@@ -71,19 +71,30 @@ PLUGIN = os.path.join(HERE, "pytest_plugin.py")
 INTEGRITY = os.path.join(HERE, "integrity.py")
 
 
+def id_names(rest):
+    """The names after the file in a test id (``A::test_x[p]`` -> ``("A", "test_x[p]")``). A pytest id's
+    parameters may hold ``::`` (python-dateutil's ``test_invalid_GNU_tzstr[...\\xf1::]``): as pytest reads an id,
+    only the part before the first ``[`` is split, and the parameters stay on the last name."""
+    head, bracket, params = rest.partition("[")
+    names = [part for part in head.split("::") if part]
+    if bracket and names:
+        names[-1] += bracket + params
+    return tuple(names)
+
+
 def unittest_name(test_id):
     """``tests/test_a.py::TestA::test_x`` -> ``tests.test_a.TestA.test_x``."""
     path, _, rest = test_id.partition("::")
     if path.endswith(".py"):
         path = path[: -len(".py")].replace("/", ".").replace(os.sep, ".")
-    return ".".join([path] + [part for part in rest.split("::") if part])
+    return ".".join([path, *id_names(rest)])
 
 
 def resolve(test_id, cwd):
     """``(file, module name, names after the module)`` of an id, or None when no file under ``cwd`` holds it."""
     if "::" in test_id or test_id.endswith(".py"):
         path, _, rest = test_id.partition("::")
-        return path, unittest_name(path), tuple(part for part in rest.split("::") if part)
+        return path, unittest_name(path), id_names(rest)
     parts = test_id.split(".")
     for cut in range(len(parts), 0, -1):
         path = "/".join(parts[:cut]) + ".py"
@@ -1163,8 +1174,8 @@ class PytestPlan:
     def __init__(self, test_ids, files, rng):
         self.test_ids, self.guards, self.entries = test_ids, {}, []
         for test_id in test_ids:
-            path = test_id.partition("::")[0]
-            rest = tuple(p for p in test_id.partition("::")[2].split("::") if p)
+            path, _, rest = test_id.partition("::")
+            rest = id_names(rest)
             canaries = files.plans.get(path, {}).get(rest)
             entries = [(test_id, "test")]
             if canaries is not None:
@@ -1217,8 +1228,8 @@ def run_pytest(test_ids, plugins, emit, verdict):
     try:
         by_file = {}
         for test_id in test_ids:
-            rest = tuple(p for p in test_id.partition("::")[2].split("::") if p)
-            by_file.setdefault(test_id.partition("::")[0], set()).add(rest)
+            path, _, rest = test_id.partition("::")
+            by_file.setdefault(path, set()).add(id_names(rest))
         for path, targets in by_file.items():
             if os.path.isfile(path) and path.endswith(".py"):
                 files.add(path, targets)
@@ -1234,7 +1245,7 @@ def run_pytest(test_ids, plugins, emit, verdict):
 
         def allowed_xfail(test_id):
             path, _, rest = test_id.partition("::")
-            rest = tuple(p for p in rest.split("::") if p)
+            rest = id_names(rest)
             conftest = _conftest_mentions(cwd, path, "xfail")
             return integrity.marked(files.sources.get(path, ""), rest, "xfail", conftest) or \
                 integrity.marked(files.sources.get(path, ""), rest[:-1] + ("\0",), "xfail", conftest)
