@@ -345,6 +345,8 @@ def test_a_statement_writer_rewords_the_validated_set_without_validating_it_agai
     validations = [p.read_text() for p in sorted((root / "cache" / "work").rglob("validate.jsonl"))]
     model = RewordingModel()
     worded = dataclasses.replace(config, statement_writer="openai:stand-in")
+    with pytest.raises(ValueError, match="needs its model"):
+        synthesize([str(package)], tmp_path / "none", worded, root=root / "cache")
     summary = synthesize([str(package)], tmp_path / "out", worded, root=root / "cache", statement_model=model)
     assert model.asked == first["tasks"] == summary["tasks"]
     assert summary["packages"][0]["statements"] == {"written": first["tasks"]}

@@ -41,6 +41,15 @@ def _print_summary(summary: dict, out: Path) -> None:
           f"seconds per validation: {summary['seconds_per_validation']}")
 
 
+def _statement_model(config, args: argparse.Namespace):
+    """The chat model of ``--statement-writer`` (or of the manifest's writer), or None."""
+    if not config.statement_writer:
+        return None
+    from turngym.agents.judge_models import make_judge_model
+
+    return make_judge_model(config.statement_writer, base_url=args.statement_base_url)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     import logging
 
@@ -58,7 +67,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         config = SynthConfig(**{**expected.config, **({"backend": args.sandbox} if args.sandbox else {})})
         rule = SplitRule.from_dict(expected.splits.get("rule"))
         summary = synthesize(expected.specs, out, config, root=root, workers=args.workers, splits=rule,
-                             manifest=expected, statement_base_url=args.statement_base_url)
+                             manifest=expected, statement_model=_statement_model(config, args))
         _print_summary(summary, out)
         verdict = compare(expected, Manifest.read(out / "manifest.json"))
         print(f"manifest check: {verdict}")
@@ -69,7 +78,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
                          statement_writer=args.statement_writer or "")
     rule = SplitRule(eval_repos=_names(args.eval_repos), test_repos=_names(args.test_repos))
     summary = synthesize(_specs(args), out, config, root=root, workers=args.workers, splits=rule,
-                         statement_base_url=args.statement_base_url)
+                         statement_model=_statement_model(config, args))
     _print_summary(summary, out)
     return 0
 

@@ -617,13 +617,15 @@ def _write_records(path: Path, records: list[dict], repo: Path, relative_to: Pat
 
 
 def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | None = None, workers: int = 1,
-               splits: SplitRule | None = None, manifest: Manifest | None = None, statement_model: Any = None,
-               statement_base_url: str | None = None) -> dict:
+               splits: SplitRule | None = None, manifest: Manifest | None = None, statement_model: Any = None) -> dict:
     """Synthesize from every package in ``specs``; write ``tasks.jsonl`` (each record with its ``split``),
     ``report.json`` and ``manifest.json`` to ``out`` after each package (the records point at the
     repositories in the cache); return the report. With ``manifest`` (regenerating a set), each package's
     sdist and requirements must be the manifest's. With ``config.statement_writer``, the validated tasks'
-    statements are reworded by ``statement_model`` (else one made from the spec, at ``statement_base_url``)."""
+    statements are reworded by ``statement_model`` (a :class:`~turngym.envs.judges.JudgeModel`; the CLI makes it
+    from the spec with :func:`turngym.agents.judge_models.make_judge_model`)."""
+    if config.statement_writer and statement_model is None:
+        raise ValueError(f"statement_writer={config.statement_writer!r} needs its model (statement_model=...)")
     root = root or cache_root()
     out.mkdir(parents=True, exist_ok=True)
     splits = splits or SplitRule()
@@ -639,10 +641,6 @@ def synthesize(specs: list[str], out: Path, config: SynthConfig, root: Path | No
         logger.info("synthesizing %s", spec)
         report, records = synthesize_package(spec, config, root, workers, pins.get(spec), sdists.get(spec, ""))
         if config.statement_writer and records:
-            if statement_model is None:
-                from turngym.agents.judge_models import make_judge_model
-
-                statement_model = make_judge_model(config.statement_writer, base_url=statement_base_url)
             records, kept = rewrite_statements(records, statement_model, config.statement_writer,
                                                root / "work" / LAYOUT / report.key / "statements.jsonl", config.seed)
             report.statements = {"written": len(records) - sum(kept.values()), **dict(sorted(kept.items()))}
