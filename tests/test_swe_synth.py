@@ -641,12 +641,11 @@ FALSE_ALARMS["parameters-holding-colons"] = (
      "def test_param(text):\n    assert double(3) == 6 and text\n"),
     "test_param[a::]")
 
-@needs_bwrap
-@pytest.mark.parametrize("case", sorted(FALSE_ALARMS))
-def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
+
+def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=()):
+    """Validate a one-function package (``double``; the bug ``x + 2``) graded by ``test_file``'s tests."""
     from turngym.envs.swe import SWEInstance
 
-    mode, test_file, test_name = FALSE_ALARMS[case]
     repo = _package(tmp_path, "repo", {"pkg/__init__.py": "def double(x):\n    return x * 2\n",
                                         "tests/__init__.py": "", "tests/test_pkg.py": test_file})
     lines = len(test_file.splitlines())
@@ -656,11 +655,19 @@ def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
            "@@ -1,2 +1,2 @@\n def double(x):\n-    return x * 2\n+    return x + 2\n")
     gold = bug.replace("-    return x * 2\n+    return x + 2", "-    return x + 2\n+    return x * 2")
     instance = SWEInstance.from_record({
-        "instance_id": case, "repo": "repro", "base_commit": "", "problem_statement": "x", "patch": gold,
-        "setup_patch": bug, "test_patch": mark, "repo_path": str(repo), "PASS_TO_PASS": [],
-        "FAIL_TO_PASS": [f"tests/test_pkg.py::{test_name}"],
+        "instance_id": name, "repo": "repro", "base_commit": "", "problem_statement": "x", "patch": gold,
+        "setup_patch": bug, "test_patch": mark, "repo_path": str(repo),
+        "FAIL_TO_PASS": [f"tests/test_pkg.py::{t}" for t in fail_to_pass],
+        "PASS_TO_PASS": [f"tests/test_pkg.py::{t}" for t in pass_to_pass],
         "test_cmd": "python3 /opt/turngym/unittest_runner.py " + ("--pytest " if mode == "pytest" else "") + "{tests}"})
-    check = validate(instance, "bwrap", workspace_root=tmp_path)
+    return validate(instance, "bwrap", workspace_root=tmp_path)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("case", sorted(FALSE_ALARMS))
+def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
+    mode, test_file, test_name = FALSE_ALARMS[case]
+    check = _repro_check(tmp_path, case, mode, test_file, [test_name])
     assert not check.after.tampered, [line for line in check.after.log.splitlines() if "turngym" in line]
     assert check.after.resolved
 
@@ -671,29 +678,13 @@ def test_the_second_harness_keeps_no_failed_unittest_test_alive(tmp_path):
     grader's second harness left each failed unittest test's exception (traceback, frames, locals) on its item, so
     after a failing canary copy of a unittest test the object stayed alive: "PASSED under pytest's protocol but
     FAILED when set up and called directly", a false alarm on the gold patch and on the bug."""
-    from turngym.envs.swe import SWEInstance
-
     test_file = ("import gc\nimport unittest\nimport weakref\n\nimport pkg\n\nMADE = []\n\n\n"
                  "class Thing:\n    pass\n\n\nclass HoldTest(unittest.TestCase):\n    def test_hold(self):\n"
                  "        thing = Thing()\n        MADE.append(weakref.ref(thing))\n"
                  "        self.assertEqual(pkg.double(3), 6)\n\n\n"
                  "def test_collected():\n    gc.collect()\n    assert all(ref() is None for ref in MADE)\n")
-    repo = _package(tmp_path, "repo", {"pkg/__init__.py": "def double(x):\n    return x * 2\n",
-                                        "tests/__init__.py": "", "tests/test_pkg.py": test_file})
-    lines = len(test_file.splitlines())
-    mark = ("diff --git a/tests/test_pkg.py b/tests/test_pkg.py\n--- a/tests/test_pkg.py\n+++ b/tests/test_pkg.py\n"
-            f"@@ -{lines},0 +{lines + 1} @@\n+# graded\n")
-    bug = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
-           "@@ -1,2 +1,2 @@\n def double(x):\n-    return x * 2\n+    return x + 2\n")
-    gold = bug.replace("-    return x * 2\n+    return x + 2", "-    return x + 2\n+    return x * 2")
-    instance = SWEInstance.from_record({
-        "instance_id": "weakref", "repo": "repro", "base_commit": "", "problem_statement": "x", "patch": gold,
-        "setup_patch": bug, "test_patch": mark, "repo_path": str(repo),
-        # graded in this order: test_hold's failing canaries run before test_collected
-        "FAIL_TO_PASS": ["tests/test_pkg.py::HoldTest::test_hold"],
-        "PASS_TO_PASS": ["tests/test_pkg.py::test_collected"],
-        "test_cmd": "python3 /opt/turngym/unittest_runner.py --pytest {tests}"})
-    check = validate(instance, "bwrap", workspace_root=tmp_path)
+    # graded in this order: test_hold's failing canaries run before test_collected
+    check = _repro_check(tmp_path, "weakref", "pytest", test_file, ["HoldTest::test_hold"], ["test_collected"])
     for report in (check.before, check.after):
         assert not report.tampered, [line for line in report.log.splitlines() if "turngym" in line]
     assert check.after.resolved and not check.problems
