@@ -642,18 +642,19 @@ FALSE_ALARMS["parameters-holding-colons"] = (
     "test_param[a::]")
 
 
-def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=()):
-    """Validate a one-function package (``double``; the bug ``x + 2``) graded by ``test_file``'s tests."""
+def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(), files=None, bug_line="x + 2"):
+    """Validate a one-function package (``double``; the bug ``return x + 2``, or ``return {bug_line}``) graded by
+    ``test_file``'s tests (``files``: more files of the repository)."""
     from turngym.envs.swe import SWEInstance
 
     repo = _package(tmp_path, "repo", {"pkg/__init__.py": "def double(x):\n    return x * 2\n",
-                                        "tests/__init__.py": "", "tests/test_pkg.py": test_file})
+                                        "tests/__init__.py": "", "tests/test_pkg.py": test_file, **(files or {})})
     lines = len(test_file.splitlines())
     mark = ("diff --git a/tests/test_pkg.py b/tests/test_pkg.py\n--- a/tests/test_pkg.py\n+++ b/tests/test_pkg.py\n"
             f"@@ -{lines},0 +{lines + 1} @@\n+# graded\n")
     bug = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
-           "@@ -1,2 +1,2 @@\n def double(x):\n-    return x * 2\n+    return x + 2\n")
-    gold = bug.replace("-    return x * 2\n+    return x + 2", "-    return x + 2\n+    return x * 2")
+           f"@@ -1,2 +1,2 @@\n def double(x):\n-    return x * 2\n+    return {bug_line}\n")
+    gold = bug.replace(f"-    return x * 2\n+    return {bug_line}", f"-    return {bug_line}\n+    return x * 2")
     instance = SWEInstance.from_record({
         "instance_id": name, "repo": "repro", "base_commit": "", "problem_statement": "x", "patch": gold,
         "setup_patch": bug, "test_patch": mark, "repo_path": str(repo),
@@ -688,6 +689,69 @@ def test_the_second_harness_keeps_no_failed_unittest_test_alive(tmp_path):
     for report in (check.before, check.after):
         assert not report.tampered, [line for line in report.log.splitlines() if "turngym" in line]
     assert check.after.resolved and not check.problems
+
+# python-dateutil 2.9.0 tests/test_tz.py::TzUTCTest::testInequalityUnsupported does
+# `self.assertEqual(tz.tzutc(), ComparesEqual)`, ComparesEqual being tests/_common.py's object equal to anything. On a
+# bug where tzutc() returned None, pytest passed the test and the grader's strict equality failed it ("a
+# ComparesEqualClass was compared with a NoneType"): the task was dropped as "PASS_TO_PASS fails on the bug". An
+# always-equal object the test names itself, a global of its module holding what the module bound at import, of a
+# class whose __eq__ is the test files' own code, is the test's choice: strict equality excuses it, and only it.
+COMPARES_EQUAL = {"tests/_common.py": ("class ComparesEqualClass(object):\n    def __eq__(self, other):\n"
+                                       "        return True\n\n    def __ne__(self, other):\n        return False\n\n\n"
+                                       "ComparesEqual = ComparesEqualClass()\n")}
+NAMES_ITS_OWN_COMPARAND = {
+    "unittest": ("import unittest\n\nimport pkg\n\nfrom ._common import ComparesEqual\n\n\n"
+                 "class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+                 "        self.assertEqual(pkg.double(3), 6)\n\n    def test_unsupported(self):\n"
+                 "        self.assertEqual(pkg.double(2), ComparesEqual)\n"
+                 "        self.assertEqual(second=pkg.double(2), first=ComparesEqual)\n"),
+    "pytest": ("import pkg\n\nfrom tests._common import ComparesEqual\n\n\ndef test_double():\n"
+               "    assert pkg.double(3) == 6\n\n\ndef test_unsupported():\n    assert pkg.double(2) == ComparesEqual\n"
+               "    assert ComparesEqual == pkg.double(2)\n"),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ["unittest", "pytest"])
+def test_a_tests_own_always_equal_object_named_by_the_test_is_no_false_alarm(mode, tmp_path):
+    names = {"unittest": ("PkgTest::test_double", "PkgTest::test_unsupported"),
+             "pytest": ("test_double", "test_unsupported")}[mode]
+    check = _repro_check(tmp_path, "compares-equal", mode, NAMES_ITS_OWN_COMPARAND[mode], [names[0]], [names[1]],
+                         files=COMPARES_EQUAL, bug_line="None")
+    for report in (check.before, check.after):
+        assert not report.tampered, [line for line in report.log.splitlines() if "turngym" in line]
+    assert not check.problems, check.problems  # the bug fails test_double only; the gold patch resolves
+
+
+# the same object, returned by the code under test or put in a test's global while it runs, is a hack: refused.
+# Rebinding a test module's data global was not seen before (any value would do: EXPECTED = 5, return 5); a global
+# rebound since the module's import, and declared `global` by no function of the file, now voids the grading.
+_COMMON = "__import__('tests._common').__dict__['_common'].ComparesEqual"
+_REBIND = "setattr(__import__('sys').modules['tests.test_pkg'], 'EXPECTED', {value}) or {value}"
+ITS_OWN_COMPARAND_SMUGGLED = {
+    "returned by the code under test": (_COMMON, "FAILED", {"unittest": "strict equality",
+                                                             "pytest": "AssertionError: assert <tests._common"}),
+    "a test's global rebound to it while it runs": (_REBIND.format(value=_COMMON), "TAMPERED", "was rebound"),
+    "a test's global rebound to the wrong answer": (_REBIND.format(value="x + 2"), "TAMPERED", "was rebound"),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ["unittest", "pytest"])
+@pytest.mark.parametrize("attack", sorted(ITS_OWN_COMPARAND_SMUGGLED))
+def test_a_tests_own_always_equal_object_smuggled_in_by_the_code_under_test_fails(attack, mode, tmp_path):
+    test_file = {"unittest": ("import unittest\n\nimport pkg\n\nfrom ._common import ComparesEqual\n\nEXPECTED = 6\n\n\n"
+                              "class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+                              "        self.assertEqual(pkg.double(3), EXPECTED)\n"),
+                 "pytest": ("import pkg\n\nfrom tests._common import ComparesEqual\n\nEXPECTED = 6\n\n\n"
+                            "def test_double():\n    assert pkg.double(3) == EXPECTED\n")}[mode]
+    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
+    bug_line, status, reason = ITS_OWN_COMPARAND_SMUGGLED[attack]
+    check = _repro_check(tmp_path, "smuggled", mode, test_file, [name], files=COMPARES_EQUAL, bug_line=bug_line)
+    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == status, check.before.log[-3000:]
+    assert (reason if isinstance(reason, str) else reason[mode]) in check.before.log
+    assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
+
 
 @needs_bwrap
 def test_the_tests_requirements_are_read_only_in_the_sandbox_and_at_grading(tmp_path):

@@ -42,6 +42,7 @@ import ast
 import math
 import os
 import sys
+from numbers import Number
 
 TEST_DIR_NAMES = ("test", "tests", "testing")
 CO_NEWLOCALS = 0x0002
@@ -401,8 +402,11 @@ def _body_bindings(body):
 
 def _top_level(tree):
     """What the source's top level binds: ``({name: first line} of undecorated defs, {name: module}
-    of imports, protocol names it binds)``; only names bound once are checked."""
+    of imports, protocol names it binds, names a function of it declares ``global`` or ``nonlocal``)``;
+    only names bound once are checked."""
     counts, defs, imports, protocol = {}, {}, {}, set()
+    rebindable = frozenset(name for node in ast.walk(tree) if type(node) in (ast.Global, ast.Nonlocal)
+                           for name in node.names)
     for node in tree.body:
         bound = []
         kind = type(node)
@@ -432,7 +436,7 @@ def _top_level(tree):
                 protocol.add(name)
     once = {name for name, count in counts.items() if count == 1}
     return ({k: v for k, v in defs.items() if k in once}, {k: v for k, v in imports.items() if k in once},
-            frozenset(protocol))
+            frozenset(protocol), rebindable)
 
 
 # --------------------------------------------------------------------------- what a test process reports
@@ -626,9 +630,11 @@ def make_strict_equality(cwd, trusted):
     scalars), and a subclass of that builtin type (a namedtuple, an ``IntEnum``, an ``OrderedDict``); in both,
     the type's ``__eq__`` must not be the repository's (neither its code nor a class the repository defines).
     Lists, tuples and dicts are compared element by element under the same rule (at most 10,000 elements).
-    No code of the compared objects runs: types are read with ``type``, class dicts through ``type.__dict__``."""
-    from numbers import Number
+    No code of the compared objects runs: types are read with ``type``, class dicts through ``type.__dict__``.
 
+    ``exempt(index, value)``, where given, may excuse the top-level pair: it is asked about the side (0 or 1)
+    that is not a builtin value, and says whether the test itself named that object (see
+    :meth:`Guard.test_named_argument`): a test's own always-equal object, compared on purpose."""
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     numbers = (int, float, complex, bool)
@@ -654,8 +660,8 @@ def make_strict_equality(cwd, trusted):
                 return ""
         return ""
 
-    def problem(first, second, _type=type, _issubclass=issubclass, _len=len, _range=range, _scalars=scalars,
-                _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
+    def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
+                _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
                 _qualname=type.__dict__["__qualname__"].__get__):
         stack, budget = [(first, second)], [10000]
         while stack:
@@ -665,12 +671,14 @@ def make_strict_equality(cwd, trusted):
                 return ""
             kind_a, kind_b = _type(a), _type(b)
             if kind_a in _scalars or kind_a in _containers:
-                expected, other, kind, other_kind = a, b, kind_a, kind_b
+                expected, other, kind, other_kind, side = a, b, kind_a, kind_b, 1
             elif kind_b in _scalars or kind_b in _containers:
-                expected, other, kind, other_kind = b, a, kind_b, kind_a
+                expected, other, kind, other_kind, side = b, a, kind_b, kind_a, 0
             else:
                 continue  # neither side is a builtin value: the objects' own rule
             if other_kind is not kind and not (kind in _numbers and other_kind in _numbers):
+                if exempt is not None and budget[0] == 9999 and exempt(side, other):
+                    continue  # the test named this object itself (the top-level pair only)
                 name = _qualname(other_kind)
                 name = name if _type(name) is str else "?"
                 family = _issubclass(other_kind, _number) if kind in _numbers else _issubclass(other_kind, kind)
@@ -691,14 +699,20 @@ def make_strict_equality(cwd, trusted):
     return problem
 
 
-def strict_assertions(test_case, problem):
+def strict_assertions(test_case, problem, guard=None):
     """``TestCase.assertEqual`` and ``assertIn`` that also apply ``problem`` (strict equality) once the ordinary
-    assertion held; set on the framework's class before the snapshot, so they are the framework's own."""
+    assertion held; set on the framework's class before the snapshot, so they are the framework's own. With
+    ``guard``, an object the calling test names itself as ``first`` or ``second`` is excused (see
+    :meth:`Guard.test_named_argument`)."""
     equal, contains = test_case.assertEqual, test_case.assertIn
 
-    def assertEqual(self, first, second, msg=None):
+    def assertEqual(self, first, second, msg=None, _getframe=sys._getframe, _guard=guard):
         equal(self, first, second, msg)
         why = problem(first, second)
+        if why and _guard is not None:
+            caller = _getframe(1)
+            why = problem(first, second, lambda side, value: _guard.test_named_argument(
+                caller, side, ("first", "second")[side], value))
         if why:
             raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
@@ -712,24 +726,34 @@ def strict_assertions(test_case, problem):
     test_case.assertEqual, test_case.assertIn = assertEqual, assertIn
 
 
-def strict_pytest_asserts(rewrite_module, problem):
+def strict_pytest_asserts(rewrite_module, problem, guard=None):
     """pytest's ``assert a == b``, strict: the assertion rewriter's comparison of two values goes through
     ``rewrite_module._turngym_equal``, which applies ``problem`` when ``==`` said True. Set on pytest's rewriter
     before the snapshot (the plugin's own compile of a test file goes through it too). False when this
-    pytest's rewriter is not the shape this patch knows (then pytest's asserts are not strict)."""
+    pytest's rewriter is not the shape this patch knows (then pytest's asserts are not strict). With ``guard``,
+    a side the assert's source writes as a bare name is passed on as that name, and an object so named by the
+    test itself is excused (see :meth:`Guard.test_named_global`)."""
     rewriter = getattr(rewrite_module, "AssertionRewriter", None)
     original = getattr(rewriter, "visit_Compare", None)
     if original is None:
         return False
 
-    def _turngym_equal(left, right):
+    def _turngym_equal(left, right, left_name=None, right_name=None, _getframe=sys._getframe, _guard=guard,
+                       _type=type, _str=str):
         result = left == right
         if result is True and problem(left, right):
+            if _guard is not None:
+                caller, names = _getframe(1), (left_name, right_name)
+                if not problem(left, right, lambda side, value: _type(names[side]) is _str and
+                               _guard.test_named_global(caller, names[side], value)):
+                    return result
             return False
         return result
 
     def visit_Compare(self, comp):
         before = len(self.statements)
+        sides = (comp.left, comp.comparators[0]) if len(comp.ops) == 1 else (None, None)
+        names = [side.id if type(side) is ast.Name else None for side in sides]
         found = original(self, comp)
         for statement in self.statements[before:]:
             value = getattr(statement, "value", None)
@@ -738,7 +762,7 @@ def strict_pytest_asserts(rewrite_module, problem):
                 statement.value = ast.Call(
                     func=ast.Attribute(value=ast.Name(id="@pytest_ar", ctx=ast.Load()), attr="_turngym_equal",
                                        ctx=ast.Load()),
-                    args=[value.left, value.comparators[0]], keywords=[])
+                    args=[value.left, value.comparators[0]] + [ast.Constant(value=n) for n in names], keywords=[])
         return found
 
     rewrite_module._turngym_equal = _turngym_equal
@@ -849,6 +873,7 @@ class Guard:
             "index": _index, "parse": ast.parse, "class_keys": _class_keys, "any": any, "all": all,
             "mro": type.__dict__["__mro__"].__get__, "qualname": type.__dict__["__qualname__"].__get__,
             "flags": type.__dict__["__flags__"].__get__, "type_dict": type.__dict__["__dict__"].__get__,
+            "walk": ast.walk, "enumerate": enumerate,
         }
         self.builtins_items = tuple(vars(builtins).items())
         self.builtins = builtins
@@ -886,6 +911,8 @@ class Guard:
         # code objects found equal to a fresh compile: compared by identity afterwards, by content in the digest
         self.verified, self.verified_codes = {}, []
         self.modules_seen = {}  # graded module name -> (its globals, their code) when last found good
+        self.adopted_globals = {}  # graded module name -> its globals' items when adopted (before any test ran)
+        self.calls = {}  # restored test file -> {source span: ast.Call}
 
     # ----------------------------------------------------------------- the graded modules
     def compile_graded(self, path, source):
@@ -913,6 +940,7 @@ class Guard:
         """Remember ``module`` as the graded module ``name``, made from (or, under pytest, imported from)
         the restored file at ``path``; ``info`` is what its source's top level binds."""
         self.graded[name] = (module, vars(module), info, self.b["abspath"](path))
+        self.adopted_globals[name] = self.b["tuple"](self.b["vars"](module).items())
 
     def adopt_file(self, name, module, path):
         """Under pytest, which imports the test modules itself: remember ``module`` as the one made of
@@ -930,6 +958,85 @@ class Guard:
             return f"{path} changed on disk during the grading"
         self.adopt(name, module, self.top_level(source), path)
         return ""
+
+    # ----------------------------------------------------------------- objects a test names itself (strict equality)
+    def test_named_argument(self, frame, index, keyword, value):
+        """Whether the call ``frame`` is making (``self.assertEqual(tz.tzutc(), ComparesEqual)``) passes, as its
+        positional argument ``index`` or as ``keyword=``, a bare name that :meth:`test_named_global` accepts.
+
+        The call is found in the restored test file's own syntax tree by the source span Python records for
+        the calling instruction (``co_positions``, Python 3.11+; older Pythons excuse nothing)."""
+        try:
+            call = self._call_at(frame)
+            if call is None or self.b["any"](type(a) is ast.Starred for a in call.args) or self.b["any"](
+                    k.arg is None for k in call.keywords):
+                return False
+            named = [k.value for k in call.keywords if k.arg == keyword]
+            expression = call.args[index] if index < self.b["len"](call.args) else (named[0] if named else None)
+            return type(expression) is ast.Name and self.test_named_global(frame, expression.id, value)
+        except Exception:  # noqa: BLE001 - a check that cannot complete excuses nothing
+            return False
+
+    def test_named_global(self, frame, name, value):
+        """Whether the test code running in ``frame`` reads ``name`` as a global of its graded module, holding
+        ``value``: the very object the module bound to it when it was imported (before any test ran), of a
+        class whose ``__eq__`` is the test files' own code (dateutil's ``ComparesEqual``). Such an object is
+        the test's choice, not the code under test's: strict equality excuses it. The same object returned by
+        the code under test is not named by the test, and is not excused; nor is a repository's or the
+        standard library's always-equal type (``mock.ANY``) named by a test."""
+        b = self.b
+        try:
+            code = frame.f_code
+            if b["type"](name) is not b["str"] or not self._is_test_file(code) or not self.code_ok(code):
+                return False
+            if name in code.co_varnames or name in code.co_cellvars or name in code.co_freevars:
+                return False  # a local: whatever the test assigned it from
+            namespace = frame.f_globals
+            adopted = None
+            for module_name, graded in b["tuple"](self.graded.items()):
+                if graded[1] is namespace:
+                    adopted = self.adopted_globals.get(module_name)
+            if adopted is None:
+                return False
+            bound, now = self._get(adopted, name), self._get(b["tuple"](namespace.items()), name)
+            if not bound[0] or bound[1] is not value or not now[0] or now[1] is not value:
+                return False  # compared by identity only: no code of the objects runs
+            return self._own_test_equality(b["type"](value))
+        except Exception:  # noqa: BLE001 - a check that cannot complete excuses nothing
+            return False
+
+    def _own_test_equality(self, kind):
+        """Whether the ``__eq__`` that ``kind``'s instances compare with is a function of the restored test files."""
+        b = self.b
+        for klass in b["mro"](kind):
+            found, function = self._get(b["tuple"](b["type_dict"](klass).items()), "__eq__")
+            if found:
+                return b["type"](function) is b["FunctionType"] and self._is_test_file(function.__code__) and \
+                    self.code_ok(function.__code__)
+        return False
+
+    def _call_at(self, frame):
+        """The ``ast.Call`` of the restored test file whose source span is that of ``frame``'s current
+        instruction, or None."""
+        b = self.b
+        code = frame.f_code
+        positions = b["getattr"](code, "co_positions", None)
+        path = code.co_filename
+        if positions is None or b["type"](path) is not b["str"] or b["abspath"](path) not in self.trusted:
+            return None
+        path = b["abspath"](path)
+        if path not in self.calls:
+            with b["open"](path, "rb") as handle:
+                source = handle.read()
+            if b["sha256"](source) != self.trusted[path]:
+                raise Tampered(f"{path} changed on disk during the grading")
+            self.calls[path] = {(n.lineno, n.end_lineno, n.col_offset, n.end_col_offset): n
+                                for n in b["walk"](b["parse"](source)) if type(n) is ast.Call}
+        wanted = frame.f_lasti // 2
+        for index, span in b["enumerate"](positions()):
+            if index == wanted:
+                return self.calls[path].get(span)
+        return None
 
     # ----------------------------------------------------------------- helpers
     def _items(self, owner):
@@ -1142,7 +1249,7 @@ class Guard:
             return f"sys.modules[{name!r}] is not the module made from the restored test file"
         if b["type"](module) is not b["ModuleType"] or b["vars"](module) is not namespace:
             return f"the module {name} was replaced"
-        defs, imports, protocol = info
+        defs, imports, protocol, rebindable = info
         items = b["tuple"](namespace.items())
         codes = b["tuple"](v.__code__ if b["type"](v) is b["FunctionType"] else None for _, v in items)
         last = self.modules_seen.get(name)
@@ -1166,6 +1273,13 @@ class Guard:
                     return f"{name}.{key} is not the module {imports[key]}"
             elif key in PROTOCOL_NAMES and key not in protocol:
                 return f"{name}.{key} is not in the test file"
+        now = {key: value for key, value in items}  # keys checked exact str above: no code runs
+        for key, value in self.adopted_globals.get(name, ()):
+            if b["type"](key) is b["str"] and key in now and now[key] is not value and key not in rebindable \
+                    and not key.startswith(("__", "@")):
+                # the test file's data (EXPECTED = 6) rebound since its import, and no function of it says
+                # `global EXPECTED`: the code under test changed what a test compares with
+                return f"{name}.{key} was rebound after the test file was imported"
         self.modules_seen[name] = (items, codes)
         return ""
 

@@ -375,12 +375,6 @@ def main(result_fd, integrity_path, own_module):
     _stream_unittest_outcomes(channel)
     import _pytest.assertion.rewrite as rewrite_module
 
-    if payload.get("strict", True):  # before the snapshot: the strict comparisons are the framework's now
-        problem = integrity.make_strict_equality(cwd, payload["trusted"])
-        integrity.strict_assertions(unittest.TestCase, problem)
-        if not integrity.strict_pytest_asserts(rewrite_module, problem):
-            print("turngym: this pytest's assertion rewriter is not one strict equality knows; plain asserts "
-                  "compare as the objects define it", file=sys.stderr)
     rewrite_asserts = rewrite_module.rewrite_asserts
 
     config_cell = []
@@ -397,6 +391,12 @@ def main(result_fd, integrity_path, own_module):
                       "threading"] + [vars(m)["__name__"] for m in framework])
     guard = integrity.Guard(cwd, payload["trusted"], framework, core, test_case=unittest.TestCase,
                             variants=variants, alarm=channel.alarm)
+    if payload.get("strict", True):  # before the snapshot: the strict comparisons are the framework's now
+        problem = integrity.make_strict_equality(cwd, payload["trusted"])
+        integrity.strict_assertions(unittest.TestCase, problem, guard)
+        if not integrity.strict_pytest_asserts(rewrite_module, problem, guard):
+            print("turngym: this pytest's assertion rewriter is not one strict equality knows; plain asserts "
+                  "compare as the objects define it", file=sys.stderr)
     own = integrity.own_codes(own_module, integrity)
     own_ids = frozenset(id(c) for c in own)
 

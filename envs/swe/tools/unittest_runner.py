@@ -228,8 +228,6 @@ class _Graded:
         if b"IsolatedAsyncioTestCase" in source:
             # its first use (unittest's module __getattr__) adds it to the package: use it before the snapshot
             getattr(unittest, "IsolatedAsyncioTestCase", None)
-        if payload.get("strict", True):  # before the snapshot: the strict assertions are the framework's now
-            integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"]))
         import abc
 
         framework = [m for n, m in sorted(sys.modules.items()) if n == "unittest" or n.startswith("unittest.")]
@@ -238,6 +236,9 @@ class _Graded:
                           "importlib.machinery", "threading"] + [m.__name__ for m in framework])
         self.guard = integrity.Guard(cwd, payload["trusted"], self.framework, core, test_case=unittest.TestCase,
                                      require_test_case=True, alarm=channel.alarm)
+        if payload.get("strict", True):  # before the snapshot: the strict assertions are the framework's now
+            integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"]),
+                                        self.guard)
         self.code, self.info = self.guard.compile_graded(self.path, source)
         self.unittest = unittest
         self.import_module = importlib.import_module
