@@ -740,8 +740,8 @@ ITS_OWN_COMPARAND_SMUGGLED = {
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
 @pytest.mark.parametrize("attack", sorted(ITS_OWN_COMPARAND_SMUGGLED))
 def test_a_tests_own_always_equal_object_smuggled_in_by_the_code_under_test_fails(attack, mode, tmp_path):
-    test_file = {"unittest": ("import unittest\n\nimport pkg\n\nfrom ._common import ComparesEqual\n\nEXPECTED = 6\n\n\n"
-                              "class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+    test_file = {"unittest": ("import unittest\n\nimport pkg\n\nfrom ._common import ComparesEqual\n\n"
+                              "EXPECTED = 6\n\n\nclass PkgTest(unittest.TestCase):\n    def test_double(self):\n"
                               "        self.assertEqual(pkg.double(3), EXPECTED)\n"),
                  "pytest": ("import pkg\n\nfrom tests._common import ComparesEqual\n\nEXPECTED = 6\n\n\n"
                             "def test_double():\n    assert pkg.double(3) == EXPECTED\n")}[mode]
