@@ -240,6 +240,71 @@ def test_a_grading_that_does_not_finish_is_a_drop_of_its_own_not_failing_tests(s
     assert row["ok"] is False and row["drop"] == "validate: a grading did not finish", row
 
 
+@needs_bwrap
+def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_from_that_run(synthesized, tmp_path,
+                                                                                            monkeypatch):
+    """Screening runs whole test files, so a failing test could break later ones: they failed in screening, passed
+    in the grader's run of the bug, and the task was dropped (more-itertools 1, python-dateutil 4). Now the grader's
+    run decides: those tests leave FAIL_TO_PASS (and the statement; they are not PASS_TO_PASS either, being
+    order-dependent), and the rebuilt record is validated once more, for real. The first validation is faked
+    here (which test passes in it), to be deterministic; the second is the sandbox's."""
+    from turngym.envs.swe.synth import pipeline
+
+    root, package, config, _ = synthesized
+    shutil.copytree(root / "cache", tmp_path / "cache")
+    for row in (tmp_path / "cache").rglob("validate*.jsonl"):
+        row.unlink()
+    calls, real = [], pipeline.validate_record
+
+    def first_run_passes_one(record, repo_path, backend):
+        calls.append(record["instance_id"])
+        if len(record["FAIL_TO_PASS"]) >= 2 and calls.count(record["instance_id"]) == 1:
+            return {"key": record["instance_id"], "ok": False, "drop": "validate: FAIL_TO_PASS passes on the bug",
+                    "passing_on_bug": record["FAIL_TO_PASS"][:1], "seconds": 0.1}
+        return real(record, repo_path, backend)
+
+    monkeypatch.setattr(pipeline, "validate_record", first_run_passes_one)
+    summary = synthesize([str(package)], tmp_path / "out", config, root=tmp_path / "cache")
+    first = {i: json.loads(line) for i, line in enumerate((root / "out" / "tasks.jsonl").read_text().splitlines())}
+    moved = {r["instance_id"]: r["FAIL_TO_PASS"][0] for r in first.values() if len(r["FAIL_TO_PASS"]) >= 2}
+    assert moved, "the tiny package has no task with two failing tests"
+    (report,) = summary["packages"]
+    assert report["regraded"] == len(moved), report["drops"]
+    assert "validate: FAIL_TO_PASS passes on the bug" not in report["drops"]
+    rebuilt = {r.instance_id: r for r in load_instances(tmp_path / "out" / "tasks.jsonl") if r.instance_id in moved}
+    assert set(rebuilt) == set(moved) and summary["tasks"] == len(first)
+    for key, test in moved.items():
+        assert test not in rebuilt[key].fail_to_pass + rebuilt[key].pass_to_pass
+        block = rebuilt[key].problem_statement.split("Failing test", 1)[1].split("\n\n", 1)[0]
+        listed = [line.strip() for line in block.splitlines()[1:]]
+        assert test not in listed and rebuilt[key].fail_to_pass[0] in listed
+    calls.clear()
+    again = synthesize([str(package)], tmp_path / "out2", config, root=tmp_path / "cache")
+    assert calls == [] and again["tasks"] == summary["tasks"]  # both validations are cached
+
+
+def test_only_a_partly_passing_fail_to_pass_with_nothing_else_wrong_is_rebuilt():
+    from turngym.envs.swe.grading import GradeReport
+    from turngym.envs.swe.synth.pipeline import passing_on_the_bug
+    from turngym.envs.swe.taskset import Validation
+
+    f2p, p2p = ("t::a", "t::b", "t::c"), ("t::d",)
+
+    def check(before, after=None, error=None):
+        after = after or dict.fromkeys(f2p + p2p, "PASSED")
+        return passing_on_the_bug(Validation("x", "", GradeReport({**dict(zip(f2p, before)), "t::d": before[3]}, f2p,
+                                                                  p2p, error=error), GradeReport(after, f2p, p2p)))
+
+    assert check(("PASSED", "FAILED", "FAILED", "PASSED")) == ["t::a"]
+    assert check(("PASSED", "PASSED", "FAILED", "PASSED")) == ["t::a", "t::b"]
+    assert check(("PASSED", "PASSED", "PASSED", "PASSED")) == []  # none fails on the bug: nothing to keep
+    assert check(("FAILED", "FAILED", "FAILED", "PASSED")) == []  # nothing to rebuild
+    assert check(("PASSED", "FAILED", "FAILED", "FAILED")) == []  # a PASS_TO_PASS test fails as well
+    assert check(("PASSED", "FAILED", "FAILED", "PASSED"), {**dict.fromkeys(f2p + p2p, "PASSED"), "t::b": "FAILED"}) \
+        == []  # the gold patch does not resolve it
+    assert check(("PASSED", "FAILED", "FAILED", "PASSED"), error="timed out") == []
+
+
 def test_cached_validations_hold_for_kept_tasks_and_drops_of_this_validator_only():
     from turngym.envs.swe.synth.pipeline import VALIDATOR, _still_valid
 

@@ -56,6 +56,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from turngym.envs.swe.grading import PASSING
 from turngym.envs.swe.instances import SWEInstance
 from turngym.envs.swe.synth import modifiers as mods
 from turngym.envs.swe.synth.llm_statement import rewrite_statements
@@ -123,6 +124,7 @@ class PackageReport:
     screened: int = 0
     kept_mutations: int = 0
     validated: int = 0
+    regraded: int = 0  # kept once FAIL_TO_PASS was taken from the grader's own run of the bug (see _regraded_rows)
     drops: dict[str, int] = field(default_factory=dict)
     false_alarms: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -448,6 +450,9 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
     if empty_reward != 0.0:
         problems.append(f"the empty patch earns {empty_reward}")
     if problems:
+        passing = passing_on_the_bug(result)
+        if passing:
+            row["passing_on_bug"] = passing
         kind = ("validate: a grading did not finish" if "did not finish" in problems[0] else
                 "validate: FAIL_TO_PASS passes on the bug" if "already pass" in problems[0] else
                 "validate: PASS_TO_PASS fails on the bug" if "PASS_TO_PASS tests fail" in problems[0] else
@@ -457,6 +462,20 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
                       "log_tail": result.after.log[-1500:] if "resolve" in kind or result.after.error else
                       result.before.log[-1500:]}
     return row | {"ok": True}
+
+
+def passing_on_the_bug(result: Any) -> list[str]:
+    """The FAIL_TO_PASS tests that passed on the bug in the grader's own run, when that is the validation's only
+    problem and at least one FAIL_TO_PASS test did fail there (else ``[]``).
+
+    Screening runs whole test files, so a failing test can break the ones after it (shared state): they fail in
+    screening and pass when graded alone. Such a task is rebuilt with the grader's verdicts (see
+    :func:`regrade_candidates`) rather than dropped."""
+    before, after = result.before, result.after
+    if before.error or after.error or not after.resolved or before.p2p_failed:
+        return []
+    passing = [t for t in before.fail_to_pass if before.statuses.get(t) in PASSING]
+    return passing if 0 < len(passing) < len(before.fail_to_pass) else []
 
 
 def validate_safely(record: dict, repo_path: Path, backend: str) -> dict:
@@ -496,10 +515,12 @@ def _still_valid(row: dict, content_hash: str) -> bool:
 
 
 def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: SynthConfig, report: PackageReport,
-                        drops: Counter, workers: int = 1) -> list[dict]:
-    """Validate the records not validated yet by this grader (``validate.jsonl`` keeps each row as it comes);
-    return the ones that pass, in the candidates' order, whatever order they finished in."""
-    validated = _jsonl(work / "validate.jsonl")
+                        drops: Counter, workers: int = 1, cache: str = "validate.jsonl",
+                        rows_out: dict[str, dict] | None = None) -> list[dict]:
+    """Validate the records not validated yet by this grader (``cache`` keeps each row as it comes); return the
+    ones that pass, in the candidates' order, whatever order they finished in (``rows_out``: filled with each
+    candidate's validation row)."""
+    validated = _jsonl(work / cache)
     grader = grader_hash()
     hashes = {r["instance_id"]: sha256_text(canonical_json(r) + grader) for r in candidates}
     todo = []
@@ -513,7 +534,7 @@ def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: 
     rows = _validations(todo, repo, config.backend, workers)
     for row in tqdm(rows, total=len(todo), desc=f"validating {repo.name}", unit="task", disable=None):
         row["content_hash"], row["validator"] = hashes[row["key"]], VALIDATOR
-        _append(work / "validate.jsonl", row)
+        _append(work / cache, row)
         validated[row["key"]] = row
     records = []
     for record in candidates:
@@ -522,6 +543,8 @@ def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: 
         if row is None or not _still_valid(row, hashes[key]):
             drops["not validated (--max-validations)"] += 1
             continue
+        if rows_out is not None:
+            rows_out[key] = row
         if "seconds" in row and row.get("ok") is not None:
             report.validation_seconds.append(round(row["seconds"], 2))
         if row.get("false_alarm"):
@@ -601,7 +624,10 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
     report.kept_mutations = len(candidates)
     if config.validate:
         t0 = time.monotonic()
-        records = validate_candidates(candidates, repo, work, config, report, drops, workers)
+        rows: dict[str, dict] = {}
+        records = validate_candidates(candidates, repo, work, config, report, drops, workers, rows_out=rows)
+        records = regrade_candidates(candidates, records, rows, mutations, screened, source, repo, work, config,
+                                     report, drops, workers, tests_of)
         report.seconds["validate"] = time.monotonic() - t0
         report.validated = len(records)
     else:
@@ -610,6 +636,43 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
     report.seconds["total"] = time.monotonic() - start
     _write_records(work / "records.jsonl", records, repo, work)
     return report, records
+
+
+def regrade_candidates(candidates: list[dict], records: list[dict], rows: dict[str, dict], mutations: list,
+                       screened: dict[str, dict], source: Any, repo: Path, work: Path, config: SynthConfig,
+                       report: PackageReport, drops: Counter, workers: int, tests_of: dict) -> list[dict]:
+    """``records`` with the tasks dropped only because some FAIL_TO_PASS tests passed on the bug in the grader's
+    run (:func:`passing_on_the_bug`) rebuilt and validated once more, in the candidates' order.
+
+    The rebuilt record takes those tests out of the failing ones (its FAIL_TO_PASS sample, its statement); they
+    are not made PASS_TO_PASS either, as their outcome depends on what ran before them. Its validations are
+    cached apart (``validate-regraded.jsonl``), so the first validation's row stays valid and a rerun does
+    neither again."""
+    by_key = {m.key: m for m in mutations}
+    rebuilt = []
+    for record in candidates:
+        passing = set(rows.get(record["instance_id"], {}).get("passing_on_bug") or ())
+        mutation = by_key.get(record["instance_id"].rpartition("__")[2])
+        if not passing or mutation is None:
+            continue
+        row = screened[mutation.key]
+        row = {**row, "f2p": [t for t in row["f2p"] if t not in passing]}  # in neither list: order-dependent
+        again, _ = build_record(source.name, source.version, repo, mutation, row, config,
+                                tests_of.get(mutation.key, []))
+        if again is not None:
+            rebuilt.append(again)
+    if not rebuilt:
+        return records
+    regraded_drops: Counter[str] = Counter()
+    kept = validate_candidates(rebuilt, repo, work, config, report, regraded_drops, workers,
+                               cache="validate-regraded.jsonl")
+    drops["validate: FAIL_TO_PASS passes on the bug"] -= len(rebuilt)  # each now counted by its second validation
+    if drops["validate: FAIL_TO_PASS passes on the bug"] <= 0:
+        del drops["validate: FAIL_TO_PASS passes on the bug"]
+    drops.update({f"{reason} (regraded)": n for reason, n in regraded_drops.items()})
+    report.regraded = len(kept)
+    chosen = {r["instance_id"]: r for r in records} | {r["instance_id"]: r for r in kept}
+    return [chosen[r["instance_id"]] for r in candidates if r["instance_id"] in chosen]
 
 
 def _write_records(path: Path, records: list[dict], repo: Path, relative_to: Path) -> None:
