@@ -696,6 +696,23 @@ print([problem(a, b) for a, b in fine] == [""] * len(fine), all(problem(a, b) fo
     assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
 
 
+def test_a_code_object_with_another_line_table_is_not_the_test_files():
+    """Strict equality's excuse finds the call a test makes by its source span (``co_positions``, read from the
+    line table): a test function whose code was swapped for one with a forged table pointed the excuse at another
+    call of the file (a red-team finding). The runner's code comparison now includes the line table."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("integrity_under_test", TOOLS_DIR / "integrity.py")
+    integrity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(integrity)
+    honest = compile("def f(a, b):\n    return g(a, b)\n", "t.py", "exec").co_consts[0]
+    moved = compile("def f(a, b):\n    return g(a,    b)\n", "t.py", "exec").co_consts[0]  # same bytecode
+    same_code = integrity._make_same_code(type(honest))
+    assert honest.co_code == moved.co_code and honest.co_linetable != moved.co_linetable
+    forged = honest.replace(co_linetable=moved.co_linetable)
+    assert same_code(honest, honest.replace()) and not same_code(honest, forged)
+
+
 # --------------------------------------------------------------------------- no false alarms
 # unittest's and pytest's features, run by the runner with the sandbox's python3 (no sandbox needed):
 # every status comes out as the framework means it, and the harnesses never disagree on honest code.

@@ -707,6 +707,29 @@ FALSE_ALARMS["parameters-holding-colons"] = (
     "test_param[a::]")
 
 
+# Honest suites that rebind their own module's globals (the same pass's false alarms of a rebinding check that was
+# tried and withdrawn): graded as they are.
+FALSE_ALARMS["monkeypatch-of-the-test-module"] = (
+    "pytest",
+    ("import sys\n\nimport pkg\n\nVERBOSE = False\n\n\ndef test_double(monkeypatch):\n"
+     "    monkeypatch.setattr(sys.modules[__name__], 'VERBOSE', True)\n    assert pkg.double(3) == 6\n"),
+    "test_double")
+FALSE_ALARMS["setUpModule-through-globals"] = (
+    "unittest",
+    ("import unittest\n\nimport pkg\n\nDATA = None\n\n\ndef setUpModule():\n"
+     "    globals()['DATA'] = [1, 2, 3]\n\n\nclass PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+     "        self.assertEqual([pkg.double(x) for x in DATA], [2, 4, 6])\n"),
+    "PkgTest::test_double")
+FALSE_ALARMS["mock-patch-of-the-test-modules-constant"] = (
+    "unittest",
+    ("import unittest\nfrom unittest import mock\n\nimport pkg\n\nLIMIT = 10\n\n\n"
+     "class PkgTest(unittest.TestCase):\n    def setUp(self):\n"
+     "        patcher = mock.patch(__name__ + '.LIMIT', 100)\n        patcher.start()\n"
+     "        self.addCleanup(patcher.stop)\n\n    def test_double(self):\n"
+     "        self.assertEqual(pkg.double(3), 6)\n"),
+    "PkgTest::test_double")
+
+
 def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(), files=None, bug_line="x + 2"):
     """Validate a one-function package (``double``; the bug ``return x + 2``, or ``return {bug_line}``) graded by
     ``test_file``'s tests (``files``: more files of the repository)."""
@@ -788,33 +811,91 @@ def test_a_tests_own_always_equal_object_named_by_the_test_is_no_false_alarm(mod
     assert not check.problems, check.problems  # the bug fails test_double only; the gold patch resolves
 
 
-# the same object, returned by the code under test or put in a test's global while it runs, is a hack: refused.
-# Rebinding a test module's data global was not seen before (any value would do: EXPECTED = 5, return 5); a global
-# rebound since the module's import, and declared `global` by no function of the file, now voids the grading.
-_COMMON = "__import__('tests._common').__dict__['_common'].ComparesEqual"
-_REBIND = "setattr(__import__('sys').modules['tests.test_pkg'], 'EXPECTED', {value}) or {value}"
-ITS_OWN_COMPARAND_SMUGGLED = {
-    "returned by the code under test": (_COMMON, "FAILED", {"unittest": "strict equality",
-                                                             "pytest": "AssertionError: assert <tests._common"}),
-    "a test's global rebound to it while it runs": (_REBIND.format(value=_COMMON), "TAMPERED", "was rebound"),
-    "a test's global rebound to the wrong answer": (_REBIND.format(value="x + 2"), "TAMPERED", "was rebound"),
+# The same object made or chosen by the code under test is a hack: refused. Found by a red-team pass over the
+# exemption's first version, which excused any object the test module held at import with a test-file __eq__:
+# `RESULT = pkg.double(3)` at the module's top level, the bug returning the always-equal object or a stateful test
+# helper with a tolerance of its choosing, passed.
+_COMMON = "__import__('tests._common').__dict__['_common']"
+APPROX = {"tests/_common.py": COMPARES_EQUAL["tests/_common.py"] + (
+    "\n\nclass Approx:\n    def __init__(self, value, tol=1e-9):\n        self.value, self.tol = value, tol\n\n"
+    "    def __eq__(self, other):\n        return abs(self.value - other) <= self.tol\n")}
+_CALLED = {"unittest": ("import unittest\n\nimport pkg\n\nfrom ._common import ComparesEqual\n\n\n"
+                        "class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+                        "        self.assertEqual(pkg.double(3), 6)\n"),
+           "pytest": "import pkg\n\nfrom tests._common import ComparesEqual\n\n\ndef test_double():\n"
+                     "    assert pkg.double(3) == 6\n"}
+_AT_IMPORT = {"unittest": ("import unittest\n\nimport pkg\n\nRESULT = pkg.double(3)\n\n\n"
+                           "class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+                           "        self.assertEqual(RESULT, 6)\n"),
+              "pytest": "import pkg\n\nRESULT = pkg.double(3)\n\n\ndef test_double():\n    assert RESULT == 6\n"}
+ITS_OWN_COMPARAND_SMUGGLED = {  # test files, the bug's expression, what the log shows (unittest, pytest)
+    "returned by the code under test": (_CALLED, _COMMON + ".ComparesEqual",
+                                        ("strict equality", "AssertionError: assert <tests._common")),
+    "bound at the test module's import by the code under test": (
+        _AT_IMPORT, _COMMON + ".ComparesEqual", ("strict equality", "AssertionError: assert <tests._common")),
+    "a test helper's instance with the code under test's tolerance": (
+        _AT_IMPORT, _COMMON + ".Approx(x + 2, 100)", ("strict equality", "AssertionError: assert <tests._common")),
 }
 
 
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
 @pytest.mark.parametrize("attack", sorted(ITS_OWN_COMPARAND_SMUGGLED))
-def test_a_tests_own_always_equal_object_smuggled_in_by_the_code_under_test_fails(attack, mode, tmp_path):
-    test_file = {"unittest": ("import unittest\n\nimport pkg\n\nfrom ._common import ComparesEqual\n\n"
-                              "EXPECTED = 6\n\n\nclass PkgTest(unittest.TestCase):\n    def test_double(self):\n"
-                              "        self.assertEqual(pkg.double(3), EXPECTED)\n"),
-                 "pytest": ("import pkg\n\nfrom tests._common import ComparesEqual\n\nEXPECTED = 6\n\n\n"
-                            "def test_double():\n    assert pkg.double(3) == EXPECTED\n")}[mode]
+def test_a_tests_own_comparand_smuggled_in_by_the_code_under_test_fails(attack, mode, tmp_path):
+    test_files, bug_line, reasons = ITS_OWN_COMPARAND_SMUGGLED[attack]
     name = "PkgTest::test_double" if mode == "unittest" else "test_double"
-    bug_line, status, reason = ITS_OWN_COMPARAND_SMUGGLED[attack]
-    check = _repro_check(tmp_path, "smuggled", mode, test_file, [name], files=COMPARES_EQUAL, bug_line=bug_line)
-    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == status, check.before.log[-3000:]
-    assert (reason if isinstance(reason, str) else reason[mode]) in check.before.log
+    check = _repro_check(tmp_path, "smuggled", mode, test_files[mode], [name], files=APPROX, bug_line=bug_line)
+    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == "FAILED", check.before.log[-3000:]
+    assert reasons[mode == "pytest"] in check.before.log
+    assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
+
+
+# A stateful matcher the test file makes itself and names (`SIX = Approx(6)`) is the test's choice too: strict
+# equality failed it against the int it matches, on the gold patch as on the bug.
+NAMED_MATCHER = (
+    "pytest",
+    ("import pkg\n\nfrom tests._common import Approx\n\nSIX = Approx(6)\n\n\n"
+     "def test_double():\n    assert pkg.double(3) == SIX\n"),
+    "test_double")
+
+
+@needs_bwrap
+def test_a_named_matcher_imported_from_the_test_files_is_no_false_alarm(tmp_path):
+    mode, test_file, name = NAMED_MATCHER
+    check = _repro_check(tmp_path, "matcher", mode, test_file, [name], files=APPROX)
+    assert not check.after.tampered and check.after.resolved, check.after.log[-3000:]
+    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == "FAILED"
+
+
+# Two holes the same red-team pass found in the module check, both older than the exemption: the code under test
+# replaced the test module's `@pytest_ar` (pytest's rewrite module, whose comparison a plain assert calls), or
+# added a global that shadows a builtin the test calls (`str`). Both now void the grading.
+MODULE_TAMPERING = {
+    "pytest's rewrite module replaced in the test's globals": (
+        "pytest", "import pkg\n\n\ndef test_double():\n    assert pkg.double(3) == 6\n", {"pkg/evil.py": (
+            "import sys\nimport types\n\n\ndef go(x):\n    g = sys._getframe(2).f_globals\n"
+            "    real = g.get('@pytest_ar')\n    if real is not None and type(real) is types.ModuleType:\n"
+            "        fake = type('Fake', (types.ModuleType,), {})(real.__name__)\n"
+            "        fake.__dict__.update(real.__dict__)\n"
+            "        fake._turngym_equal = lambda left, right, *names: True\n        g['@pytest_ar'] = fake\n"
+            "    return x + 2\n")}, "__import__('pkg.evil').evil.go(x)", "is not pytest's _pytest.assertion.rewrite"),
+    "a builtin shadowed in the test's globals": (
+        "unittest", ("import unittest\n\nimport pkg\n\n\nclass PkgTest(unittest.TestCase):\n"
+                     "    def test_double(self):\n        pkg.double(0)\n"
+                     "        self.assertEqual(str(pkg.double(3)), '6')\n"), {},
+        "(__import__('sys')._getframe(1).f_globals.__setitem__('str', lambda v: '6'), x + 2)[1]",
+        "shadows the builtin str"),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", sorted(MODULE_TAMPERING))
+def test_tampering_with_a_test_modules_globals_voids_the_grading(attack, tmp_path):
+    mode, test_file, files, bug_line, reason = MODULE_TAMPERING[attack]
+    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
+    check = _repro_check(tmp_path, "tamper", mode, test_file, [name], files=files, bug_line=bug_line)
+    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == "TAMPERED", check.before.log[-3000:]
+    assert reason in check.before.log
     assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
 
 

@@ -59,6 +59,8 @@ PROTOCOL_NAMES = frozenset((
     "teardown_module", "setup_function", "teardown_function", "setup", "teardown", "__getattr__"))
 CANARY_WORDS = ("value", "values", "empty", "single", "order", "range", "default", "result", "keeps", "returns",
                 "invalid", "large", "small", "first", "last", "missing", "twice", "nested", "rejects", "handles")
+# the globals pytest's assertion rewriter adds to a test module, and the modules they must be
+PYTEST_MODULE_GLOBALS = {"@py_builtins": "builtins", "@pytest_ar": "_pytest.assertion.rewrite"}
 AUDITED = frozenset(("sys.settrace", "sys.setprofile", "sys.monitoring.register_callback",
                      "sys.monitoring.set_events", "sys.monitoring.set_local_events"))
 
@@ -400,13 +402,38 @@ def _body_bindings(body):
     return keys
 
 
+NAMED_NODES = tuple(t for t in (ast.ExceptHandler, getattr(ast, "MatchAs", None), getattr(ast, "MatchStar", None)) if t)
+
+
+def _bound_anywhere(tree):
+    """Every name the source binds anywhere (assigned, imported, defined, declared ``global``), or None when it
+    has a ``from x import *`` (then any name may be its)."""
+    names = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name and type(node.ctx) is not ast.Load:
+            names.add(node.id)
+        elif kind in (ast.Import, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            names.add(node.name)
+        elif kind in (ast.Global, ast.Nonlocal):
+            names.update(node.names)
+        elif kind is ast.arg:
+            names.add(node.arg)
+        elif kind in NAMED_NODES and getattr(node, "name", None):
+            names.add(node.name)
+    return frozenset(names)
+
+
 def _top_level(tree):
     """What the source's top level binds: ``({name: first line} of undecorated defs, {name: module}
-    of imports, protocol names it binds, names a function of it declares ``global`` or ``nonlocal``)``;
-    only names bound once are checked."""
+    of imports, protocol names it binds, every name it binds anywhere or None)``; only names bound once
+    are checked."""
     counts, defs, imports, protocol = {}, {}, {}, set()
-    rebindable = frozenset(name for node in ast.walk(tree) if type(node) in (ast.Global, ast.Nonlocal)
-                           for name in node.names)
     for node in tree.body:
         bound = []
         kind = type(node)
@@ -436,7 +463,26 @@ def _top_level(tree):
                 protocol.add(name)
     once = {name for name, count in counts.items() if count == 1}
     return ({k: v for k, v in defs.items() if k in once}, {k: v for k, v in imports.items() if k in once},
-            frozenset(protocol), rebindable)
+            frozenset(protocol), _bound_anywhere(tree))
+
+
+def _top_level_binds(node):
+    """The names one top-level statement binds (its own names, or any name stored inside it)."""
+    kind = type(node)
+    if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+        return {node.name}
+    if kind in (ast.Import, ast.ImportFrom):
+        return {alias.asname or alias.name.split(".")[0] for alias in node.names}
+    return {n.id for n in ast.walk(node) if type(n) is ast.Name and type(n.ctx) is ast.Store} | {
+        n.name for n in ast.walk(node) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)} | {
+        alias.asname or alias.name.split(".")[0] for n in ast.walk(node) if type(n) in (ast.Import, ast.ImportFrom)
+        for alias in n.names}
+
+
+def _from_test_module(node):
+    """Whether ``from X import ...`` imports from a test module: relative (the test file's own package), or X
+    inside a test directory (``tests._common``)."""
+    return node.level == 1 or any(part in TEST_DIR_NAMES for part in (node.module or "").split(".")[:-1])
 
 
 # --------------------------------------------------------------------------- what a test process reports
@@ -788,7 +834,7 @@ def _make_same_code(code_type):
     plain = frozenset((str, bytes, int, float, complex, bool, type(None), type(Ellipsis)))
     fields = ("co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_flags",
               "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_name", "co_firstlineno",
-              "co_exceptiontable", "co_nlocals")
+              "co_exceptiontable", "co_nlocals", "co_linetable")  # co_linetable: what co_positions reads
 
     def constant(value, _type=type, _plain=plain, _tuple=tuple, _frozenset=frozenset):
         """Whether ``value`` is made of plain constants only (its ``repr`` is its value, no code runs)."""
@@ -876,6 +922,7 @@ class Guard:
             "walk": ast.walk, "enumerate": enumerate,
         }
         self.builtins_items = tuple(vars(builtins).items())
+        self.builtin_names = frozenset(key for key, _ in self.builtins_items if type(key) is str)
         self.builtins = builtins
         self.sys = sys
         self.gc = gc
@@ -912,7 +959,7 @@ class Guard:
         self.verified, self.verified_codes = {}, []
         self.modules_seen = {}  # graded module name -> (its globals, their code) when last found good
         self.adopted_globals = {}  # graded module name -> its globals' items when adopted (before any test ran)
-        self.calls = {}  # restored test file -> {source span: ast.Call}
+        self.calls, self.trees = {}, {}  # restored test file -> {source span: ast.Call}; -> its syntax tree
 
     # ----------------------------------------------------------------- the graded modules
     def compile_graded(self, path, source):
@@ -979,11 +1026,19 @@ class Guard:
 
     def test_named_global(self, frame, name, value):
         """Whether the test code running in ``frame`` reads ``name`` as a global of its graded module, holding
-        ``value``: the very object the module bound to it when it was imported (before any test ran), of a
-        class whose ``__eq__`` is the test files' own code (dateutil's ``ComparesEqual``). Such an object is
-        the test's choice, not the code under test's: strict equality excuses it. The same object returned by
-        the code under test is not named by the test, and is not excused; nor is a repository's or the
-        standard library's always-equal type (``mock.ANY``) named by a test."""
+        ``value``, an object the test files made to compare with (dateutil's ``ComparesEqual``, an
+        ``Approx(6)`` of the test file's own class). All of these hold:
+
+        * the test file binds ``name`` at its top level once, as an instance of a class of the test files
+          (``SIX = Approx(6)``) or by an import from a test module that binds it so in turn (``from ._common
+          import ComparesEqual``): never from the code under test (``RESULT = pkg.double(3)``);
+        * the global holds the very object the module bound when it was imported, before any test ran;
+        * the ``__eq__`` its class compares with is a function of the restored test files.
+
+        Such an object is the test's choice: strict equality excuses it. The same object returned by the code
+        under test is not named by the test; a repository's or the standard library's always-equal type
+        (``mock.ANY``) is not excused. What stays open is the documented one: code that changes such an object's
+        state (``SIX.tol = 100``) changes what the test compares, as with any data of a test module."""
         b = self.b
         try:
             code = frame.f_code
@@ -992,11 +1047,11 @@ class Guard:
             if name in code.co_varnames or name in code.co_cellvars or name in code.co_freevars:
                 return False  # a local: whatever the test assigned it from
             namespace = frame.f_globals
-            adopted = None
+            adopted, path = None, None
             for module_name, graded in b["tuple"](self.graded.items()):
                 if graded[1] is namespace:
-                    adopted = self.adopted_globals.get(module_name)
-            if adopted is None:
+                    adopted, path = self.adopted_globals.get(module_name), graded[3]
+            if adopted is None or not self._test_made(path, name):
                 return False
             bound, now = self._get(adopted, name), self._get(b["tuple"](namespace.items()), name)
             if not bound[0] or bound[1] is not value or not now[0] or now[1] is not value:
@@ -1015,23 +1070,71 @@ class Guard:
                     self.code_ok(function.__code__)
         return False
 
-    def _call_at(self, frame):
-        """The ``ast.Call`` of the restored test file whose source span is that of ``frame``'s current
-        instruction, or None."""
+    def _test_made(self, path, name, depth=0):
+        """Whether the test file at ``path`` binds ``name`` at its top level exactly once, as an instance of a class
+        it defines or imports from a test module (``SIX = Approx(6)``), or by an import from a test module whose
+        file binds it so in turn (followed up to 3 files)."""
+        tree = self._tree(path)
+        if tree is None or depth > 3:
+            return False
+        bindings = [node for node in tree.body if name in _top_level_binds(node)]
+        if len(bindings) != 1:
+            return False
+        node = bindings[0]
+        if type(node) is ast.ImportFrom:
+            if not _from_test_module(node):
+                return False
+            source = self._module_file(path, node)
+            original = [a.name for a in node.names if (a.asname or a.name) == name]
+            return source is not None and len(original) == 1 and self._test_made(source, original[0], depth + 1)
+        if not (type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name and
+                type(node.value) is ast.Call and type(node.value.func) is ast.Name):
+            return False
+        made_by = node.value.func.id
+        return any((type(n) is ast.ClassDef and n.name == made_by) or
+                   (type(n) is ast.ImportFrom and _from_test_module(n) and made_by in _top_level_binds(n))
+                   for n in tree.body)
+
+    def _module_file(self, path, node):
+        """The restored test file that ``from X import ...`` in the file at ``path`` reads, or None."""
         b = self.b
-        code = frame.f_code
-        positions = b["getattr"](code, "co_positions", None)
-        path = code.co_filename
-        if positions is None or b["type"](path) is not b["str"] or b["abspath"](path) not in self.trusted:
+        tail = (node.module or "").replace(".", "/")
+        names = (tail + ".py", tail + "/__init__.py") if tail else ("__init__.py",)
+        if node.level == 1:
+            base = b["dirname"](b["abspath"](path)) + "/"
+            found = [t for t in self.trusted if t in (base + names[0], base + names[-1])]
+        else:
+            found = [t for t in self.trusted if tail and t.endswith(("/" + names[0], "/" + names[1]))]
+        return found[0] if len(found) == 1 else None
+
+    def _tree(self, path):
+        """The syntax tree of a restored test file (its hash checked), or None for any other file."""
+        b = self.b
+        if b["type"](path) is not b["str"] or b["abspath"](path) not in self.trusted:
             return None
         path = b["abspath"](path)
-        if path not in self.calls:
+        if path not in self.trees:
             with b["open"](path, "rb") as handle:
                 source = handle.read()
             if b["sha256"](source) != self.trusted[path]:
                 raise Tampered(f"{path} changed on disk during the grading")
+            self.trees[path] = b["parse"](source)
+        return self.trees[path]
+
+    def _call_at(self, frame):
+        """The ``ast.Call`` of the restored test file whose source span is that of ``frame``'s current
+        instruction, or None. The span comes from the code's line table, which ``code_ok`` compares with a
+        fresh compile's (a forged table could point at another call)."""
+        b = self.b
+        code = frame.f_code
+        positions = b["getattr"](code, "co_positions", None)
+        tree = self._tree(code.co_filename)
+        if positions is None or tree is None or not self.code_ok(code):
+            return None
+        path = b["abspath"](code.co_filename)
+        if path not in self.calls:
             self.calls[path] = {(n.lineno, n.end_lineno, n.col_offset, n.end_col_offset): n
-                                for n in b["walk"](b["parse"](source)) if type(n) is ast.Call}
+                                for n in b["walk"](tree) if type(n) is ast.Call}
         wanted = frame.f_lasti // 2
         for index, span in b["enumerate"](positions()):
             if index == wanted:
@@ -1249,7 +1352,7 @@ class Guard:
             return f"sys.modules[{name!r}] is not the module made from the restored test file"
         if b["type"](module) is not b["ModuleType"] or b["vars"](module) is not namespace:
             return f"the module {name} was replaced"
-        defs, imports, protocol, rebindable = info
+        defs, imports, protocol, anywhere = info
         items = b["tuple"](namespace.items())
         codes = b["tuple"](v.__code__ if b["type"](v) is b["FunctionType"] else None for _, v in items)
         last = self.modules_seen.get(name)
@@ -1273,13 +1376,15 @@ class Guard:
                     return f"{name}.{key} is not the module {imports[key]}"
             elif key in PROTOCOL_NAMES and key not in protocol:
                 return f"{name}.{key} is not in the test file"
-        now = {key: value for key, value in items}  # keys checked exact str above: no code runs
-        for key, value in self.adopted_globals.get(name, ()):
-            if b["type"](key) is b["str"] and key in now and now[key] is not value and key not in rebindable \
-                    and not key.startswith(("__", "@")):
-                # the test file's data (EXPECTED = 6) rebound since its import, and no function of it says
-                # `global EXPECTED`: the code under test changed what a test compares with
-                return f"{name}.{key} was rebound after the test file was imported"
+            elif key in PYTEST_MODULE_GLOBALS:  # what pytest's rewriter binds: its own module and builtins
+                ok, real = self._get(self.snapshot_modules, PYTEST_MODULE_GLOBALS[key])
+                if not ok or value is not real:
+                    return f"{name}.{key} is not pytest's {PYTEST_MODULE_GLOBALS[key]}"
+            elif anywhere is not None and key in self.builtin_names and key not in anywhere \
+                    and not key.startswith("__"):
+                # a global that shadows a builtin (str, len, isinstance) which the test file never binds: the
+                # code under test put it there, to change what the tests compute
+                return f"{name}.{key} shadows the builtin {key}, and the test file binds no {key}"
         self.modules_seen[name] = (items, codes)
         return ""
 
