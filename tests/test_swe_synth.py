@@ -730,6 +730,20 @@ FALSE_ALARMS["mock-patch-of-the-test-modules-constant"] = (
     "PkgTest::test_double")
 
 
+# pytest.approx and unittest.mock.ANY written in a test's expectation: strict equality failed both (an ApproxScalar,
+# an _ANY compared with a number), on the gold patch as on the bug.
+FALSE_ALARMS["pytest-approx-in-the-expectation"] = (
+    "pytest", "import pytest\n\nimport pkg\n\n\ndef test_double():\n    assert pkg.double(3) == pytest.approx(6.0)\n",
+    "test_double")
+FALSE_ALARMS["mock-ANY-in-the-expectation"] = (
+    "unittest",
+    ("import unittest\nfrom unittest import mock\nfrom unittest.mock import ANY\n\nimport pkg\n\n\n"
+     "class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+     "        self.assertEqual([pkg.double(3), 'x'], [6, ANY])\n"
+     "        self.assertEqual({'v': pkg.double(3), 'id': 7}, {'v': 6, 'id': mock.ANY})\n"),
+    "PkgTest::test_double")
+
+
 def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(), files=None, bug_line="x + 2"):
     """Validate a one-function package (``double``; the bug ``return x + 2``, or ``return {bug_line}``) graded by
     ``test_file``'s tests (``files``: more files of the repository)."""
@@ -833,6 +847,12 @@ ITS_OWN_COMPARAND_SMUGGLED = {  # test files, the bug's expression, what the log
                                         ("strict equality", "AssertionError: assert <tests._common")),
     "bound at the test module's import by the code under test": (
         _AT_IMPORT, _COMMON + ".ComparesEqual", ("strict equality", "AssertionError: assert <tests._common")),
+    "the framework's approx made by the code under test": (
+        _CALLED, "__import__('pytest').approx(6, abs=100)", ("strict equality", "AssertionError: assert 6 \u00b1")),
+    "a list holding the framework's ANY, made by the code under test": (
+        {"unittest": _CALLED["unittest"].replace("pkg.double(3), 6", "[pkg.double(3), 0], [6, 0]"),
+         "pytest": _CALLED["pytest"].replace("pkg.double(3) == 6", "[pkg.double(3), 0] == [6, 0]")},
+        "__import__('unittest.mock').mock.ANY", ("strict equality", "AssertionError: assert [<ANY>, 0] == [6, 0]")),
     "a test helper's instance with the code under test's tolerance": (
         _AT_IMPORT, _COMMON + ".Approx(x + 2, 100)", ("strict equality", "AssertionError: assert <tests._common")),
 }

@@ -678,9 +678,10 @@ def make_strict_equality(cwd, trusted):
     Lists, tuples and dicts are compared element by element under the same rule (at most 10,000 elements).
     No code of the compared objects runs: types are read with ``type``, class dicts through ``type.__dict__``.
 
-    ``exempt(index, value)``, where given, may excuse the top-level pair: it is asked about the side (0 or 1)
-    that is not a builtin value, and says whether the test itself named that object (see
-    :meth:`Guard.test_named_argument`): a test's own always-equal object, compared on purpose."""
+    ``exempt(side, value)``, where given, may excuse a pair at any depth: it is asked about the side (0 for
+    ``first``, 1 for ``second``) whose element is not a builtin value, and says whether that side is the test's
+    own expectation, written in its source, and the element one of the objects such an expectation may hold
+    (see :meth:`Guard.test_written`): ``ComparesEqual``, ``[ANY, 2]``, ``pytest.approx(0.3)``."""
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     numbers = (int, float, complex, bool)
@@ -709,7 +710,7 @@ def make_strict_equality(cwd, trusted):
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
                 _qualname=type.__dict__["__qualname__"].__get__):
-        stack, budget = [(first, second)], [10000]
+        stack, budget = [(first, second)], [10000]  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
             budget[0] -= 1
@@ -723,8 +724,8 @@ def make_strict_equality(cwd, trusted):
             else:
                 continue  # neither side is a builtin value: the objects' own rule
             if other_kind is not kind and not (kind in _numbers and other_kind in _numbers):
-                if exempt is not None and budget[0] == 9999 and exempt(side, other):
-                    continue  # the test named this object itself (the top-level pair only)
+                if exempt is not None and exempt(side, other):
+                    continue  # an object of the test's own expectation, written in its source
                 name = _qualname(other_kind)
                 name = name if _type(name) is str else "?"
                 family = _issubclass(other_kind, _number) if kind in _numbers else _issubclass(other_kind, kind)
@@ -735,11 +736,12 @@ def make_strict_equality(cwd, trusted):
                     return f"a {name} was compared with a {kind.__name__} by the repository's own __eq__ ({where})"
             if kind in (list, tuple) and _issubclass(other_kind, (list, tuple)):
                 if _len(expected) == _len(other):
-                    stack += [(expected[i], other[i]) for i in _range(_len(expected))]
+                    stack += [(a[i], b[i]) for i in _range(_len(expected))]
             elif kind is dict and _issubclass(other_kind, dict):
                 for key in expected:
                     if key in other:
-                        stack.append((expected[key], dict.__getitem__(other, key)))
+                        pair = (expected[key], dict.__getitem__(other, key))
+                        stack.append(pair if side == 1 else (pair[1], pair[0]))
         return ""
 
     return problem
@@ -748,8 +750,8 @@ def make_strict_equality(cwd, trusted):
 def strict_assertions(test_case, problem, guard=None):
     """``TestCase.assertEqual`` and ``assertIn`` that also apply ``problem`` (strict equality) once the ordinary
     assertion held; set on the framework's class before the snapshot, so they are the framework's own. With
-    ``guard``, an object the calling test names itself as ``first`` or ``second`` is excused (see
-    :meth:`Guard.test_named_argument`)."""
+    ``guard``, the objects of an argument that the calling test writes as its own expectation are excused (see
+    :meth:`Guard.test_written`)."""
     equal, contains = test_case.assertEqual, test_case.assertIn
 
     def assertEqual(self, first, second, msg=None, _getframe=sys._getframe, _guard=guard):
@@ -757,8 +759,8 @@ def strict_assertions(test_case, problem, guard=None):
         why = problem(first, second)
         if why and _guard is not None:
             caller = _getframe(1)
-            why = problem(first, second, lambda side, value: _guard.test_named_argument(
-                caller, side, ("first", "second")[side], value))
+            why = problem(first, second, _guard.exemption(caller, lambda side: _guard.argument_node(
+                caller, side, ("first", "second")[side])))
         if why:
             raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
@@ -777,21 +779,19 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None):
     ``rewrite_module._turngym_equal``, which applies ``problem`` when ``==`` said True. Set on pytest's rewriter
     before the snapshot (the plugin's own compile of a test file goes through it too). False when this
     pytest's rewriter is not the shape this patch knows (then pytest's asserts are not strict). With ``guard``,
-    a side the assert's source writes as a bare name is passed on as that name, and an object so named by the
-    test itself is excused (see :meth:`Guard.test_named_global`)."""
+    the source span of each side of the assert is passed on, and the objects of a side that the test writes as
+    its own expectation are excused (see :meth:`Guard.test_written`)."""
     rewriter = getattr(rewrite_module, "AssertionRewriter", None)
     original = getattr(rewriter, "visit_Compare", None)
     if original is None:
         return False
 
-    def _turngym_equal(left, right, left_name=None, right_name=None, _getframe=sys._getframe, _guard=guard,
-                       _type=type, _str=str):
+    def _turngym_equal(left, right, left_span=None, right_span=None, _getframe=sys._getframe, _guard=guard):
         result = left == right
         if result is True and problem(left, right):
             if _guard is not None:
-                caller, names = _getframe(1), (left_name, right_name)
-                if not problem(left, right, lambda side, value: _type(names[side]) is _str and
-                               _guard.test_named_global(caller, names[side], value)):
+                caller, spans = _getframe(1), (left_span, right_span)
+                if not problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side]))):
                     return result
             return False
         return result
@@ -799,7 +799,9 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None):
     def visit_Compare(self, comp):
         before = len(self.statements)
         sides = (comp.left, comp.comparators[0]) if len(comp.ops) == 1 else (None, None)
-        names = [side.id if type(side) is ast.Name else None for side in sides]
+        names = [(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
+                 if side is not None and getattr(side, "end_col_offset", None) is not None else None
+                 for side in sides]
         found = original(self, comp)
         for statement in self.statements[before:]:
             value = getattr(statement, "value", None)
@@ -940,6 +942,10 @@ class Guard:
             classes += [value for value in vars(module).values() if isinstance(value, type)]
         self.framework_refs = tuple(classes)
         self.framework_ids = frozenset(id(c) for c in classes)
+        self.framework_modules = frozenset(id(m) for m in framework)
+        found = {getattr(m, "__name__", ""): vars(m) for m in framework}
+        self.any_object = found.get("unittest.mock", {}).get("ANY")  # the framework's own comparands
+        self.approx = found.get("_pytest.python_api", {}).get("approx")
         self.snapshot_modules = tuple(sys.modules.items())
         behaviour = set(XUNIT_NAMES)
         if test_case is not None:
@@ -959,7 +965,8 @@ class Guard:
         self.verified, self.verified_codes = {}, []
         self.modules_seen = {}  # graded module name -> (its globals, their code) when last found good
         self.adopted_globals = {}  # graded module name -> its globals' items when adopted (before any test ran)
-        self.calls, self.trees = {}, {}  # restored test file -> {source span: ast.Call}; -> its syntax tree
+        # restored test file -> its syntax tree; {source span: ast.Call}; {source span: [expressions]}
+        self.trees, self.calls, self.exprs = {}, {}, {}
 
     # ----------------------------------------------------------------- the graded modules
     def compile_graded(self, path, source):
@@ -1006,59 +1013,122 @@ class Guard:
         self.adopt(name, module, self.top_level(source), path)
         return ""
 
-    # ----------------------------------------------------------------- objects a test names itself (strict equality)
-    def test_named_argument(self, frame, index, keyword, value):
-        """Whether the call ``frame`` is making (``self.assertEqual(tz.tzutc(), ComparesEqual)``) passes, as its
-        positional argument ``index`` or as ``keyword=``, a bare name that :meth:`test_named_global` accepts.
+    # ----------------------------------------------------------------- a test's own expectation (strict equality)
+    def exemption(self, frame, node_of):
+        """``exempt(side, value)`` for :func:`make_strict_equality`'s ``problem``: whether ``value`` sits on a side
+        that the test running in ``frame`` writes as its own expectation (``node_of(side)``, the side's syntax
+        node; see :meth:`test_written`), and is an object such an expectation may hold: an instance of a class
+        whose ``__eq__`` is the test files' code, or of the framework's (``mock.ANY``, ``pytest.approx``'s)."""
+        written = {}
 
-        The call is found in the restored test file's own syntax tree by the source span Python records for
-        the calling instruction (``co_positions``, Python 3.11+; older Pythons excuse nothing)."""
-        try:
-            call = self._call_at(frame)
-            if call is None or self.b["any"](type(a) is ast.Starred for a in call.args) or self.b["any"](
-                    k.arg is None for k in call.keywords):
+        def exempt(side, value, _self=self, _type=type):
+            if side not in written:
+                try:
+                    written[side] = _self.test_written(frame, node_of(side))
+                except Exception:  # noqa: BLE001 - a check that cannot complete excuses nothing
+                    written[side] = False
+            if not written[side]:
                 return False
-            named = [k.value for k in call.keywords if k.arg == keyword]
-            expression = call.args[index] if index < self.b["len"](call.args) else (named[0] if named else None)
-            return type(expression) is ast.Name and self.test_named_global(frame, expression.id, value)
-        except Exception:  # noqa: BLE001 - a check that cannot complete excuses nothing
+            kind = _type(value)
+            return _self.b["id"](kind) in _self.framework_ids or _self._own_test_equality(kind)
+
+        return exempt
+
+    def argument_node(self, frame, index, keyword):
+        """The syntax node of the argument ``index`` (or ``keyword=``) of the call ``frame`` is making
+        (``self.assertEqual(tz.tzutc(), ComparesEqual)``), found in the restored test file's own syntax tree by
+        the source span Python records for the calling instruction (``co_positions``, Python 3.11+), or None."""
+        call = self._call_at(frame)
+        if call is None or any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        named = [k.value for k in call.keywords if k.arg == keyword]
+        return call.args[index] if index < len(call.args) else (named[0] if named else None)
+
+    def node_at(self, frame, span):
+        """The expression of the restored test file running in ``frame`` whose source span is ``span`` (recorded
+        by the assertion rewriter), or None."""
+        code = frame.f_code
+        tree = self._tree(code.co_filename)
+        if tree is None or type(span) is not tuple or not self.code_ok(code):
+            return None
+        path = self.b["abspath"](code.co_filename)
+        if path not in self.exprs:
+            index = {}
+            for n in self.b["walk"](tree):
+                if isinstance(n, ast.expr) and getattr(n, "end_col_offset", None) is not None:
+                    index.setdefault((n.lineno, n.end_lineno, n.col_offset, n.end_col_offset), []).append(n)
+            self.exprs[path] = index
+        found = self.exprs[path].get(span, ())
+        return found[0] if len(found) == 1 else None
+
+    def test_written(self, frame, node):
+        """Whether ``node``, an argument of an equality that the test code running in ``frame`` (a graded test
+        file's, checked) makes, is the test's own expectation: built only of constants, displays (``[ANY, 2]``)
+        and names that no code under test could have chosen:
+
+        * a global of the test module, bound at its top level once, as an instance of a class of the test
+          files (``SIX = Approx(6)``) or by an import from a test module that binds it so in turn (``from
+          ._common import ComparesEqual``), and still holding the very object the module bound at import;
+        * the framework's own comparands, by identity: ``unittest.mock.ANY`` (``ANY``, ``mock.ANY``) and
+          ``pytest.approx(...)`` of such arguments.
+
+        Never a local, a call into the code under test (``RESULT = pkg.double(3)`` is refused), or anything
+        else. What stays open is the documented one: code that changes such an object's state (``SIX.tol =
+        100``) changes what the test compares, as with any data of a test module."""
+        code = frame.f_code
+        if node is None or not self._is_test_file(code) or not self.code_ok(code):
             return False
+        namespace, adopted, path = frame.f_globals, None, None
+        for module_name, graded in self.b["tuple"](self.graded.items()):
+            if graded[1] is namespace:
+                adopted, path = self.adopted_globals.get(module_name), graded[3]
+        if adopted is None:
+            return False
+        local = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+        return self._written(node, path, namespace, adopted, local, 0)
 
-    def test_named_global(self, frame, name, value):
-        """Whether the test code running in ``frame`` reads ``name`` as a global of its graded module, holding
-        ``value``, an object the test files made to compare with (dateutil's ``ComparesEqual``, an
-        ``Approx(6)`` of the test file's own class). All of these hold:
+    def _written(self, node, path, namespace, adopted, local, depth):
+        kind = type(node)
+        if depth > 20:
+            return False
+        if kind is ast.Constant:
+            return True
+        if kind in (ast.List, ast.Tuple, ast.Set):
+            return all(self._written(e, path, namespace, adopted, local, depth + 1) for e in node.elts)
+        if kind is ast.Dict:
+            return None not in node.keys and all(self._written(e, path, namespace, adopted, local, depth + 1)
+                                                 for e in node.keys + node.values)
+        if kind is ast.UnaryOp and type(node.op) in (ast.USub, ast.UAdd):
+            return self._written(node.operand, path, namespace, adopted, local, depth + 1)
+        if kind is ast.Call:  # pytest.approx(...) of written arguments
+            return self._comparand(node.func, namespace, adopted, local) is self.approx and self.approx is not None \
+                and all(self._written(e, path, namespace, adopted, local, depth + 1)
+                        for e in node.args + [k.value for k in node.keywords if k.arg is not None]) \
+                and all(k.arg is not None for k in node.keywords) and not any(type(a) is ast.Starred for a in node.args)
+        if kind is ast.Name and node.id not in local:
+            value = self._comparand(node, namespace, adopted, local)
+            return value is not None and (value is self.any_object or self._test_made(path, node.id))
+        if kind is ast.Attribute:
+            return self._comparand(node, namespace, adopted, local) is self.any_object and self.any_object is not None
+        return False
 
-        * the test file binds ``name`` at its top level once, as an instance of a class of the test files
-          (``SIX = Approx(6)``) or by an import from a test module that binds it so in turn (``from ._common
-          import ComparesEqual``): never from the code under test (``RESULT = pkg.double(3)``);
-        * the global holds the very object the module bound when it was imported, before any test ran;
-        * the ``__eq__`` its class compares with is a function of the restored test files.
-
-        Such an object is the test's choice: strict equality excuses it. The same object returned by the code
-        under test is not named by the test; a repository's or the standard library's always-equal type
-        (``mock.ANY``) is not excused. What stays open is the documented one: code that changes such an object's
-        state (``SIX.tol = 100``) changes what the test compares, as with any data of a test module."""
+    def _comparand(self, node, namespace, adopted, local):
+        """The object a ``Name`` or a ``module.attribute`` chain denotes, read without running code: a global
+        still bound to what the module bound at import, then attributes of the framework's modules only; or
+        None."""
         b = self.b
-        try:
-            code = frame.f_code
-            if b["type"](name) is not b["str"] or not self._is_test_file(code) or not self.code_ok(code):
-                return False
-            if name in code.co_varnames or name in code.co_cellvars or name in code.co_freevars:
-                return False  # a local: whatever the test assigned it from
-            namespace = frame.f_globals
-            adopted, path = None, None
-            for module_name, graded in b["tuple"](self.graded.items()):
-                if graded[1] is namespace:
-                    adopted, path = self.adopted_globals.get(module_name), graded[3]
-            if adopted is None or not self._test_made(path, name):
-                return False
-            bound, now = self._get(adopted, name), self._get(b["tuple"](namespace.items()), name)
-            if not bound[0] or bound[1] is not value or not now[0] or now[1] is not value:
-                return False  # compared by identity only: no code of the objects runs
-            return self._own_test_equality(b["type"](value))
-        except Exception:  # noqa: BLE001 - a check that cannot complete excuses nothing
-            return False
+        if type(node) is ast.Name:
+            if node.id in local:
+                return None
+            bound, now = self._get(adopted, node.id), self._get(b["tuple"](namespace.items()), node.id)
+            return now[1] if bound[0] and now[0] and bound[1] is now[1] else None
+        if type(node) is ast.Attribute:
+            owner = self._comparand(node.value, namespace, adopted, local)
+            if owner is None or b["type"](owner) is not b["ModuleType"] or b["id"](owner) not in self.framework_modules:
+                return None
+            found, value = self._get(b["tuple"](b["vars"](owner).items()), node.attr)
+            return value if found else None
+        return None
 
     def _own_test_equality(self, kind):
         """Whether the ``__eq__`` that ``kind``'s instances compare with is a function of the restored test files."""
