@@ -744,19 +744,42 @@ FALSE_ALARMS["mock-ANY-in-the-expectation"] = (
     "PkgTest::test_double")
 
 
-def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(), files=None, bug_line="x + 2"):
-    """Validate a one-function package (``double``; the bug ``return x + 2``, or ``return {bug_line}``) graded by
-    ``test_file``'s tests (``files``: more files of the repository)."""
-    from turngym.envs.swe import SWEInstance
+# Honest suites that patch a builtin-named global into their own module (a second red-team pass's false alarms of the
+# builtin-shadowing check): the name is in a string of the test file, the value a mock or a test-file function.
+FALSE_ALARMS["print-patched-into-the-test-module"] = (
+    "unittest",
+    ("import sys\nimport unittest\nfrom unittest import mock\n\nimport pkg\n\n\ndef describe(x):\n"
+     "    print('value', x)\n    return x\n\n\nclass PkgTest(unittest.TestCase):\n    def setUp(self):\n"
+     "        patcher = mock.patch.object(sys.modules[__name__], 'print', create=True)\n"
+     "        self.printed = patcher.start()\n        self.addCleanup(patcher.stop)\n\n"
+     "    def test_double(self):\n        self.assertEqual(describe(pkg.double(3)), 6)\n"
+     "        self.printed.assert_called_once_with('value', 6)\n"),
+    "PkgTest::test_double")
+FALSE_ALARMS["input-monkeypatched-for-the-module"] = (
+    "pytest",
+    ("import sys\n\nimport pytest\n\nimport pkg\n\n\ndef ask():\n    return input('? ')\n\n\n"
+     "@pytest.fixture(scope='module', autouse=True)\ndef answer_yes():\n    with pytest.MonkeyPatch.context() as mp:\n"
+     "        mp.setattr(sys.modules[__name__], 'input', lambda prompt='': 'y', raising=False)\n        yield\n\n\n"
+     "def test_double():\n    assert pkg.double(3) == 6 and ask() == 'y'\n"),
+    "test_double")
 
-    repo = _package(tmp_path, "repo", {"pkg/__init__.py": "def double(x):\n    return x * 2\n",
+
+def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(), files=None, bug_line="x + 2",
+                 bug_module=None, honest_prefix=""):
+    """Validate a one-function package (``double``; the bug ``return x + 2``, or ``return {bug_line}``, or the
+    whole of ``pkg/__init__.py`` replaced by ``bug_module``) graded by ``test_file``'s tests (``files``: more
+    files of the repository; ``honest_prefix``: more code of the honest ``pkg/__init__.py``)."""
+    from turngym.envs.swe import SWEInstance
+    from turngym.envs.swe.synth.pipeline import make_patch
+
+    honest = honest_prefix + "def double(x):\n    return x * 2\n"
+    repo = _package(tmp_path, "repo", {"pkg/__init__.py": honest,
                                         "tests/__init__.py": "", "tests/test_pkg.py": test_file, **(files or {})})
     lines = len(test_file.splitlines())
     mark = ("diff --git a/tests/test_pkg.py b/tests/test_pkg.py\n--- a/tests/test_pkg.py\n+++ b/tests/test_pkg.py\n"
             f"@@ -{lines},0 +{lines + 1} @@\n+# graded\n")
-    bug = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
-           f"@@ -1,2 +1,2 @@\n def double(x):\n-    return x * 2\n+    return {bug_line}\n")
-    gold = bug.replace(f"-    return x * 2\n+    return {bug_line}", f"-    return {bug_line}\n+    return x * 2")
+    bugged = bug_module or honest.replace("return x * 2", f"return {bug_line}")
+    bug, gold = make_patch({"pkg/__init__.py": (honest, bugged)}), make_patch({"pkg/__init__.py": (bugged, honest)})
     instance = SWEInstance.from_record({
         "instance_id": name, "repo": "repro", "base_commit": "", "problem_statement": "x", "patch": gold,
         "setup_patch": bug, "test_patch": mark, "repo_path": str(repo),
@@ -917,6 +940,75 @@ def test_tampering_with_a_test_modules_globals_voids_the_grading(attack, tmp_pat
     assert check.before.statuses[f"tests/test_pkg.py::{name}"] == "TAMPERED", check.before.log[-3000:]
     assert reason in check.before.log
     assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
+
+
+# A second red-team pass, on the excuse as it then stood: the package swapped sys.modules' test module at import,
+# so that the test's `from tests._common import Approx` got a subclass with a tolerance of its own (A1) or a
+# factory of the always-equal object (A2); or gave a test class deriving from a package class a subclass of its
+# own (A4); or replaced the test module's __builtins__ (B1), or put a builtin-named global in it that the test file
+# uses only as a local elsewhere (B2). Each passed; each is now refused or voided.
+_SWAP_COMMON = ("import importlib\nimport sys\nimport types\n\n\ndef double(x):\n    return x + 2\n\n\n"
+                "def _go():\n    real = importlib.import_module('tests._common')\n"
+                "    fake = types.ModuleType(real.__name__)\n    fake.__dict__.update(real.__dict__)\n{body}"
+                "    sys.modules[real.__name__] = fake\n\n\n_go()\n")
+_SIX = {"pytest": NAMED_MATCHER[1],
+        "unittest": ("import unittest\n\nimport pkg\n\nfrom ._common import Approx\n\nSIX = Approx(6)\n\n\n"
+                     "class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+                     "        self.assertEqual(pkg.double(3), SIX)\n")}
+_STR = {"pytest": "import pkg\n\n\ndef test_double():\n    assert str(pkg.double(3)) == '6'\n",
+        "unittest": ("import unittest\n\nimport pkg\n\n\nclass PkgTest(unittest.TestCase):\n"
+                     "    def test_double(self):\n        self.assertEqual(str(pkg.double(3)), '6')\n")}
+SECOND_PASS = {  # test files, the bugged pkg/__init__.py, the status the bug's grading must show
+    "A1 a subclass of the test files' matcher, swapped in": (_SIX, _SWAP_COMMON.format(body=(
+        "    class Approx(real.Approx):\n        tol = property(lambda s: float('inf'), lambda s, v: None)\n"
+        "    fake.Approx = Approx\n")), "FAILED"),
+    "A2 a factory of the always-equal object, swapped in": (_SIX, _SWAP_COMMON.format(
+        body="    fake.Approx = lambda *a, **k: real.ComparesEqual\n"), "FAILED"),
+    "A4 a package base class that makes a subclass of its own": (
+        {mode: ("import unittest\n\nimport pkg\n\n\nclass Expected(pkg.Box):\n    def __eq__(self, other):\n"
+                "        return self.value == other\n\n\nSIX = Expected(6)\n\n\n"
+                + ("class PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+                   "        self.assertEqual(pkg.double(3), SIX)\n" if mode == "unittest" else
+                   "def test_double():\n    assert pkg.double(3) == SIX\n")) for mode in ("unittest", "pytest")},
+        ("class Box:\n    def __new__(cls, *args):\n"
+         "        made = type(cls.__name__, (cls,), {'value': property(lambda s: 5, lambda s, v: None)})\n"
+         "        return object.__new__(made)\n\n    def __init__(self, value):\n        self.value = value\n\n\n"
+         "def double(x):\n    return x + 2\n"), "FAILED"),
+    "B1 the test module's __builtins__ replaced": (_STR, (
+        "import builtins\nimport sys\n\n\ndef double(x):\n    return x + 2\n\n\ndef _go():\n"
+        "    frame = sys._getframe(1)\n    while frame is not None:\n        g = frame.f_globals\n"
+        "        if str(g.get('__file__', '')).endswith('test_pkg.py'):\n            fake = dict(vars(builtins))\n"
+        "            real = builtins.str\n            fake['str'] = lambda v='', *a: '6' if v == 5 else real(v, *a)\n"
+        "            g['__builtins__'] = fake\n            return\n        frame = frame.f_back\n\n\n_go()\n"),
+        "TAMPERED"),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ["unittest", "pytest"])
+@pytest.mark.parametrize("attack", sorted(SECOND_PASS))
+def test_the_second_red_team_passs_attacks_fail(attack, mode, tmp_path):
+    test_files, bug_module, status = SECOND_PASS[attack]
+    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
+    box = "class Box:\n    def __init__(self, value):\n        self.value = value\n\n\n" if "A4" in attack else ""
+    check = _repro_check(tmp_path, "second", mode, test_files[mode], [name], files=APPROX, bug_module=bug_module,
+                         honest_prefix=box)
+    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == status, check.before.log[-3000:]
+    assert not check.after.tampered, check.after.log[-3000:]
+    # a matcher class deriving from a package class is not excused, honest or not (a documented false alarm)
+    assert check.after.resolved == ("A4" not in attack), check.after.log[-3000:]
+
+
+@needs_bwrap
+def test_a_builtin_named_global_the_test_file_uses_only_as_a_local_elsewhere_voids_the_grading(tmp_path):
+    test_file = ("import unittest\n\nimport pkg\n\n\nclass PkgTest(unittest.TestCase):\n    def test_double(self):\n"
+                 "        pkg.double(0)\n        self.assertEqual(max(pkg.double(3), 0), 6)\n\n"
+                 "    def test_bounds(self):\n        min, max = 0, 10\n        self.assertLess(min, max)\n")
+    bug = "(__import__('sys')._getframe(1).f_globals.__setitem__('max', lambda *v: 6), x + 2)[1]"
+    check = _repro_check(tmp_path, "b2", "unittest", test_file, ["PkgTest::test_double"], ["PkgTest::test_bounds"],
+                         bug_line=bug)
+    assert check.before.statuses["tests/test_pkg.py::PkgTest::test_double"] == "TAMPERED", check.before.log[-3000:]
+    assert "shadows the builtin max" in check.before.log
 
 
 @needs_bwrap

@@ -405,12 +405,22 @@ def _body_bindings(body):
 NAMED_NODES = tuple(t for t in (ast.ExceptHandler, getattr(ast, "MatchAs", None), getattr(ast, "MatchStar", None)) if t)
 
 
-def _bound_anywhere(tree):
-    """Every name the source binds anywhere (assigned, imported, defined, declared ``global``), or None when it
-    has a ``from x import *`` (then any name may be its)."""
-    names = set()
-    for node in ast.walk(tree):
+def _module_names(tree):
+    """What may be a global of the source's module: every name its module level binds (not inside a function or
+    class body), every name a function of it declares ``global``, and every string constant (a name patched
+    in, ``mock.patch.object(module, 'print')``, ``__name__ + '.input'``); None when it has a ``from x import
+    *`` (then any name may be its)."""
+    names, strings = set(), set()
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
         kind = type(node)
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            names.add(node.name)
+            stack.extend(node.decorator_list)
+            continue
+        if kind is ast.Lambda:
+            continue
         if kind is ast.Name and type(node.ctx) is not ast.Load:
             names.add(node.id)
         elif kind in (ast.Import, ast.ImportFrom):
@@ -418,21 +428,20 @@ def _bound_anywhere(tree):
                 if alias.name == "*":
                     return None
                 names.add(alias.asname or alias.name.split(".")[0])
-        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            names.add(node.name)
-        elif kind in (ast.Global, ast.Nonlocal):
-            names.update(node.names)
-        elif kind is ast.arg:
-            names.add(node.arg)
         elif kind in NAMED_NODES and getattr(node, "name", None):
             names.add(node.name)
-    return frozenset(names)
+        stack.extend(ast.iter_child_nodes(node))
+    for node in ast.walk(tree):
+        if type(node) in (ast.Global, ast.Nonlocal):
+            names.update(node.names)
+        elif type(node) is ast.Constant and type(node.value) is str and len(node.value) < 200:
+            strings.add(node.value.rpartition(".")[2])
+    return frozenset(names), frozenset(strings)
 
 
 def _top_level(tree):
     """What the source's top level binds: ``({name: first line} of undecorated defs, {name: module}
-    of imports, protocol names it binds, every name it binds anywhere or None)``; only names bound once
-    are checked."""
+    of imports, protocol names it binds, :func:`_module_names`)``; only names bound once are checked."""
     counts, defs, imports, protocol = {}, {}, {}, set()
     for node in tree.body:
         bound = []
@@ -463,7 +472,7 @@ def _top_level(tree):
                 protocol.add(name)
     once = {name for name, count in counts.items() if count == 1}
     return ({k: v for k, v in defs.items() if k in once}, {k: v for k, v in imports.items() if k in once},
-            frozenset(protocol), _bound_anywhere(tree))
+            frozenset(protocol), _module_names(tree))
 
 
 def _top_level_binds(node):
@@ -925,6 +934,7 @@ class Guard:
         }
         self.builtins_items = tuple(vars(builtins).items())
         self.builtin_names = frozenset(key for key, _ in self.builtins_items if type(key) is str)
+        self.builtins_dict = vars(builtins)
         self.builtins = builtins
         self.sys = sys
         self.gc = gc
@@ -1026,11 +1036,14 @@ class Guard:
                 try:
                     written[side] = _self.test_written(frame, node_of(side))
                 except Exception:  # noqa: BLE001 - a check that cannot complete excuses nothing
-                    written[side] = False
-            if not written[side]:
+                    written[side] = None
+            if written[side] is None:
                 return False
             kind = _type(value)
-            return _self.b["id"](kind) in _self.framework_ids or _self._own_test_equality(kind)
+            try:
+                return _self.b["id"](kind) in _self.framework_ids or _self._test_class(kind, written[side])
+            except Exception:  # noqa: BLE001
+                return False
 
         return exempt
 
@@ -1062,9 +1075,10 @@ class Guard:
         return found[0] if len(found) == 1 else None
 
     def test_written(self, frame, node):
-        """Whether ``node``, an argument of an equality that the test code running in ``frame`` (a graded test
-        file's, checked) makes, is the test's own expectation: built only of constants, displays (``[ANY, 2]``)
-        and names that no code under test could have chosen:
+        """The class names of the test-made objects of ``node`` (a set, maybe empty) when ``node``, an argument
+        of an equality that the test code running in ``frame`` (a graded test file's, checked) makes, is the
+        test's own expectation: built only of constants, displays (``[ANY, 2]``) and names that no code under
+        test could have chosen:
 
         * a global of the test module, bound at its top level once, as an instance of a class of the test
           files (``SIX = Approx(6)``) or by an import from a test module that binds it so in turn (``from
@@ -1073,41 +1087,49 @@ class Guard:
           ``pytest.approx(...)`` of such arguments.
 
         Never a local, a call into the code under test (``RESULT = pkg.double(3)`` is refused), or anything
-        else. What stays open is the documented one: code that changes such an object's state (``SIX.tol =
-        100``) changes what the test compares, as with any data of a test module."""
+        else; None when it is not. The objects of such a side are then checked for what they are (see
+        :meth:`exemption` and :meth:`_test_class`). What stays open is the documented one: code that changes
+        such an object's state (``SIX.tol = 100``) changes what the test compares, as with any test data."""
         code = frame.f_code
         if node is None or not self._is_test_file(code) or not self.code_ok(code):
-            return False
+            return None
         namespace, adopted, path = frame.f_globals, None, None
         for module_name, graded in self.b["tuple"](self.graded.items()):
             if graded[1] is namespace:
                 adopted, path = self.adopted_globals.get(module_name), graded[3]
         if adopted is None:
-            return False
+            return None
         local = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
-        return self._written(node, path, namespace, adopted, local, 0)
+        classes = set()
+        return classes if self._written(node, path, namespace, adopted, local, 0, classes) else None
 
-    def _written(self, node, path, namespace, adopted, local, depth):
+    def _written(self, node, path, namespace, adopted, local, depth, classes):
         kind = type(node)
         if depth > 20:
             return False
         if kind is ast.Constant:
             return True
         if kind in (ast.List, ast.Tuple, ast.Set):
-            return all(self._written(e, path, namespace, adopted, local, depth + 1) for e in node.elts)
+            return all(self._written(e, path, namespace, adopted, local, depth + 1, classes) for e in node.elts)
         if kind is ast.Dict:
-            return None not in node.keys and all(self._written(e, path, namespace, adopted, local, depth + 1)
+            return None not in node.keys and all(self._written(e, path, namespace, adopted, local, depth + 1, classes)
                                                  for e in node.keys + node.values)
         if kind is ast.UnaryOp and type(node.op) in (ast.USub, ast.UAdd):
-            return self._written(node.operand, path, namespace, adopted, local, depth + 1)
+            return self._written(node.operand, path, namespace, adopted, local, depth + 1, classes)
         if kind is ast.Call:  # pytest.approx(...) of written arguments
             return self._comparand(node.func, namespace, adopted, local) is self.approx and self.approx is not None \
-                and all(self._written(e, path, namespace, adopted, local, depth + 1)
+                and all(self._written(e, path, namespace, adopted, local, depth + 1, classes)
                         for e in node.args + [k.value for k in node.keywords if k.arg is not None]) \
                 and all(k.arg is not None for k in node.keywords) and not any(type(a) is ast.Starred for a in node.args)
         if kind is ast.Name and node.id not in local:
             value = self._comparand(node, namespace, adopted, local)
-            return value is not None and (value is self.any_object or self._test_made(path, node.id))
+            if value is None:
+                return False
+            if value is self.any_object:
+                return True
+            made_of = self._test_made(path, node.id)
+            classes.add(made_of)
+            return bool(made_of)
         if kind is ast.Attribute:
             return self._comparand(node, namespace, adopted, local) is self.any_object and self.any_object is not None
         return False
@@ -1130,40 +1152,82 @@ class Guard:
             return value if found else None
         return None
 
-    def _own_test_equality(self, kind):
-        """Whether the ``__eq__`` that ``kind``'s instances compare with is a function of the restored test files."""
+    def _test_class(self, kind, names):
+        """Whether ``kind`` is a class the test files define, named in ``names`` (what the source makes the object
+        of): its metaclass is ``type``; every function, static or class method and property of every class of
+        its MRO that is not the framework's is code of the restored test files, and nothing else there is
+        callable but plain data; and the ``__eq__`` it compares with is such a function. A subclass the code
+        under test made (a property of its own, a factory returning another object) is not."""
         b = self.b
+        qualname = b["qualname"](kind)
+        if b["type"](kind) is not type or b["type"](qualname) is not b["str"] or qualname not in names:
+            return False
+        plain = (b["str"], int, float, bool, type(None), b["tuple"], frozenset)
+        equality = None
         for klass in b["mro"](kind):
-            found, function = self._get(b["tuple"](b["type_dict"](klass).items()), "__eq__")
-            if found:
-                return b["type"](function) is b["FunctionType"] and self._is_test_file(function.__code__) and \
-                    self.code_ok(function.__code__)
-        return False
+            if klass is object or b["id"](klass) in self.framework_ids:
+                continue
+            for key, value in b["tuple"](b["type_dict"](klass).items()):
+                kind_of = b["type"](value)
+                if kind_of is b["FunctionType"]:
+                    functions = (value,)
+                elif kind_of is b["staticmethod"] or kind_of is b["classmethod"]:
+                    functions = (value.__func__,)
+                elif kind_of is b["property"]:
+                    functions = b["tuple"](f for f in (value.fget, value.fset, value.fdel) if f is not None)
+                elif kind_of in plain or (b["type"](key) is b["str"] and key in ("__dict__", "__weakref__")):
+                    continue
+                else:
+                    return False
+                if not b["all"](b["type"](f) is b["FunctionType"] and self._is_test_file(f.__code__) and
+                                self.code_ok(f.__code__) for f in functions):
+                    return False
+                if key == "__eq__" and equality is None:
+                    equality = value
+        return equality is not None
 
     def _test_made(self, path, name, depth=0):
-        """Whether the test file at ``path`` binds ``name`` at its top level exactly once, as an instance of a class
-        it defines or imports from a test module (``SIX = Approx(6)``), or by an import from a test module whose
-        file binds it so in turn (followed up to 3 files)."""
+        """The name of the class the test file at ``path`` makes its global ``name`` an instance of, when it binds
+        ``name`` at its top level exactly once, as an instance of a class of the test files (``SIX = Approx(6)``)
+        or by an import from a test module whose file binds it so in turn (followed up to 3 files); else ''."""
         tree = self._tree(path)
         if tree is None or depth > 3:
-            return False
+            return ""
         bindings = [node for node in tree.body if name in _top_level_binds(node)]
         if len(bindings) != 1:
-            return False
+            return ""
         node = bindings[0]
         if type(node) is ast.ImportFrom:
-            if not _from_test_module(node):
-                return False
-            source = self._module_file(path, node)
-            original = [a.name for a in node.names if (a.asname or a.name) == name]
-            return source is not None and len(original) == 1 and self._test_made(source, original[0], depth + 1)
+            source, original = self._imported(path, node, name)
+            return self._test_made(source, original, depth + 1) if source else ""
         if not (type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name and
                 type(node.value) is ast.Call and type(node.value.func) is ast.Name):
-            return False
-        made_by = node.value.func.id
-        return any((type(n) is ast.ClassDef and n.name == made_by) or
-                   (type(n) is ast.ImportFrom and _from_test_module(n) and made_by in _top_level_binds(n))
-                   for n in tree.body)
+            return ""
+        return self._static_class(path, node.value.func.id, depth)
+
+    def _static_class(self, path, name, depth=0):
+        """The name of the class that ``name`` is at the top level of the test file at ``path``: its own class
+        statement, or one imported from a test module (followed up to 3 files); else ''."""
+        tree = self._tree(path)
+        if tree is None or depth > 3:
+            return ""
+        bindings = [node for node in tree.body if name in _top_level_binds(node)]
+        if len(bindings) != 1:
+            return ""
+        node = bindings[0]
+        if type(node) is ast.ClassDef:
+            return node.name
+        if type(node) is ast.ImportFrom:
+            source, original = self._imported(path, node, name)
+            return self._static_class(source, original, depth + 1) if source else ""
+        return ""
+
+    def _imported(self, path, node, name):
+        """``(the restored test file, the name there)`` that ``from X import ...`` at ``path`` binds ``name``
+        from, or ``(None, '')`` when X is not a test module."""
+        original = [a.name for a in node.names if (a.asname or a.name) == name]
+        source = self._module_file(path, node) if _from_test_module(node) and len(original) == 1 else None
+        return (source, original[0]) if source else (None, "")
 
     def _module_file(self, path, node):
         """The restored test file that ``from X import ...`` in the file at ``path`` reads, or None."""
@@ -1422,7 +1486,7 @@ class Guard:
             return f"sys.modules[{name!r}] is not the module made from the restored test file"
         if b["type"](module) is not b["ModuleType"] or b["vars"](module) is not namespace:
             return f"the module {name} was replaced"
-        defs, imports, protocol, anywhere = info
+        defs, imports, protocol, module_names = info
         items = b["tuple"](namespace.items())
         codes = b["tuple"](v.__code__ if b["type"](v) is b["FunctionType"] else None for _, v in items)
         last = self.modules_seen.get(name)
@@ -1450,13 +1514,34 @@ class Guard:
                 ok, real = self._get(self.snapshot_modules, PYTEST_MODULE_GLOBALS[key])
                 if not ok or value is not real:
                     return f"{name}.{key} is not pytest's {PYTEST_MODULE_GLOBALS[key]}"
-            elif anywhere is not None and key in self.builtin_names and key not in anywhere \
-                    and not key.startswith("__"):
-                # a global that shadows a builtin (str, len, isinstance) which the test file never binds: the
-                # code under test put it there, to change what the tests compute
+            elif key == "__builtins__":
+                if value is not self.builtins and value is not self.builtins_dict:
+                    return f"{name}.__builtins__ is not the interpreter's builtins"
+            elif module_names is not None and key in self.builtin_names and key not in module_names[0] \
+                    and not key.startswith("__") and not (key in module_names[1] and self._patched_in(value)):
+                # a global that shadows a builtin (str, len, isinstance) which the test file never binds nor
+                # patches in itself: the code under test put it there, to change what the tests compute
                 return f"{name}.{key} shadows the builtin {key}, and the test file binds no {key}"
         self.modules_seen[name] = (items, codes)
         return ""
+
+    def _patched_in(self, value):
+        """Whether ``value``, a global a test file names in a string, is what a test patches in: a function of
+        the test files, a builtin, or a framework object (a ``mock.MagicMock``; its class is made per instance
+        from the framework's), no code of the repository in its class."""
+        b = self.b
+        kind = b["type"](value)
+        if kind is b["FunctionType"]:
+            return self._is_test_file(value.__code__) and self.code_ok(value.__code__)
+        if b["any"](value is v for _, v in self.builtins_items):
+            return True
+        for klass in b["mro"](kind):
+            if b["id"](klass) in self.framework_ids:
+                return True
+            for _, item in b["tuple"](b["type_dict"](klass).items()):
+                if b["type"](item) is b["FunctionType"] and not self.code_ok(item.__code__):
+                    return False
+        return False
 
     def hooks_ok(self):
         """Why the interpreter's hooks are not as they were before the repository loaded, or ''."""
