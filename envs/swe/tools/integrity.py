@@ -1027,8 +1027,9 @@ class Guard:
     def exemption(self, frame, node_of):
         """``exempt(side, value)`` for :func:`make_strict_equality`'s ``problem``: whether ``value`` sits on a side
         that the test running in ``frame`` writes as its own expectation (``node_of(side)``, the side's syntax
-        node; see :meth:`test_written`), and is an object such an expectation may hold: an instance of a class
-        whose ``__eq__`` is the test files' code, or of the framework's (``mock.ANY``, ``pytest.approx``'s)."""
+        node; see :meth:`test_written`), and is an object such an expectation may hold: an instance of a
+        framework class (``mock.ANY``'s, ``pytest.approx``'s) or of a test-file class the source names (see
+        :meth:`_test_class`)."""
         written = {}
 
         def exempt(side, value, _self=self, _type=type):
