@@ -406,12 +406,15 @@ NAMED_NODES = tuple(t for t in (ast.ExceptHandler, getattr(ast, "MatchAs", None)
 
 
 def _module_names(tree):
-    """What may be a global of the source's module: every name its module level binds (not inside a function or
-    class body), every name a function of it declares ``global``, and every string constant (a name patched
-    in, ``mock.patch.object(module, 'print')``, ``__name__ + '.input'``); None when it has a ``from x import
-    *`` (then any name may be its)."""
+    """What may be a global of the source's module: every name its module level binds unconditionally (not inside
+    a function or class body, nor under an ``if``, ``try``, loop or ``with``: ``try: from itertools import izip as
+    zip`` binds no ``zip`` on Python 3), every name a function of it declares ``global``, and every string
+    constant (a name patched in, ``mock.patch.object(module, 'print')``, ``__name__ + '.input'``); None when
+    it has a ``from x import *`` (then any name may be its)."""
     names, strings = set(), set()
-    stack = list(tree.body)
+    conditional = (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith) + tuple(
+        t for t in (getattr(ast, "TryStar", None), getattr(ast, "Match", None)) if t)
+    stack = [node for node in tree.body if type(node) not in conditional]
     while stack:
         node = stack.pop()
         kind = type(node)
@@ -432,6 +435,8 @@ def _module_names(tree):
             names.add(node.name)
         stack.extend(ast.iter_child_nodes(node))
     for node in ast.walk(tree):
+        if type(node) in (ast.ImportFrom, ast.Import) and any(alias.name == "*" for alias in node.names):
+            return None
         if type(node) in (ast.Global, ast.Nonlocal):
             names.update(node.names)
         elif type(node) is ast.Constant and type(node.value) is str and len(node.value) < 200:
@@ -684,8 +689,10 @@ def make_strict_equality(cwd, trusted):
     any number for a number (a builtin one, or a registered ``numbers.Number`` such as ``Decimal`` or numpy's
     scalars), and a subclass of that builtin type (a namedtuple, an ``IntEnum``, an ``OrderedDict``); in both,
     the type's ``__eq__`` must not be the repository's (neither its code nor a class the repository defines).
-    Lists, tuples and dicts are compared element by element under the same rule (at most 10,000 elements).
-    No code of the compared objects runs: types are read with ``type``, class dicts through ``type.__dict__``.
+    Lists, tuples and dicts are compared element by element under the same rule (at most 10,000 elements), and
+    so are a dict's keys and a set's elements, each against the builtin types alone. No code of the compared
+    objects runs: types are read with ``type``, class dicts through ``type.__dict__``, and containers through
+    the builtin types' own methods (``list.__len__``, ``dict.__getitem__``...), never a subclass's.
 
     ``exempt(side, value)``, where given, may excuse a pair at any depth: it is asked about the side (0 for
     ``first``, 1 for ``second``) whose element is not a builtin value, and says whether that side is the test's
@@ -716,9 +723,27 @@ def make_strict_equality(cwd, trusted):
                 return ""
         return ""
 
+    def keys_problem(mapping, kind, _type=type, _issubclass=issubclass, _own=own_equality, _scalars=scalars,
+                     _keys=dict.keys, _qualname=type.__dict__["__qualname__"].__get__):
+        """Why a key of a dict (or an element of a set), read with the builtin type's own iteration, cannot be
+        believed: one whose type compares by the repository's own ``__eq__`` (an enum member, a date, a
+        namedtuple are fine)."""
+        for key in (_keys(mapping) if _issubclass(kind, dict) else (set.__iter__(mapping) if _issubclass(kind, set)
+                                                                      else frozenset.__iter__(mapping))):
+            key_kind = _type(key)
+            if key_kind in _scalars or key_kind is tuple:
+                continue
+            where = _own(key_kind)
+            if where:
+                name = _qualname(key_kind)
+                name = name if _type(name) is str else "?"
+                return f"a {name} key or element of a {kind.__name__} compares by the repository's own __eq__ " \
+                       f"({where})"
+        return ""
+
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
-                _qualname=type.__dict__["__qualname__"].__get__):
+                _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem):
         stack, budget = [(first, second)], [10000]  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
@@ -737,20 +762,33 @@ def make_strict_equality(cwd, trusted):
                     continue  # an object of the test's own expectation, written in its source
                 name = _qualname(other_kind)
                 name = name if _type(name) is str else "?"
-                family = _issubclass(other_kind, _number) if kind in _numbers else _issubclass(other_kind, kind)
+                family = _issubclass(other_kind, _number) if kind in _numbers else _issubclass(other_kind, kind) or (
+                    kind in (set, frozenset) and _issubclass(other_kind, (set, frozenset)))
                 if not family:
                     return f"a {name} was compared with a {kind.__name__}: strict equality wants a {kind.__name__}"
                 where = _own(other_kind)
                 if where:
                     return f"a {name} was compared with a {kind.__name__} by the repository's own __eq__ ({where})"
             if kind in (list, tuple) and _issubclass(other_kind, (list, tuple)):
-                if _len(expected) == _len(other):
-                    stack += [(a[i], b[i]) for i in _range(_len(expected))]
+                length_a = (list.__len__ if _issubclass(_type(a), list) else tuple.__len__)(a)
+                length_b = (list.__len__ if _issubclass(_type(b), list) else tuple.__len__)(b)
+                if length_a != length_b:
+                    continue  # they compared equal, yet differ in length: a subclass's own __eq__ (checked above)
+                item_a = list.__getitem__ if _issubclass(_type(a), list) else tuple.__getitem__
+                item_b = list.__getitem__ if _issubclass(_type(b), list) else tuple.__getitem__
+                stack += [(item_a(a, i), item_b(b, i)) for i in _range(length_a)]
             elif kind is dict and _issubclass(other_kind, dict):
-                for key in expected:
-                    if key in other:
-                        pair = (expected[key], dict.__getitem__(other, key))
+                why = _keys_problem(other, other_kind) or _keys_problem(expected, kind)
+                if why:
+                    return why
+                for key in dict.keys(expected):  # keys are builtin values now: hashing and == run no code of theirs
+                    if dict.__contains__(other, key):
+                        pair = (dict.__getitem__(expected, key), dict.__getitem__(other, key))
                         stack.append(pair if side == 1 else (pair[1], pair[0]))
+            elif kind in (set, frozenset) and _issubclass(other_kind, (set, frozenset)):
+                why = _keys_problem(other, other_kind) or _keys_problem(expected, kind)
+                if why:
+                    return why
         return ""
 
     return problem
@@ -784,8 +822,8 @@ def strict_assertions(test_case, problem, guard=None):
 
 
 def strict_pytest_asserts(rewrite_module, problem, guard=None):
-    """pytest's ``assert a == b``, strict: the assertion rewriter's comparison of two values goes through
-    ``rewrite_module._turngym_equal``, which applies ``problem`` when ``==`` said True. Set on pytest's rewriter
+    """pytest's ``assert a == b``, strict: the assertion rewriter's comparison of two values is followed by
+    ``rewrite_module._turngym_strict``, which applies ``problem`` when ``==`` said True. Set on pytest's rewriter
     before the snapshot (the plugin's own compile of a test file goes through it too). False when this
     pytest's rewriter is not the shape this patch knows (then pytest's asserts are not strict). With ``guard``,
     the source span of each side of the assert is passed on, and the objects of a side that the test writes as
@@ -795,15 +833,17 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None):
     if original is None:
         return False
 
-    def _turngym_equal(left, right, left_span=None, right_span=None, _getframe=sys._getframe, _guard=guard):
-        result = left == right
-        if result is True and problem(left, right):
-            if _guard is not None:
-                caller, spans = _getframe(1), (left_span, right_span)
-                if not problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side]))):
-                    return result
-            return False
-        return result
+    def _turngym_strict(left, right, left_span=None, right_span=None, _getframe=sys._getframe, _guard=guard):
+        """True unless strict equality refuses ``left == right``, which the assert has found true (the rewritten
+        assert is ``left == right and @pytest_ar._turngym_strict(left, right, ...)``: Python's own ``==``
+        decides falsity, so code that swaps this function can at most skip the strict check, never pass an
+        assert whose values differ)."""
+        if not problem(left, right):
+            return True
+        if _guard is not None:
+            caller, spans = _getframe(1), (left_span, right_span)
+            return not problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side])))
+        return False
 
     def visit_Compare(self, comp):
         before = len(self.statements)
@@ -816,13 +856,14 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None):
             value = getattr(statement, "value", None)
             if type(statement) is ast.Assign and type(value) is ast.Compare and len(value.ops) == 1 \
                     and type(value.ops[0]) is ast.Eq:
-                statement.value = ast.Call(
-                    func=ast.Attribute(value=ast.Name(id="@pytest_ar", ctx=ast.Load()), attr="_turngym_equal",
+                strict = ast.Call(
+                    func=ast.Attribute(value=ast.Name(id="@pytest_ar", ctx=ast.Load()), attr="_turngym_strict",
                                        ctx=ast.Load()),
                     args=[value.left, value.comparators[0]] + [ast.Constant(value=n) for n in names], keywords=[])
+                statement.value = ast.BoolOp(op=ast.And(), values=[value, strict])
         return found
 
-    rewrite_module._turngym_equal = _turngym_equal
+    rewrite_module._turngym_strict = _turngym_strict
     rewriter.visit_Compare = visit_Compare
     return True
 
@@ -1168,7 +1209,13 @@ class Guard:
         for klass in b["mro"](kind):
             if klass is object or b["id"](klass) in self.framework_ids:
                 continue
+            owner = b["qualname"](klass)
+            slots = self._get(b["tuple"](b["type_dict"](klass).items()), "__slots__")[1]
+            slots = (slots,) if b["type"](slots) is b["str"] else \
+                slots if b["type"](slots) in (b["tuple"], list) else ()
             for key, value in b["tuple"](b["type_dict"](klass).items()):
+                if b["type"](key) is not b["str"]:
+                    return False
                 kind_of = b["type"](value)
                 if kind_of is b["FunctionType"]:
                     functions = (value,)
@@ -1176,13 +1223,22 @@ class Guard:
                     functions = (value.__func__,)
                 elif kind_of is b["property"]:
                     functions = b["tuple"](f for f in (value.fget, value.fset, value.fdel) if f is not None)
-                elif kind_of in plain or (b["type"](key) is b["str"] and key in ("__dict__", "__weakref__")):
+                elif kind_of in plain or key in ("__dict__", "__weakref__") or \
+                        (key == "__annotations__" and kind_of is dict) or (key in slots and kind_of is not dict and
+                                                                           b["type"](kind_of) is type and
+                                                                           kind_of.__name__ == "member_descriptor"):
                     continue
                 else:
                     return False
-                if not b["all"](b["type"](f) is b["FunctionType"] and self._is_test_file(f.__code__) and
-                                self.code_ok(f.__code__) for f in functions):
-                    return False
+                for function in functions:
+                    if b["type"](function) is not b["FunctionType"] or not self.code_ok(function.__code__):
+                        return False
+                    code = function.__code__
+                    qualified = b["getattr"](code, "co_qualname", None)
+                    own = self._is_test_file(code) and (qualified is None or (
+                        b["type"](qualified) is b["str"] and qualified.startswith(owner + ".")))
+                    if (key == "__eq__" or self._is_test_file(code)) and not own:
+                        return False  # borrowed from another class (an always-equal one), or the library's __eq__
                 if key == "__eq__" and equality is None:
                     equality = value
         return equality is not None
@@ -1519,7 +1575,8 @@ class Guard:
                 if value is not self.builtins and value is not self.builtins_dict:
                     return f"{name}.__builtins__ is not the interpreter's builtins"
             elif module_names is not None and key in self.builtin_names and key not in module_names[0] \
-                    and not key.startswith("__") and not (key in module_names[1] and self._patched_in(value)):
+                    and not key.startswith("__") and not (key in module_names[1] and self._patched_in(value)) \
+                    and value is not self.builtins_dict.get(key):
                 # a global that shadows a builtin (str, len, isinstance) which the test file never binds nor
                 # patches in itself: the code under test put it there, to change what the tests compute
                 return f"{name}.{key} shadows the builtin {key}, and the test file binds no {key}"
@@ -1537,6 +1594,8 @@ class Guard:
         if b["any"](value is v for _, v in self.builtins_items):
             return True
         for klass in b["mro"](kind):
+            if klass is object or klass is type:
+                break
             if b["id"](klass) in self.framework_ids:
                 return True
             for _, item in b["tuple"](b["type_dict"](klass).items()):
