@@ -849,6 +849,17 @@ NAMES_ITS_OWN_COMPARAND = {
 }
 
 
+def _attack_graded(tmp_path, mode, test_file, status, resolved=True, **repro):
+    """Validate ``test_file``'s one test (``PkgTest::test_double`` or ``test_double``) against an attacking bug
+    (``repro``: :func:`_repro_check`'s arguments); assert the bug's grading says ``status`` and the gold patch's
+    is not void (and resolves, unless ``resolved`` is False); return the validation."""
+    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
+    check = _repro_check(tmp_path, "attack", mode, test_file, [name], **repro)
+    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == status, check.before.log[-3000:]
+    assert not check.after.tampered and check.after.resolved == resolved, check.after.log[-3000:]
+    return check
+
+
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
 def test_a_tests_own_always_equal_object_named_by_the_test_is_no_false_alarm(mode, tmp_path):
@@ -899,11 +910,8 @@ ITS_OWN_COMPARAND_SMUGGLED = {  # test files, the bug's expression, what the log
 @pytest.mark.parametrize("attack", sorted(ITS_OWN_COMPARAND_SMUGGLED))
 def test_a_tests_own_comparand_smuggled_in_by_the_code_under_test_fails(attack, mode, tmp_path):
     test_files, bug_line, reasons = ITS_OWN_COMPARAND_SMUGGLED[attack]
-    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
-    check = _repro_check(tmp_path, "smuggled", mode, test_files[mode], [name], files=APPROX, bug_line=bug_line)
-    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == "FAILED", check.before.log[-3000:]
+    check = _attack_graded(tmp_path, mode, test_files[mode], "FAILED", files=APPROX, bug_line=bug_line)
     assert reasons[mode == "pytest"] in check.before.log
-    assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
 
 
 # A stateful matcher the test file makes itself and names (`SIX = Approx(6)`) is the test's choice too: strict
@@ -948,11 +956,8 @@ MODULE_TAMPERING = {
 @pytest.mark.parametrize("attack", sorted(MODULE_TAMPERING))
 def test_tampering_with_a_test_modules_globals_voids_the_grading(attack, tmp_path):
     mode, test_file, files, bug_line, reason = MODULE_TAMPERING[attack]
-    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
-    check = _repro_check(tmp_path, "tamper", mode, test_file, [name], files=files, bug_line=bug_line)
-    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == "TAMPERED", check.before.log[-3000:]
+    check = _attack_graded(tmp_path, mode, test_file, "TAMPERED", files=files, bug_line=bug_line)
     assert reason in check.before.log
-    assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
 
 
 # A second red-team pass, on the excuse as it then stood: the package swapped sys.modules' test module at import,
@@ -1002,14 +1007,10 @@ SECOND_PASS = {  # test files, the bugged pkg/__init__.py, the status the bug's 
 @pytest.mark.parametrize("attack", sorted(SECOND_PASS))
 def test_the_second_red_team_passs_attacks_fail(attack, mode, tmp_path):
     test_files, bug_module, status = SECOND_PASS[attack]
-    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
     box = "class Box:\n    def __init__(self, value):\n        self.value = value\n\n\n" if "A4" in attack else ""
-    check = _repro_check(tmp_path, "second", mode, test_files[mode], [name], files=APPROX, bug_module=bug_module,
-                         honest_prefix=box)
-    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == status, check.before.log[-3000:]
-    assert not check.after.tampered, check.after.log[-3000:]
     # a matcher class deriving from a package class is not excused, honest or not (a documented false alarm)
-    assert check.after.resolved == ("A4" not in attack), check.after.log[-3000:]
+    _attack_graded(tmp_path, mode, test_files[mode], status, resolved="A4" not in attack, files=APPROX,
+                   bug_module=bug_module, honest_prefix=box)
 
 
 @needs_bwrap
@@ -1061,11 +1062,8 @@ def test_a_container_that_lies_to_strict_equality_fails(attack, mode, tmp_path):
     test_file = {"unittest": ("import unittest\n\nimport pkg\n\n\nclass PkgTest(unittest.TestCase):\n"
                               f"    def test_double(self):\n        self.assertEqual(pkg.{call}, {expected})\n"),
                  "pytest": f"import pkg\n\n\ndef test_double():\n    assert pkg.{call} == {expected}\n"}[mode]
-    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
-    check = _repro_check(tmp_path, "third", mode, test_file, [name], honest_prefix=_CONTAINERS,
-                         bug_module=evil + "def double(x):\n    return x + 2\n")
-    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == "FAILED", check.before.log[-3000:]
-    assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
+    _attack_graded(tmp_path, mode, test_file, "FAILED", honest_prefix=_CONTAINERS,
+                   bug_module=evil + "def double(x):\n    return x + 2\n")
 
 
 MORE_THIRD_PASS = {  # mode, test file, files, bug module or None, bug line, status
@@ -1096,11 +1094,8 @@ MORE_THIRD_PASS = {  # mode, test file, files, bug module or None, bug line, sta
 @pytest.mark.parametrize("attack", sorted(MORE_THIRD_PASS))
 def test_the_third_red_team_passs_other_attacks_fail(attack, tmp_path):
     mode, test_file, files, bug_module, bug_line, status = MORE_THIRD_PASS[attack]
-    name = "PkgTest::test_double" if mode == "unittest" else "test_double"
-    check = _repro_check(tmp_path, "third", mode, test_file, [name], files=files, bug_module=bug_module,
-                         **({"bug_line": bug_line} if bug_line else {}))
-    assert check.before.statuses[f"tests/test_pkg.py::{name}"] == status, check.before.log[-3000:]
-    assert check.after.resolved and not check.after.tampered, check.after.log[-3000:]
+    _attack_graded(tmp_path, mode, test_file, status, files=files, bug_module=bug_module,
+                   **({"bug_line": bug_line} if bug_line else {}))
 
 
 @needs_bwrap

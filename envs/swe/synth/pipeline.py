@@ -124,7 +124,7 @@ class PackageReport:
     screened: int = 0
     kept_mutations: int = 0
     validated: int = 0
-    regraded: int = 0  # kept once FAIL_TO_PASS was taken from the grader's own run of the bug (see _regraded_rows)
+    regraded: int = 0  # kept once FAIL_TO_PASS was taken from the grader's own run of the bug (see regrade_candidates)
     drops: dict[str, int] = field(default_factory=dict)
     false_alarms: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)

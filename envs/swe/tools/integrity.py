@@ -449,29 +449,17 @@ def _top_level(tree):
     of imports, protocol names it binds, :func:`_module_names`)``; only names bound once are checked."""
     counts, defs, imports, protocol = {}, {}, {}, set()
     for node in tree.body:
-        bound = []
         kind = type(node)
-        if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            bound.append(node.name)
-            if kind is not ast.ClassDef and not node.decorator_list:
-                defs[node.name] = node.lineno
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef) and not node.decorator_list:
+            defs[node.name] = node.lineno
         elif kind is ast.Import:
             for alias in node.names:
                 name = alias.asname or alias.name.split(".")[0]
-                bound.append(name)
                 imports[name] = alias.name if alias.asname else name
-        elif kind is ast.ImportFrom:
+        elif kind is ast.ImportFrom and node.module and not node.level:
             for alias in node.names:
-                bound.append(alias.asname or alias.name)
-                if node.module and not node.level:
-                    imports[alias.asname or alias.name] = node.module + "." + alias.name
-        else:
-            for sub in ast.walk(node):
-                if type(sub) is ast.Name and type(sub.ctx) is ast.Store:
-                    bound.append(sub.id)
-                elif type(sub) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-                    bound.append(sub.name)
-        for name in bound:
+                imports[alias.asname or alias.name] = node.module + "." + alias.name
+        for name in _top_level_binds(node):
             counts[name] = counts.get(name, 0) + 1
             if name in PROTOCOL_NAMES:
                 protocol.add(name)
@@ -1016,8 +1004,7 @@ class Guard:
         self.verified, self.verified_codes = {}, []
         self.modules_seen = {}  # graded module name -> (its globals, their code) when last found good
         self.adopted_globals = {}  # graded module name -> its globals' items when adopted (before any test ran)
-        # restored test file -> its syntax tree; {source span: ast.Call}; {source span: [expressions]}
-        self.trees, self.calls, self.exprs = {}, {}, {}
+        self.trees, self.exprs = {}, {}  # restored test file -> its syntax tree; {source span: [expressions]}
 
     # ----------------------------------------------------------------- the graded modules
     def compile_graded(self, path, source):
@@ -1099,9 +1086,9 @@ class Guard:
         named = [k.value for k in call.keywords if k.arg == keyword]
         return call.args[index] if index < len(call.args) else (named[0] if named else None)
 
-    def node_at(self, frame, span):
-        """The expression of the restored test file running in ``frame`` whose source span is ``span`` (recorded
-        by the assertion rewriter), or None."""
+    def node_at(self, frame, span, kind=ast.expr):
+        """The expression (of ``kind``) of the restored test file running in ``frame`` whose source span is
+        ``span``, or None; ``frame``'s code must be that file's (``code_ok``, which compares line tables too)."""
         code = frame.f_code
         tree = self._tree(code.co_filename)
         if tree is None or type(span) is not tuple or not self.code_ok(code):
@@ -1113,7 +1100,7 @@ class Guard:
                 if isinstance(n, ast.expr) and getattr(n, "end_col_offset", None) is not None:
                     index.setdefault((n.lineno, n.end_lineno, n.col_offset, n.end_col_offset), []).append(n)
             self.exprs[path] = index
-        found = self.exprs[path].get(span, ())
+        found = [n for n in self.exprs[path].get(span, ()) if isinstance(n, kind)]
         return found[0] if len(found) == 1 else None
 
     def test_written(self, frame, node):
@@ -1243,41 +1230,31 @@ class Guard:
                     equality = value
         return equality is not None
 
-    def _test_made(self, path, name, depth=0):
+    def _test_made(self, path, name):
         """The name of the class the test file at ``path`` makes its global ``name`` an instance of, when it binds
         ``name`` at its top level exactly once, as an instance of a class of the test files (``SIX = Approx(6)``)
-        or by an import from a test module whose file binds it so in turn (followed up to 3 files); else ''."""
-        tree = self._tree(path)
-        if tree is None or depth > 3:
-            return ""
-        bindings = [node for node in tree.body if name in _top_level_binds(node)]
-        if len(bindings) != 1:
-            return ""
-        node = bindings[0]
-        if type(node) is ast.ImportFrom:
-            source, original = self._imported(path, node, name)
-            return self._test_made(source, original, depth + 1) if source else ""
+        or by an import from a test module whose file binds it so in turn; else ''."""
+        path, node = self._binding(path, name)
         if not (type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name and
                 type(node.value) is ast.Call and type(node.value.func) is ast.Name):
             return ""
-        return self._static_class(path, node.value.func.id, depth)
+        path, node = self._binding(path, node.value.func.id)
+        return node.name if type(node) is ast.ClassDef else ""
 
-    def _static_class(self, path, name, depth=0):
-        """The name of the class that ``name`` is at the top level of the test file at ``path``: its own class
-        statement, or one imported from a test module (followed up to 3 files); else ''."""
-        tree = self._tree(path)
-        if tree is None or depth > 3:
-            return ""
-        bindings = [node for node in tree.body if name in _top_level_binds(node)]
-        if len(bindings) != 1:
-            return ""
-        node = bindings[0]
-        if type(node) is ast.ClassDef:
-            return node.name
-        if type(node) is ast.ImportFrom:
-            source, original = self._imported(path, node, name)
-            return self._static_class(source, original, depth + 1) if source else ""
-        return ""
+    def _binding(self, path, name):
+        """``(file, statement)``: the one top-level statement that binds ``name`` in the test file at ``path``,
+        followed through imports from test modules (up to 3 files); ``(None, None)`` if there is none, or more."""
+        for _ in range(4):
+            tree = self._tree(path)
+            if tree is None:
+                return None, None
+            bindings = [node for node in tree.body if name in _top_level_binds(node)]
+            if len(bindings) != 1:
+                return None, None
+            if type(bindings[0]) is not ast.ImportFrom:
+                return path, bindings[0]
+            path, name = self._imported(path, bindings[0], name)
+        return None, None
 
     def _imported(self, path, node, name):
         """``(the restored test file, the name there)`` that ``from X import ...`` at ``path`` binds ``name``
@@ -1314,22 +1291,14 @@ class Guard:
 
     def _call_at(self, frame):
         """The ``ast.Call`` of the restored test file whose source span is that of ``frame``'s current
-        instruction, or None. The span comes from the code's line table, which ``code_ok`` compares with a
-        fresh compile's (a forged table could point at another call)."""
-        b = self.b
-        code = frame.f_code
-        positions = b["getattr"](code, "co_positions", None)
-        tree = self._tree(code.co_filename)
-        if positions is None or tree is None or not self.code_ok(code):
+        instruction (its line table's, Python 3.11+), or None."""
+        positions = self.b["getattr"](frame.f_code, "co_positions", None)
+        if positions is None:
             return None
-        path = b["abspath"](code.co_filename)
-        if path not in self.calls:
-            self.calls[path] = {(n.lineno, n.end_lineno, n.col_offset, n.end_col_offset): n
-                                for n in b["walk"](tree) if type(n) is ast.Call}
         wanted = frame.f_lasti // 2
-        for index, span in b["enumerate"](positions()):
+        for index, span in self.b["enumerate"](positions()):
             if index == wanted:
-                return self.calls[path].get(span)
+                return self.node_at(frame, span, ast.Call)
         return None
 
     # ----------------------------------------------------------------- helpers
