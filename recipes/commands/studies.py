@@ -73,11 +73,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if content["kind"] == "rates":
         if args.panel is not None:
             raise files.OutcomeFileError(f"{path}: holds per-seed rates, which have no panels; leave out --panel")
+        if args.plan is not None:
+            raise files.OutcomeFileError(f"{path}: holds per-seed rates; --plan needs per-game outcomes")
         print(files.rates_markdown(path, content, args.reference), end="")
         return 0
     panel = args.panel or files.DEFAULT_PANEL
     files.check_choice(path, content["record"], args.reference, panel)
     print(recomputed_markdown(recompute(content["record"], args.reference, panel)), end="")
+    if args.plan == "algorithm-comparison":
+        from turngym.recipes.algorithm_verdicts import analyse, verdicts_markdown
+
+        print("\n" + verdicts_markdown(analyse(content["record"], panel)), end="")
     return 0
 
 
@@ -111,6 +117,9 @@ def add(sub) -> None:
     p.add_argument("--reference", help="the arm every other is paired with (default: SFT-only, else the first)")
     p.add_argument("--panel", help="which evaluation panel (default: held_out); an unknown one is refused, "
                                    "listing the file's panels")
+    p.add_argument("--plan", choices=["algorithm-comparison"],
+                   help="also print a pre-registered analysis: algorithm-comparison = the families, corrected "
+                        "intervals and verdicts of docs/plans/2026-11-28-algorithm-comparison.md")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("budget", help="split a fixed budget between SFT demos and RL episodes: table and plot")
