@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2
+    args.argv = argv  # the command line, for a command that runs itself again (compare --process-per-rl-stage)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if getattr(args, "agent", "unset") is None:

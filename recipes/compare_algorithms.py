@@ -2,6 +2,7 @@
 
     turngym compare --config recipes/configs/compare/textworld-demo.yaml [--seeds 0 1 2] [--restart]
     turngym compare --config X --arms ppo turn_rloo grpo rft     (base, SFT-only and these; later: more arms)
+    turngym compare --config X --process-per-rl-stage            (each RL/RFT stage in a fresh process)
     python -m turngym.recipes.compare_algorithms --config ...                         (the same)
 
 For every seed: one SFT warm start (if the config has ``sft``), then each algorithm from that same
@@ -115,11 +116,13 @@ def null_control(label: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run(config: StudyConfig, *, restart: bool = False, progress: bool = True,
-        arms: Sequence[str] | None = None) -> tuple[dict[str, Any], Path]:
+        arms: Sequence[str] | None = None, max_train_stages: int | None = None) -> tuple[dict[str, Any], Path]:
     """Run (or resume) the comparison; returns the summary and the results folder.
 
     ``arms``: labels of ``algorithms`` entries to run now, with base and SFT-only (None: every arm). The other
-    arms are left alone; those an earlier call finished (every seed) are in the tables too."""
+    arms are left alone; those an earlier call finished (every seed) are in the tables too. ``max_train_stages``:
+    stop with :class:`~turngym.recipes.study.MoreStagesRemain` before the next unfinished RL or RFT stage once
+    that many have run (the tables are then written by the call that finishes the study)."""
     started = time.perf_counter()
     every = arms_of(config)
     only = None
@@ -130,7 +133,7 @@ def run(config: StudyConfig, *, restart: bool = False, progress: bool = True,
             raise ValueError(f"--arms: no algorithm entr{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)} "
                              f"in the config; it has {', '.join(entries)}")
         only = [arm.label for arm in every if not arm.trains_rl] + list(arms)
-    study = Study(config, every, only=only, restart=restart, progress=progress)
+    study = Study(config, every, only=only, restart=restart, progress=progress, max_train_stages=max_train_stages)
     summary = study.run()
     summary["wall_seconds"] = time.perf_counter() - started
     write_outputs(summary, study.out)
@@ -345,6 +348,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only these entries of the config's 'algorithms' now (with base and SFT-only), in "
                              "the config's order, seed by seed, into the same study: a later call with other arms "
                              "extends it (tier by tier), and the tables cover every arm finished so far")
+    parser.add_argument("--process-per-rl-stage", action="store_true",
+                        help="run each RL or RFT stage (with the SFT and evaluations around it) in a fresh process, "
+                             "in the study's order, until the study is done: a process's memory then never carries "
+                             "one stage into the next")
+    parser.add_argument("--max-rl-stages", type=int, metavar="N",
+                        help=f"run at most N unfinished RL or RFT stages, then exit with status {MORE_STAGES_EXIT} "
+                             "if the study has more (what --process-per-rl-stage runs each process with)")
+
+
+MORE_STAGES_EXIT = 75  # EX_TEMPFAIL: this call stopped at --max-rl-stages and the study has stages left
+
+
+def run_stage_by_stage(command_line: Sequence[str], restart: bool) -> int:
+    """``--process-per-rl-stage``: ``command_line`` (this command without that flag and ``--restart``) with
+    ``--max-rl-stages 1``, in a fresh process each time, until one ends without :data:`MORE_STAGES_EXIT` (its
+    status is the answer). Only the first gets ``--restart``.
+
+    One process that ran a vLLM PPO stage and then another RL stage grew to 22-23 GB, where one stage stays at
+    12-16 GB (docs/plans/2026-11-28-algorithm-comparison.md, Amendment 3): a process per stage keeps the peak at
+    one stage's, whatever the cause, and the study's own resume makes the processes one run."""
+    import subprocess
+
+    processes = 0
+    while True:
+        command = [*command_line, "--max-rl-stages", "1"]
+        if restart and processes == 0:
+            command.append("--restart")
+        processes += 1
+        code = subprocess.call(command)
+        if code != MORE_STAGES_EXIT:
+            if code != 0:
+                print(f"turngym compare: process {processes} ended with status {code}; the study keeps every "
+                      "finished stage: run the same command to resume", file=sys.stderr)
+            return code
 
 
 def only_algorithms(config: StudyConfig, labels: Sequence[str]) -> StudyConfig:
@@ -356,13 +393,35 @@ def only_algorithms(config: StudyConfig, labels: Sequence[str]) -> StudyConfig:
     return replace(config, algorithms={label: config.algorithms[label] for label in dict.fromkeys(labels)})
 
 
-def main_with(args: argparse.Namespace) -> int:
+def main_with(args: argparse.Namespace, relaunch: Sequence[str] | None = None) -> int:
+    """``relaunch``: the command line that ran this (interpreter first), which ``--process-per-rl-stage`` runs
+    again."""
+    from turngym.recipes.study import MoreStagesRemain
+
     config = load_config(args.config, name=args.name, seeds=args.seeds, episodes=args.episodes,
                          results_dir=args.results_dir, backend=getattr(args, "backend", None))
     if getattr(args, "only", None):
         config = only_algorithms(config, args.only)
+    if getattr(args, "process_per_rl_stage", False):
+        if args.max_rl_stages is not None:
+            raise ValueError("--process-per-rl-stage runs each process with --max-rl-stages 1; give one or the other")
+        if relaunch is None:
+            raise ValueError("--process-per-rl-stage needs the command line it runs again")
+        return run_stage_by_stage([a for a in relaunch if a not in ("--process-per-rl-stage", "--restart")],
+                                  args.restart)
+    limit = getattr(args, "max_rl_stages", None)
+    if limit is not None and limit < 1:
+        raise ValueError(f"--max-rl-stages must be at least 1, not {limit}")
     arms = getattr(args, "arms", None)  # `turngym demo` has no --arms
-    summary, out = run(config, restart=args.restart, **({"arms": arms} if arms else {}))
+    try:
+        options = {"arms": arms} if arms else {}
+        if limit is not None:
+            options["max_train_stages"] = limit
+        summary, out = run(config, restart=args.restart, **options)
+    except MoreStagesRemain as next_stage:
+        print(f"turngym compare: stopped after {limit} RL/RFT stage{'s' if limit > 1 else ''} (--max-rl-stages); "
+              f"next: {next_stage}. Run the same command to go on.", flush=True)
+        return MORE_STAGES_EXIT
     print_outputs(summary, out, "learning_curves.png")
     return 0
 
@@ -371,7 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m turngym.recipes.compare_algorithms",
                                      description=__doc__.split("\n")[0])
     add_arguments(parser)
-    return main_with(parser.parse_args(argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return main_with(parser.parse_args(argv), [sys.executable, "-m", "turngym.recipes.compare_algorithms", *argv])
 
 
 if __name__ == "__main__":

@@ -83,15 +83,22 @@ DONE = "done.json"
 
 
 # ---------------------------------------------------------------------- the study
+class MoreStagesRemain(Exception):
+    """A study stopped at its ``max_train_stages``: the message names the next unfinished training stage."""
+
+
 class Study(RFTStages, CurveStages, StagePlan):
     """Runs the arms of a :class:`StudyConfig` into ``results/<name>/``, resumably."""
 
     def __init__(self, config: StudyConfig, arms: Sequence[Arm], *, only: Iterable[str] | None = None,
-                 restart: bool = False, progress: bool = True) -> None:
+                 restart: bool = False, progress: bool = True, max_train_stages: int | None = None) -> None:
         """``arms``: every arm of the study, in its order. ``only``: the labels of the arms this call runs (None:
         all); every other arm is left alone, and is in the tables if all its stages have finished (an earlier call
-        ran it), so a study's arms can run a few at a time, tier by tier, into one folder."""
+        ran it), so a study's arms can run a few at a time, tier by tier, into one folder. ``max_train_stages``:
+        run at most that many RL (or RFT) stages, each with its evaluations, then raise :class:`MoreStagesRemain`
+        before the next unfinished one (None: no limit)."""
         self.config = config
+        self.train_stages_left = max_train_stages
         self.progress = progress
         self.out = Path(config.results_dir) / config.name
         # hf or vllm: RL rollouts and held-out evaluations generate with it (auto: vllm where `import vllm` works)
@@ -468,6 +475,7 @@ class Study(RFTStages, CurveStages, StagePlan):
                     stages[f"seed{seed}/sft-{arm.demos}demos"] = self._done(start.parent) or {}
                 policy = start
                 if arm.trains_rl:
+                    self.count_train_stage(arm, seed)
                     policy = self.train_stage(arm, start, seed)
                     stages[f"seed{seed}/{arm.label}"] = self._done(policy.parent) or {}
                 for panel in self.panel_names():
@@ -477,6 +485,15 @@ class Study(RFTStages, CurveStages, StagePlan):
                         evals[arm.label].append(self.eval_stage(arm.label, policy, seed, panel))
                 if arm.trains_rl and not self.config.keep_models:
                     shutil.rmtree(policy, ignore_errors=True)
+
+    def count_train_stage(self, arm: Arm, seed: int) -> None:
+        """Before an arm's training for ``seed``: an unfinished stage uses one of ``max_train_stages``, and none left
+        stops the study here (:class:`MoreStagesRemain`)."""
+        if self.train_stages_left is None or self._done(self.out / f"seed{seed}" / arm.label):
+            return
+        if self.train_stages_left <= 0:
+            raise MoreStagesRemain(f"{arm.label}, seed {seed}")
+        self.train_stages_left -= 1
 
     def summarise(self, evals: Mapping[str, list[dict[str, Any]]],
                   stages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

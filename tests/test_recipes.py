@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -952,6 +954,46 @@ def test_a_study_runs_its_arms_tier_by_tier_with_an_rft_arm(tmp_path, policy, mo
         compare_algorithms.run(config, arms=["ppo"], progress=False)
     with pytest.raises(ValueError, match="different config.*episodes"):
         compare_algorithms.run(_rft_study(tmp_path, policy, episodes=16), arms=["grpo"], progress=False)
+
+
+def test_a_study_runs_one_rl_stage_per_process_in_its_own_order(tmp_path, policy, capsys):
+    """`--max-rl-stages 1` runs the next unfinished RL stage (with the SFT and evaluations around it) and stops before
+    the one after, status 75, naming it: the study's seed-major order, whatever was run before. Then
+    `--process-per-rl-stage` finishes the study in fresh processes, one RL stage each; the last writes the tables."""
+    import yaml
+
+    from turngym.recipes.cli import main
+    from turngym.recipes.compare_algorithms import MORE_STAGES_EXIT
+
+    config = tiny_study(tmp_path, policy, name="staged", algorithms={"grpo": {}, "turn_rloo": {}}, seeds=[0, 1],
+                        evaluation={"num_tasks": 2, "curve_points": 0})
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    out = tmp_path / "results" / "staged"
+
+    def trained() -> list[str]:
+        return sorted(p.parent.relative_to(out).as_posix() for p in out.glob("seed*/*/done.json")
+                      if "sft" not in p.parent.name)
+
+    assert main(["compare", "--config", str(path), "--max-rl-stages", "1"]) == MORE_STAGES_EXIT
+    assert trained() == ["seed0/grpo"] and (out / "evals" / "grpo" / "seed0-held_out.json").exists()
+    assert "stopped after 1 RL/RFT stage (--max-rl-stages); next: turn_rloo, seed 0." in capsys.readouterr().out
+    assert not (out / "summary.json").exists()  # the call that finishes the study writes the tables
+    assert main(["compare", "--config", str(path), "--max-rl-stages", "1"]) == MORE_STAGES_EXIT
+    assert trained() == ["seed0/grpo", "seed0/turn_rloo"]
+    assert "next: grpo, seed 1." in capsys.readouterr().out  # every arm of seed 0 before seed 1
+    assert main(["compare", "--config", str(path), "--max-rl-stages", "0"]) == 2
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "turngym.recipes.cli", "compare", "--config", str(path),
+                           "--process-per-rl-stage"], check=False, capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("stopped after 1 RL/RFT stage") == 1  # seed 1's grpo, then a process for turn_rloo
+    assert trained() == ["seed0/grpo", "seed0/turn_rloo", "seed1/grpo", "seed1/turn_rloo"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["arms"]) == ["base", "sft-only", "grpo", "turn_rloo"] and summary["config"]["seeds"] == [0, 1]
+    assert main(["compare", "--config", str(path), "--process-per-rl-stage", "--max-rl-stages", "1"]) == 2
 
 
 def test_an_rft_budget_that_is_not_whole_rounds_is_refused_before_any_stage(tmp_path, policy):

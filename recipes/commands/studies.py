@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def _baselines_demo(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from turngym.recipes import compare_algorithms
 
-    return compare_algorithms.main_with(args)
+    return compare_algorithms.main_with(args, [sys.executable, "-m", "turngym.recipes.cli", *args.argv])
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
