@@ -460,10 +460,17 @@ class Study(RFTStages, CurveStages, StagePlan):
             print(self.backend_line(), flush=True)
         self.panel_check = self.check_panels()
         with StudyClock(self.stage_plan(), enabled=self.progress) as self.clock:
-            self.run_arms(base, evals, stages)
+            try:
+                self.run_arms(base, evals, stages)
+            except MoreStagesRemain:  # the outcomes so far, for `turngym stats` while the study goes on
+                self.write_outcomes({label: rows for label, rows in evals.items() if rows})
+                raise
+        self.write_outcomes(evals)
+        return self.summarise(evals, stages)
+
+    def write_outcomes(self, evals: Mapping[str, list[dict[str, Any]]]) -> None:
         write_json(self.out / OUTCOMES, outcome_record(self.config.name, evals, self.arms,
                                                        {p: self.tasks(p).fingerprint for p in self.panel_names()}))
-        return self.summarise(evals, stages)
 
     def run_arms(self, base: str, evals: dict[str, list[dict[str, Any]]], stages: dict[str, dict[str, Any]]) -> None:
         """Every arm's stages for every seed, in the plan's order (finished ones skipped), recorded in the dicts."""

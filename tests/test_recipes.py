@@ -979,6 +979,10 @@ def test_a_study_runs_one_rl_stage_per_process_in_its_own_order(tmp_path, policy
     assert trained() == ["seed0/grpo"] and (out / "evals" / "grpo" / "seed0-held_out.json").exists()
     assert "stopped after 1 RL/RFT stage (--max-rl-stages); next: turn_rloo, seed 0." in capsys.readouterr().out
     assert not (out / "summary.json").exists()  # the call that finishes the study writes the tables
+    so_far = json.loads((out / "outcomes.json").read_text())  # and the outcomes so far, which `stats` reads
+    assert {label: list(arm["outcomes"]) for label, arm in so_far["arms"].items()} == {
+        "base": ["0"], "sft-only": ["0"], "grpo": ["0"]}
+    assert main(["stats", str(out)]) == 0 and "| grpo | " in capsys.readouterr().out
     assert main(["compare", "--config", str(path), "--max-rl-stages", "1"]) == MORE_STAGES_EXIT
     assert trained() == ["seed0/grpo", "seed0/turn_rloo"]
     assert "next: grpo, seed 1." in capsys.readouterr().out  # every arm of seed 0 before seed 1
