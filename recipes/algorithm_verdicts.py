@@ -267,3 +267,52 @@ def verdicts_markdown(result: Mapping[str, Any]) -> str:
         lines += [(f"Partial: {', '.join(partial)} rest on fewer than the plan's 5 seeds (the seeds where every arm "
                   "of the family finished)."), ""]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- pilot T: the tuning rule
+# Each algorithm's two pilot configurations (A, B) in textworld-algorithms-tune-<world>.yaml, and the main arm they
+# tune. The plan: per algorithm, the configuration with the higher success on the pilot's 200 eval games; a tie
+# goes to A. Nothing else is tuned.
+TUNING_PAIRS: dict[str, tuple[str, str]] = {
+    PPO: ("ppo-lr1e-5", "ppo-lr5e-6"),
+    RLOO: ("turn_rloo-lr1e-5", "turn_rloo-lr5e-6"),
+    GRPO: ("grpo-lr1e-5", "grpo-lr5e-6"),
+    RFT: ("rft-lr1e-5", "rft-lr3e-5"),
+    GIGPO: ("gigpo-lr1e-5", "gigpo-lr5e-6"),
+}
+
+
+def tuning_picks(record: Mapping[str, Any], panel: str = "held_out") -> dict[str, dict[str, Any]]:
+    """Per algorithm whose two configurations both finished: each one's success (the mean over its games and
+    seeds) and the pick, ``A`` unless ``B`` is strictly higher. An algorithm with a configuration missing is left
+    out."""
+    arms = record["arms"]
+
+    def success(label: str) -> float | None:
+        cells = [v for panels in arms[label]["outcomes"].values() for v in (panels.get(panel) or {}).values()]
+        return sum(cells) / len(cells) if cells else None
+
+    picks = {}
+    for algorithm, (a, b) in TUNING_PAIRS.items():
+        if a not in arms or b not in arms:
+            continue
+        rates = success(a), success(b)
+        if None in rates:
+            continue
+        picks[algorithm] = {"A": a, "B": b, "success": {a: rates[0], b: rates[1]},
+                            "pick": b if rates[1] > rates[0] else a}
+    return picks
+
+
+def picks_markdown(picks: Mapping[str, Mapping[str, Any]]) -> str:
+    """Pilot T's table: each algorithm's two configurations and the one the plan's rule picks."""
+    rule = ("Pilot T's rule (docs/plans/2026-11-28-algorithm-comparison.md): per algorithm, the configuration with "
+            "the higher success on the pilot's games; a tie goes to A.")
+    lines = [rule, "", "| algorithm | A | B | pick |", "|---|---|---|---|"]
+    for algorithm, p in picks.items():
+        a, b = p["A"], p["B"]
+        lines.append(f"| {algorithm} | {a}: {100 * p['success'][a]:.1f} % | {b}: {100 * p['success'][b]:.1f} % | "
+                     f"**{p['pick']}** |")
+    if not picks:
+        lines.append("| (no algorithm has both configurations finished) | | | |")
+    return "\n".join(lines) + "\n"

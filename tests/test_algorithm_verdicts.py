@@ -169,3 +169,24 @@ def test_the_plan_needs_per_game_outcomes(tmp_path, capsys):
     path.write_text(json.dumps(rates))
     assert main(["stats", str(path), "--plan", "algorithm-comparison"]) == 2
     assert "per-game outcomes" in capsys.readouterr().err
+
+
+def test_pilot_ts_rule_picks_the_higher_success_and_a_on_a_tie(tmp_path, capsys):
+    """PPO: A wins 2 of 4 games, B 3: B. RLOO: 3 and 3: a tie, A. GRPO: only A finished: no pick yet."""
+    from turngym.recipes.algorithm_verdicts import tuning_picks
+
+    record = record_of({"sft-only": {"0": [1, 0, 0, 0]},
+                        "ppo-lr1e-5": {"0": [1, 1, 0, 0]}, "ppo-lr5e-6": {"0": [1, 1, 1, 0]},
+                        "turn_rloo-lr1e-5": {"0": [1, 1, 1, 0]}, "turn_rloo-lr5e-6": {"0": [0, 1, 1, 1]},
+                        "grpo-lr1e-5": {"0": [1, 1, 1, 1]}})
+    picks = tuning_picks(record)
+    assert {algorithm: p["pick"] for algorithm, p in picks.items()} == {"ppo": "ppo-lr5e-6",
+                                                                        "turn_rloo": "turn_rloo-lr1e-5"}
+    assert picks["ppo"]["success"] == {"ppo-lr1e-5": 0.5, "ppo-lr5e-6": 0.75}
+    path = tmp_path / "outcomes.json"
+    path.write_text(json.dumps(record))
+    assert main(["stats", str(path), "--plan", "algorithm-tuning"]) == 0
+    out = capsys.readouterr().out
+    assert "| ppo | ppo-lr1e-5: 50.0 % | ppo-lr5e-6: 75.0 % | **ppo-lr5e-6** |" in out
+    assert "| turn_rloo | turn_rloo-lr1e-5: 75.0 % | turn_rloo-lr5e-6: 75.0 % | **turn_rloo-lr1e-5** |" in out
+    assert "| grpo |" not in out

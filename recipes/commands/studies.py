@@ -85,6 +85,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         from turngym.recipes.algorithm_verdicts import analyse, verdicts_markdown
 
         print("\n" + verdicts_markdown(analyse(content["record"], panel)), end="")
+    elif args.plan == "algorithm-tuning":
+        from turngym.recipes.algorithm_verdicts import picks_markdown, tuning_picks
+
+        print("\n" + picks_markdown(tuning_picks(content["record"], panel)), end="")
     return 0
 
 
@@ -118,9 +122,10 @@ def add(sub) -> None:
     p.add_argument("--reference", help="the arm every other is paired with (default: SFT-only, else the first)")
     p.add_argument("--panel", help="which evaluation panel (default: held_out); an unknown one is refused, "
                                    "listing the file's panels")
-    p.add_argument("--plan", choices=["algorithm-comparison"],
-                   help="also print a pre-registered analysis: algorithm-comparison = the families, corrected "
-                        "intervals and verdicts of docs/plans/2026-11-28-algorithm-comparison.md")
+    p.add_argument("--plan", choices=["algorithm-comparison", "algorithm-tuning"],
+                   help="also print a pre-registered analysis of docs/plans/2026-11-28-algorithm-comparison.md: "
+                        "algorithm-comparison = its families, corrected intervals and verdicts; algorithm-tuning = "
+                        "pilot T's pick of each algorithm's configuration")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("budget", help="split a fixed budget between SFT demos and RL episodes: table and plot")
