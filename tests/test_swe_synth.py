@@ -246,8 +246,9 @@ def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_f
     """Screening runs whole test files, so a failing test could break later ones: they failed in screening, passed
     in the grader's run of the bug, and the task was dropped (more-itertools 1, python-dateutil 4). Now the grader's
     run decides: those tests leave FAIL_TO_PASS (and the statement; they are not PASS_TO_PASS either, being
-    order-dependent), and the rebuilt record is validated once more, for real. The first validation is faked
-    here (which test passes in it), to be deterministic; the second is the sandbox's."""
+    order-dependent), and the rebuilt record is validated once more, for real. So does a test that fails with the
+    gold patch (boltons' strict-equality disagreements), counted in the report. The first validation is faked
+    here (which tests pass or fail in it), to be deterministic; the second is the sandbox's."""
     from turngym.envs.swe.synth import pipeline
 
     root, package, config, _ = synthesized
@@ -259,8 +260,9 @@ def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_f
     def first_run_passes_one(record, repo_path, backend):
         calls.append(record["instance_id"])
         if len(record["FAIL_TO_PASS"]) >= 2 and calls.count(record["instance_id"]) == 1:
+            gold = {"failing_on_gold": record["PASS_TO_PASS"][:1]} if record["PASS_TO_PASS"] else {}
             return {"key": record["instance_id"], "ok": False, "drop": "validate: FAIL_TO_PASS passes on the bug",
-                    "passing_on_bug": record["FAIL_TO_PASS"][:1], "seconds": 0.1}
+                    "passing_on_bug": record["FAIL_TO_PASS"][:1], "seconds": 0.1, **gold}
         return real(record, repo_path, backend)
 
     monkeypatch.setattr(pipeline, "validate_record", first_run_passes_one)
@@ -268,11 +270,18 @@ def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_f
     first = {i: json.loads(line) for i, line in enumerate((root / "out" / "tasks.jsonl").read_text().splitlines())}
     moved = {r["instance_id"]: r["FAIL_TO_PASS"][0] for r in first.values() if len(r["FAIL_TO_PASS"]) >= 2}
     assert moved, "the tiny package has no task with two failing tests"
+    on_gold = {r["instance_id"]: r["PASS_TO_PASS"][0] for r in first.values()
+               if r["instance_id"] in moved and r["PASS_TO_PASS"]}
+    assert on_gold, "the tiny package has no such task with a PASS_TO_PASS test"
     (report,) = summary["packages"]
     assert report["regraded"] == len(moved), report["drops"]
     assert "validate: FAIL_TO_PASS passes on the bug" not in report["drops"]
+    assert sum(report["gold_disagreements"].values()) == len(on_gold)  # counted: the grader's false alarms
+    assert set(report["gold_disagreements"]) == set(on_gold.values())
     rebuilt = {r.instance_id: r for r in load_instances(tmp_path / "out" / "tasks.jsonl") if r.instance_id in moved}
     assert set(rebuilt) == set(moved) and summary["tasks"] == len(first)
+    for key, test in on_gold.items():
+        assert test not in rebuilt[key].fail_to_pass + rebuilt[key].pass_to_pass
     for key, test in moved.items():
         assert test not in rebuilt[key].fail_to_pass + rebuilt[key].pass_to_pass
         block = rebuilt[key].problem_statement.split("Failing test", 1)[1].split("\n\n", 1)[0]
@@ -283,26 +292,35 @@ def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_f
     assert calls == [] and again["tasks"] == summary["tasks"]  # both validations are cached
 
 
-def test_only_a_partly_passing_fail_to_pass_with_nothing_else_wrong_is_rebuilt():
+def test_only_tests_whose_removal_leaves_a_valid_task_are_left_out():
+    """FAIL_TO_PASS tests passing on the bug (screening's order effects) and tests failing with the gold patch (the
+    grader disagreeing with pytest on the package's own code: boltons' `OrderedMultiDict == dict` under strict
+    equality) are left out, when the tests left still make a task; otherwise nothing is."""
     from turngym.envs.swe.grading import GradeReport
-    from turngym.envs.swe.synth.pipeline import passing_on_the_bug
+    from turngym.envs.swe.synth.pipeline import tests_to_leave_out
     from turngym.envs.swe.taskset import Validation
 
     f2p, p2p = ("t::a", "t::b", "t::c"), ("t::d",)
 
     def check(before, after=None, error=None):
         after = after or dict.fromkeys(f2p + p2p, "PASSED")
-        return passing_on_the_bug(Validation("x", "", GradeReport({**dict(zip(f2p, before)), "t::d": before[3]}, f2p,
+        return tests_to_leave_out(Validation("x", "", GradeReport({**dict(zip(f2p, before)), "t::d": before[3]}, f2p,
                                                                   p2p, error=error), GradeReport(after, f2p, p2p)))
 
-    assert check(("PASSED", "FAILED", "FAILED", "PASSED")) == ["t::a"]
-    assert check(("PASSED", "PASSED", "FAILED", "PASSED")) == ["t::a", "t::b"]
-    assert check(("PASSED", "PASSED", "PASSED", "PASSED")) == []  # none fails on the bug: nothing to keep
-    assert check(("FAILED", "FAILED", "FAILED", "PASSED")) == []  # nothing to rebuild
-    assert check(("PASSED", "FAILED", "FAILED", "FAILED")) == []  # a PASS_TO_PASS test fails as well
-    assert check(("PASSED", "FAILED", "FAILED", "PASSED"), {**dict.fromkeys(f2p + p2p, "PASSED"), "t::b": "FAILED"}) \
-        == []  # the gold patch does not resolve it
-    assert check(("PASSED", "FAILED", "FAILED", "PASSED"), error="timed out") == []
+    gold = dict.fromkeys(f2p + p2p, "PASSED")
+    assert check(("PASSED", "FAILED", "FAILED", "PASSED")) == {"passing_on_bug": ["t::a"]}
+    assert check(("PASSED", "PASSED", "FAILED", "PASSED")) == {"passing_on_bug": ["t::a", "t::b"]}
+    assert check(("PASSED", "PASSED", "PASSED", "PASSED")) == {}  # none fails on the bug: nothing to keep
+    assert check(("FAILED", "FAILED", "FAILED", "PASSED")) == {}  # nothing to rebuild
+    assert check(("PASSED", "FAILED", "FAILED", "FAILED")) == {}  # a PASS_TO_PASS test fails on the bug only
+    assert check(("FAILED", "FAILED", "FAILED", "PASSED"), {**gold, "t::b": "FAILED"}) == {
+        "failing_on_gold": ["t::b"]}  # the gold patch fails one FAIL_TO_PASS test: the grader's disagreement
+    assert check(("FAILED", "FAILED", "FAILED", "FAILED"), {**gold, "t::d": "FAILED"}) == {
+        "failing_on_gold": ["t::d"]}  # a PASS_TO_PASS test failing on the bug and the gold patch alike
+    assert check(("PASSED", "FAILED", "FAILED", "FAILED"), {**gold, "t::d": "FAILED", "t::c": "ERROR"}) == {
+        "failing_on_gold": ["t::c", "t::d"], "passing_on_bug": ["t::a"]}
+    assert check(("FAILED", "FAILED", "FAILED", "PASSED"), dict.fromkeys(f2p + p2p, "FAILED")) == {}  # none left
+    assert check(("PASSED", "FAILED", "FAILED", "PASSED"), error="timed out") == {}
 
 
 def test_cached_validations_hold_for_kept_tasks_and_drops_of_this_validator_only():

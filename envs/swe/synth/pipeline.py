@@ -124,7 +124,10 @@ class PackageReport:
     screened: int = 0
     kept_mutations: int = 0
     validated: int = 0
-    regraded: int = 0  # kept once FAIL_TO_PASS was taken from the grader's own run of the bug (see regrade_candidates)
+    regraded: int = 0  # kept once rebuilt without the tests the grader's runs could not judge (regrade_candidates)
+    # test id -> validations in which it failed with the gold patch, having passed twice under pytest: grader false
+    # alarms that void nothing (a test failed, not the grading), left out of the rebuilt task
+    gold_disagreements: dict[str, int] = field(default_factory=dict)
     drops: dict[str, int] = field(default_factory=dict)
     false_alarms: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -450,9 +453,7 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
     if empty_reward != 0.0:
         problems.append(f"the empty patch earns {empty_reward}")
     if problems:
-        passing = passing_on_the_bug(result)
-        if passing:
-            row["passing_on_bug"] = passing
+        row.update(tests_to_leave_out(result))
         kind = ("validate: a grading did not finish" if "did not finish" in problems[0] else
                 "validate: FAIL_TO_PASS passes on the bug" if "already pass" in problems[0] else
                 "validate: PASS_TO_PASS fails on the bug" if "PASS_TO_PASS tests fail" in problems[0] else
@@ -464,18 +465,34 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
     return row | {"ok": True}
 
 
-def passing_on_the_bug(result: Any) -> list[str]:
-    """The FAIL_TO_PASS tests that passed on the bug in the grader's own run, when that is the validation's only
-    problem and at least one FAIL_TO_PASS test did fail there (else ``[]``).
+def tests_to_leave_out(result: Any) -> dict[str, list[str]]:
+    """The graded tests the grader's own runs cannot judge, when leaving them out leaves a valid task (else ``{}``):
 
-    Screening runs whole test files, so a failing test can break the ones after it (shared state): they fail in
-    screening and pass when graded alone. Such a task is rebuilt with the grader's verdicts (see
-    :func:`regrade_candidates`) rather than dropped."""
+    - ``failing_on_gold``: FAIL_TO_PASS or PASS_TO_PASS tests that do not pass with the gold patch, the package's
+      own code, on which they passed twice under plain pytest in the baseline. The grader disagrees with pytest
+      there: strict equality refuses a repository class's own ``==`` with a builtin value (boltons'
+      ``OrderedMultiDict == dict``), or the test passes only after others. Each is a grader false alarm, counted
+      in the report (``gold_disagreements``), and never graded in the task;
+    - ``passing_on_bug``: FAIL_TO_PASS tests that pass on the bug in the grader's run. Screening runs whole test
+      files, so a failing test can break the ones after it (shared state): they fail in screening and pass when
+      graded alone.
+
+    Valid means: neither grading errored, at least one FAIL_TO_PASS test is left, and each PASS_TO_PASS test left
+    passes on the bug. Such a task is rebuilt without those tests (:func:`regrade_candidates`) rather than
+    dropped."""
     before, after = result.before, result.after
-    if before.error or after.error or not after.resolved or before.p2p_failed:
-        return []
-    passing = [t for t in before.fail_to_pass if before.statuses.get(t) in PASSING]
-    return passing if 0 < len(passing) < len(before.fail_to_pass) else []
+    if before.error or after.error:
+        return {}
+    failing_on_gold = [t for t in before.fail_to_pass + before.pass_to_pass if after.statuses.get(t) not in PASSING]
+    passing_on_bug = [t for t in before.fail_to_pass
+                      if t not in failing_on_gold and before.statuses.get(t) in PASSING]
+    left_out = set(failing_on_gold) | set(passing_on_bug)
+    if not left_out or all(t in left_out for t in before.fail_to_pass):
+        return {}
+    if any(before.statuses.get(t) not in PASSING for t in before.pass_to_pass if t not in left_out):
+        return {}
+    return {key: tests for key, tests in (("failing_on_gold", failing_on_gold), ("passing_on_bug", passing_on_bug))
+            if tests}
 
 
 def validate_safely(record: dict, repo_path: Path, backend: str) -> dict:
@@ -506,7 +523,7 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
 # does not finish is a drop of its own, never failing tests. 3: the sandbox's reader no longer calls a command that
 # ended while the reader was stopped or starved a timeout. A task kept by an earlier version stays kept (each change
 # only turns drops into passes); its drops are validated again.
-VALIDATOR = 3
+VALIDATOR = 4
 
 
 def _still_valid(row: dict, content_hash: str) -> bool:
@@ -641,34 +658,40 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
 def regrade_candidates(candidates: list[dict], records: list[dict], rows: dict[str, dict], mutations: list,
                        screened: dict[str, dict], source: Any, repo: Path, work: Path, config: SynthConfig,
                        report: PackageReport, drops: Counter, workers: int, tests_of: dict) -> list[dict]:
-    """``records`` with the tasks dropped only because some FAIL_TO_PASS tests passed on the bug in the grader's
-    run (:func:`passing_on_the_bug`) rebuilt and validated once more, in the candidates' order.
+    """``records`` with the tasks dropped only for tests the grader's own runs cannot judge
+    (:func:`tests_to_leave_out`) rebuilt without those tests and validated once more, in the candidates' order.
 
-    The rebuilt record takes those tests out of the failing ones (its FAIL_TO_PASS sample, its statement); they
-    are not made PASS_TO_PASS either, as their outcome depends on what ran before them. Its validations are
-    cached apart (``validate-regraded.jsonl``), so the first validation's row stays valid and a rerun does
-    neither again."""
+    The rebuilt record takes them out of the screening row it is built from: out of the failing tests (its
+    FAIL_TO_PASS sample, its statement) and the passing ones (its PASS_TO_PASS sample); they are in neither list.
+    Its validations are cached apart (``validate-regraded.jsonl``), so the first validation's row stays valid and a
+    rerun does neither again. Every test that failed with the gold patch is counted in ``gold_disagreements``."""
     by_key = {m.key: m for m in mutations}
-    rebuilt = []
+    rebuilt, first_drops = [], Counter()
     for record in candidates:
-        passing = set(rows.get(record["instance_id"], {}).get("passing_on_bug") or ())
+        row = rows.get(record["instance_id"], {})
+        for test in row.get("failing_on_gold") or ():
+            report.gold_disagreements[test] = report.gold_disagreements.get(test, 0) + 1
+        left_out = set(row.get("failing_on_gold") or ()) | set(row.get("passing_on_bug") or ())
         mutation = by_key.get(record["instance_id"].rpartition("__")[2])
-        if not passing or mutation is None:
+        if not left_out or mutation is None:
             continue
-        row = screened[mutation.key]
-        row = {**row, "f2p": [t for t in row["f2p"] if t not in passing]}  # in neither list: order-dependent
-        again, _ = build_record(source.name, source.version, repo, mutation, row, config,
+        screen = screened[mutation.key]
+        screen = {**screen, "f2p": [t for t in screen["f2p"] if t not in left_out],
+                  "p2p": [t for t in screen["p2p"] if t not in left_out]}
+        again, _ = build_record(source.name, source.version, repo, mutation, screen, config,
                                 tests_of.get(mutation.key, []))
         if again is not None:
             rebuilt.append(again)
+            first_drops[row["drop"]] += 1
+    report.gold_disagreements = dict(sorted(report.gold_disagreements.items()))
     if not rebuilt:
         return records
     regraded_drops: Counter[str] = Counter()
     kept = validate_candidates(rebuilt, repo, work, config, report, regraded_drops, workers,
                                cache="validate-regraded.jsonl")
-    drops["validate: FAIL_TO_PASS passes on the bug"] -= len(rebuilt)  # each now counted by its second validation
-    if drops["validate: FAIL_TO_PASS passes on the bug"] <= 0:
-        del drops["validate: FAIL_TO_PASS passes on the bug"]
+    drops.subtract(first_drops)  # each now counted by its second validation
+    for reason in [r for r, n in drops.items() if n <= 0]:
+        del drops[reason]
     drops.update({f"{reason} (regraded)": n for reason, n in regraded_drops.items()})
     report.regraded = len(kept)
     chosen = {r["instance_id"]: r for r in records} | {r["instance_id"]: r for r in kept}
@@ -737,6 +760,7 @@ def write_set(out: Path, packages: list[PackageReport], records: list[dict], con
         "packages": [asdict(r) for r in packages],
         "drops": dict(sorted(drops.items())),
         "false_alarms": [a for r in packages for a in r.false_alarms],
+        "gold_disagreements": {f"{r.key}: {test}": n for r in packages for test, n in r.gold_disagreements.items()},
         "gold_gradings": sum(len(r.validation_seconds) for r in packages),
         "seconds_per_validation": round(sum(seconds) / len(seconds), 2) if seconds else None,
         "statistics": statistics(records),
