@@ -260,9 +260,10 @@ def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_f
     def first_run_passes_one(record, repo_path, backend):
         calls.append(record["instance_id"])
         if len(record["FAIL_TO_PASS"]) >= 2 and calls.count(record["instance_id"]) == 1:
-            gold = {"failing_on_gold": record["PASS_TO_PASS"][:1]} if record["PASS_TO_PASS"] else {}
+            gold = record["PASS_TO_PASS"][:1]
             return {"key": record["instance_id"], "ok": False, "drop": "validate: FAIL_TO_PASS passes on the bug",
-                    "passing_on_bug": record["FAIL_TO_PASS"][:1], "seconds": 0.1, **gold}
+                    "passing_on_bug": record["FAIL_TO_PASS"][:1], "seconds": 0.1, "failing_on_gold": gold,
+                    "leave_out": gold + record["FAIL_TO_PASS"][:1]}
         return real(record, repo_path, backend)
 
     monkeypatch.setattr(pipeline, "validate_record", first_run_passes_one)
@@ -308,18 +309,27 @@ def test_only_tests_whose_removal_leaves_a_valid_task_are_left_out():
                                                                   p2p, error=error), GradeReport(after, f2p, p2p)))
 
     gold = dict.fromkeys(f2p + p2p, "PASSED")
-    assert check(("PASSED", "FAILED", "FAILED", "PASSED")) == {"passing_on_bug": ["t::a"]}
-    assert check(("PASSED", "PASSED", "FAILED", "PASSED")) == {"passing_on_bug": ["t::a", "t::b"]}
-    assert check(("PASSED", "PASSED", "PASSED", "PASSED")) == {}  # none fails on the bug: nothing to keep
+
+    def leave_out(*tests):
+        return {"leave_out": list(tests)}
+
+    assert check(("PASSED", "FAILED", "FAILED", "PASSED")) == {"passing_on_bug": ["t::a"], **leave_out("t::a")}
+    assert check(("PASSED", "PASSED", "FAILED", "PASSED")) == {"passing_on_bug": ["t::a", "t::b"],
+                                                                **leave_out("t::a", "t::b")}
+    assert check(("PASSED", "PASSED", "PASSED", "PASSED")) == {  # none fails on the bug: nothing to keep
+        "passing_on_bug": ["t::a", "t::b", "t::c"]}
     assert check(("FAILED", "FAILED", "FAILED", "PASSED")) == {}  # nothing to rebuild
-    assert check(("PASSED", "FAILED", "FAILED", "FAILED")) == {}  # a PASS_TO_PASS test fails on the bug only
+    assert check(("PASSED", "FAILED", "FAILED", "FAILED")) == {  # a PASS_TO_PASS test fails on the bug only
+        "passing_on_bug": ["t::a"]}
     assert check(("FAILED", "FAILED", "FAILED", "PASSED"), {**gold, "t::b": "FAILED"}) == {
-        "failing_on_gold": ["t::b"]}  # the gold patch fails one FAIL_TO_PASS test: the grader's disagreement
+        "failing_on_gold": ["t::b"], **leave_out("t::b")}  # the gold patch fails a FAIL_TO_PASS test: the grader's
     assert check(("FAILED", "FAILED", "FAILED", "FAILED"), {**gold, "t::d": "FAILED"}) == {
-        "failing_on_gold": ["t::d"]}  # a PASS_TO_PASS test failing on the bug and the gold patch alike
+        "failing_on_gold": ["t::d"], **leave_out("t::d")}  # a PASS_TO_PASS test failing on the bug and gold alike
     assert check(("PASSED", "FAILED", "FAILED", "FAILED"), {**gold, "t::d": "FAILED", "t::c": "ERROR"}) == {
-        "failing_on_gold": ["t::c", "t::d"], "passing_on_bug": ["t::a"]}
-    assert check(("FAILED", "FAILED", "FAILED", "PASSED"), dict.fromkeys(f2p + p2p, "FAILED")) == {}  # none left
+        "failing_on_gold": ["t::c", "t::d"], "passing_on_bug": ["t::a"], **leave_out("t::c", "t::d", "t::a")}
+    # every FAIL_TO_PASS test fails with the gold patch: no task is left, and the disagreement is still recorded
+    assert check(("FAILED", "FAILED", "FAILED", "PASSED"), dict.fromkeys(f2p + p2p, "FAILED")) == {
+        "failing_on_gold": ["t::a", "t::b", "t::c", "t::d"]}
     assert check(("PASSED", "FAILED", "FAILED", "PASSED"), error="timed out") == {}
 
 

@@ -466,33 +466,34 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
 
 
 def tests_to_leave_out(result: Any) -> dict[str, list[str]]:
-    """The graded tests the grader's own runs cannot judge, when leaving them out leaves a valid task (else ``{}``):
+    """The graded tests the grader's own runs cannot judge (each key only when not empty; ``{}`` when a grading
+    errored):
 
     - ``failing_on_gold``: FAIL_TO_PASS or PASS_TO_PASS tests that do not pass with the gold patch, the package's
       own code, on which they passed twice under plain pytest in the baseline. The grader disagrees with pytest
       there: strict equality refuses a repository class's own ``==`` with a builtin value (boltons'
       ``OrderedMultiDict == dict``), or the test passes only after others. Each is a grader false alarm, counted
-      in the report (``gold_disagreements``), and never graded in the task;
+      in the report (``gold_disagreements``) whether or not the task survives;
     - ``passing_on_bug``: FAIL_TO_PASS tests that pass on the bug in the grader's run. Screening runs whole test
       files, so a failing test can break the ones after it (shared state): they fail in screening and pass when
-      graded alone.
-
-    Valid means: neither grading errored, at least one FAIL_TO_PASS test is left, and each PASS_TO_PASS test left
-    passes on the bug. Such a task is rebuilt without those tests (:func:`regrade_candidates`) rather than
-    dropped."""
+      graded alone;
+    - ``leave_out``: both together, when leaving them out leaves a valid task: at least one FAIL_TO_PASS test is
+      left, and each PASS_TO_PASS test left passes on the bug. Such a task is rebuilt without them
+      (:func:`regrade_candidates`) rather than dropped."""
     before, after = result.before, result.after
     if before.error or after.error:
         return {}
     failing_on_gold = [t for t in before.fail_to_pass + before.pass_to_pass if after.statuses.get(t) not in PASSING]
     passing_on_bug = [t for t in before.fail_to_pass
                       if t not in failing_on_gold and before.statuses.get(t) in PASSING]
+    found = {key: tests for key, tests in (("failing_on_gold", failing_on_gold), ("passing_on_bug", passing_on_bug))
+             if tests}
     left_out = set(failing_on_gold) | set(passing_on_bug)
     if not left_out or all(t in left_out for t in before.fail_to_pass):
-        return {}
+        return found
     if any(before.statuses.get(t) not in PASSING for t in before.pass_to_pass if t not in left_out):
-        return {}
-    return {key: tests for key, tests in (("failing_on_gold", failing_on_gold), ("passing_on_bug", passing_on_bug))
-            if tests}
+        return found
+    return {**found, "leave_out": failing_on_gold + passing_on_bug}
 
 
 def validate_safely(record: dict, repo_path: Path, backend: str) -> dict:
@@ -523,7 +524,7 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
 # does not finish is a drop of its own, never failing tests. 3: the sandbox's reader no longer calls a command that
 # ended while the reader was stopped or starved a timeout. A task kept by an earlier version stays kept (each change
 # only turns drops into passes); its drops are validated again.
-VALIDATOR = 4
+VALIDATOR = 5
 
 
 def _still_valid(row: dict, content_hash: str) -> bool:
@@ -671,7 +672,7 @@ def regrade_candidates(candidates: list[dict], records: list[dict], rows: dict[s
         row = rows.get(record["instance_id"], {})
         for test in row.get("failing_on_gold") or ():
             report.gold_disagreements[test] = report.gold_disagreements.get(test, 0) + 1
-        left_out = set(row.get("failing_on_gold") or ()) | set(row.get("passing_on_bug") or ())
+        left_out = set(row.get("leave_out") or ())
         mutation = by_key.get(record["instance_id"].rpartition("__")[2])
         if not left_out or mutation is None:
             continue
