@@ -522,8 +522,9 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
 
 # The validation's own rules, beside the grader's (grader_hash). 2: a grading gets the world's budget, and one that
 # does not finish is a drop of its own, never failing tests. 3: the sandbox's reader no longer calls a command that
-# ended while the reader was stopped or starved a timeout. A task kept by an earlier version stays kept (each change
-# only turns drops into passes); its drops are validated again.
+# ended while the reader was stopped or starved a timeout. 4, 5: a drop records the tests that fail with the gold
+# patch and those to leave out of a rebuilt task (tests_to_leave_out). A task kept by an earlier version stays kept
+# (each change only turns drops into passes); its drops are validated again.
 VALIDATOR = 5
 
 
