@@ -713,6 +713,148 @@ def test_a_code_object_with_another_line_table_is_not_the_test_files():
     assert same_code(honest, honest.replace()) and not same_code(honest, forged)
 
 
+# Red-team findings on strict equality itself (2026-11-29). Each passed an always-equal object before its fix.
+STRICT_HOLES_PACKAGE = """import functools, itertools, operator
+
+
+class Yes:  # equal to anything, by a builtin (no Python frame runs)
+    __eq__ = functools.partial(operator.is_not, object())
+    __ne__ = functools.partial(operator.is_, object())
+    __hash__ = None
+
+
+class Alternating:  # True, False, True...: `in` said True, a second comparison False
+    __eq__ = functools.partial(next, itertools.cycle([True, False]))
+    __hash__ = None
+
+
+class YesDict(dict):
+    __eq__ = Yes.__eq__
+    __ne__ = Yes.__ne__
+    __hash__ = None
+
+
+class YesList(list):
+    __eq__ = Yes.__eq__
+    __ne__ = Yes.__ne__
+    __hash__ = None
+
+
+def squares(n):  # element 0 is the last pair checked: past a budget of 10,000 pairs
+    return [Yes()] + [i * i for i in range(1, n)]
+"""
+STRICT_HOLES_TESTS = """import unittest
+from unittest import mock
+import pkg
+
+
+class TestHoles(unittest.TestCase):
+    def test_assert_in_compares_once(self):
+        self.assertIn({"a": 1}, [pkg.Alternating()])
+
+    def test_no_budget_to_hide_behind(self):
+        self.assertEqual(pkg.squares(12000), [i * i for i in range(12000)])
+
+    def test_assert_dict_equal(self):
+        self.assertDictEqual(pkg.YesDict(), {"a": 1})
+
+    def test_assert_list_equal(self):
+        self.assertListEqual(pkg.YesList(), [1, 2, 3])
+
+    def test_assert_sequence_equal(self):
+        self.assertSequenceEqual([pkg.Yes()], (1,))
+
+    def test_assert_count_equal(self):
+        self.assertCountEqual([pkg.Yes(), pkg.Yes()], [1, 2])
+
+    def test_assert_almost_equal(self):
+        self.assertAlmostEqual(pkg.Yes(), 1.5)
+
+
+class TestHonest(unittest.TestCase):
+    def test_every_wrapped_assertion(self):
+        self.assertDictEqual({"a": [1, 2]}, {"a": [1, 2]})
+        self.assertDictEqual({"a": 1, "id": mock.ANY}, {"a": 1, "id": 7})
+        self.assertListEqual([1, "x"], [1, "x"])
+        self.assertTupleEqual((1, 2.0), (1, 2))
+        self.assertSetEqual({1, 2}, frozenset({1, 2}))
+        self.assertSequenceEqual((1, 2), [1, 2])
+        self.assertMultiLineEqual("a\\nb", "a\\nb")
+        self.assertAlmostEqual(1.0, 1.00000001)
+        self.assertCountEqual([1, 2, "a"], ["a", 2, 1])
+        self.assertIn(2, [1, 2])
+        self.assertIn("b", {"a", "b"})
+        self.assertEqual(list(range(12000)), list(range(12000)))
+"""
+
+
+def test_strict_equality_holes_found_by_the_red_team_are_closed(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(STRICT_HOLES_PACKAGE)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_holes.py").write_text(STRICT_HOLES_TESTS)
+    holes = ["test_assert_in_compares_once", "test_no_budget_to_hide_behind", "test_assert_dict_equal",
+             "test_assert_list_equal", "test_assert_sequence_equal", "test_assert_count_equal",
+             "test_assert_almost_equal"]
+    ids = [f"tests/test_holes.py::TestHoles::{name}" for name in holes]
+    honest = "tests/test_holes.py::TestHonest::test_every_wrapped_assertion"
+    statuses, log = _run_the_runner(tmp_path, [*ids, honest])
+    assert statuses == {**dict.fromkeys(ids, "FAILED"), honest: "PASSED"}, log
+    assert log.count("strict equality") >= len(ids)
+
+
+@needs_pytest
+def test_a_plain_assert_has_no_budget_to_hide_behind(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(STRICT_HOLES_PACKAGE)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_big.py").write_text(
+        "import pkg\n\n\ndef test_big():\n    assert pkg.squares(12000) == [i * i for i in range(12000)]\n\n\n"
+        "def test_honest_big():\n    assert list(range(12000)) == list(range(12000))\n")
+    ids = ["tests/test_big.py::test_big", "tests/test_big.py::test_honest_big"]
+    statuses, log = _run_the_runner(tmp_path, ids, "--pytest")
+    assert statuses == {ids[0]: "FAILED", ids[1]: "PASSED"}, log
+
+
+def test_a_closure_cell_or_default_of_the_strict_assertion_cannot_be_swapped(tmp_path):
+    """A red-team finding: the cell of ``TestCase.assertEqual.__closure__`` holding ``problem`` was set to a
+    function returning '' (``cell_contents`` is writable, and no audit event reports it), and an always-equal
+    str passed. The strict functions now read everything from their defaults, and a write to those is reported."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("""import unittest
+
+
+class Yes(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+
+
+def swap(function):
+    for cell in function.__closure__ or ():
+        cell.cell_contents = lambda *args, **kwargs: ""
+    if function.__defaults__:
+        function.__defaults__ = tuple(lambda *args, **kwargs: "" for _ in function.__defaults__)
+
+
+swap(unittest.TestCase.assertEqual)
+
+
+def answer():
+    return Yes("wrong")
+""")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_a.py").write_text("import unittest\nimport pkg\n\n\nclass TestA(unittest.TestCase):\n"
+                                                  "    def test_answer(self):\n"
+                                                  "        self.assertEqual(pkg.answer(), 'right')\n")
+    ids = ["tests/test_a.py::TestA::test_answer"]
+    statuses, log = _run_the_runner(tmp_path, ids)
+    assert statuses[ids[0]] in ("FAILED", "ERROR", "TAMPERED"), log
+
+
 # --------------------------------------------------------------------------- no false alarms
 # unittest's and pytest's features, run by the runner with the sandbox's python3 (no sandbox needed):
 # every status comes out as the framework means it, and the harnesses never disagree on honest code.

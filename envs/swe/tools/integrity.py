@@ -677,15 +677,19 @@ def make_strict_equality(cwd, trusted):
     any number for a number (a builtin one, or a registered ``numbers.Number`` such as ``Decimal`` or numpy's
     scalars), and a subclass of that builtin type (a namedtuple, an ``IntEnum``, an ``OrderedDict``); in both,
     the type's ``__eq__`` must not be the repository's (neither its code nor a class the repository defines).
-    Lists, tuples and dicts are compared element by element under the same rule (at most 10,000 elements), and
-    so are a dict's keys and a set's elements, each against the builtin types alone. No code of the compared
-    objects runs: types are read with ``type``, class dicts through ``type.__dict__``, and containers through
-    the builtin types' own methods (``list.__len__``, ``dict.__getitem__``...), never a subclass's.
+    Lists, tuples and dicts are compared element by element under the same rule (up to a million pairs; a
+    comparison with more is refused, never waved through), and so are a dict's keys and a set's elements, each
+    against the builtin types alone. No code of the compared objects runs: types are read with ``type``, class
+    dicts through ``type.__dict__``, and containers through the builtin types' own methods (``list.__len__``,
+    ``dict.__getitem__``...), never a subclass's.
 
     ``exempt(side, value)``, where given, may excuse a pair at any depth: it is asked about the side (0 for
     ``first``, 1 for ``second``) whose element is not a builtin value, and says whether that side is the test's
     own expectation, written in its source, and the element one of the objects such an expectation may hold
-    (see :meth:`Guard.test_written`): ``ComparesEqual``, ``[ANY, 2]``, ``pytest.approx(0.3)``."""
+    (see :meth:`Guard.test_written`): ``ComparesEqual``, ``[ANY, 2]``, ``pytest.approx(0.3)``.
+
+    ``problem.element(value)`` (for ``assertCountEqual``, whose pairs are not known): why ``value`` could not
+    be believed equal to any builtin value, or ''."""
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     numbers = (int, float, complex, bool)
@@ -693,8 +697,11 @@ def make_strict_equality(cwd, trusted):
     containers = frozenset((list, tuple, dict, set, frozenset))
     mro, cdict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
 
+    # every function here reads its state from its defaults, never a closure cell: a cell's contents can be
+    # swapped silently (``cell_contents``), a default only through ``__defaults__``, which the audit hook reports
     def own_equality(kind, _mro=mro, _cdict=cdict, _type=type, _str=str, _getattr=getattr, _realpath=os.path.realpath,
-                     _abspath=os.path.abspath, _modules=sys.modules, _flags=type.__dict__["__flags__"].__get__):
+                     _abspath=os.path.abspath, _modules=sys.modules, _flags=type.__dict__["__flags__"].__get__,
+                     _root=root, _trusted=trusted, _heaptype=HEAPTYPE):
         """The repository file that gives ``kind`` its ``__eq__`` (the function's, or the class's that holds it),
         or ''."""
         for klass in _mro(kind):
@@ -702,42 +709,45 @@ def make_strict_equality(cwd, trusted):
             for key, value in items.items():
                 if _type(key) is not _str or key not in ("__eq__", "__ne__"):
                     continue
-                module = _modules.get(items.get("__module__")) if _flags(klass) & HEAPTYPE else None
+                module = _modules.get(items.get("__module__")) if _flags(klass) & _heaptype else None
                 places = [_getattr(module, "__file__", None), _getattr(_getattr(_getattr(value, "__func__", value),
                                                                                 "__code__", None), "co_filename", None)]
                 for path in places:
-                    if _type(path) is _str and _realpath(path).startswith(root) and _abspath(path) not in trusted:
+                    if _type(path) is _str and _realpath(path).startswith(_root) and _abspath(path) not in _trusted:
                         return path
                 return ""
         return ""
 
     def keys_problem(mapping, kind, _type=type, _issubclass=issubclass, _own=own_equality, _scalars=scalars,
-                     _keys=dict.keys, _qualname=type.__dict__["__qualname__"].__get__):
+                     _keys=dict.keys, _qualname=type.__dict__["__qualname__"].__get__, _str=str,
+                     _set_iter=set.__iter__, _frozenset_iter=frozenset.__iter__, _tuple=tuple, _dict=dict,
+                     _set=set):
         """Why a key of a dict (or an element of a set), read with the builtin type's own iteration, cannot be
         believed: one whose type compares by the repository's own ``__eq__`` (an enum member, a date, a
         namedtuple are fine)."""
-        for key in (_keys(mapping) if _issubclass(kind, dict) else (set.__iter__(mapping) if _issubclass(kind, set)
-                                                                      else frozenset.__iter__(mapping))):
+        for key in (_keys(mapping) if _issubclass(kind, _dict) else (_set_iter(mapping) if _issubclass(kind, _set)
+                                                                       else _frozenset_iter(mapping))):
             key_kind = _type(key)
-            if key_kind in _scalars or key_kind is tuple:
+            if key_kind in _scalars or key_kind is _tuple:
                 continue
             where = _own(key_kind)
             if where:
                 name = _qualname(key_kind)
-                name = name if _type(name) is str else "?"
+                name = name if _type(name) is _str else "?"
                 return f"a {name} key or element of a {kind.__name__} compares by the repository's own __eq__ " \
                        f"({where})"
         return ""
 
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
-                _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem):
-        stack, budget = [(first, second)], [10000]  # pairs: (an element of first, one of second)
+                _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
+                _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000):
+        stack, budget = [(first, second)], [_budget]  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
             budget[0] -= 1
-            if budget[0] < 0:
-                return ""
+            if budget[0] < 0:  # refused, not waved through: an always-equal object may sit past any budget
+                return f"more than {_budget} pairs of elements compared: too many to check"
             kind_a, kind_b = _type(a), _type(b)
             if kind_a in _scalars or kind_a in _containers:
                 expected, other, kind, other_kind, side = a, b, kind_a, kind_b, 1
@@ -749,64 +759,184 @@ def make_strict_equality(cwd, trusted):
                 if exempt is not None and exempt(side, other):
                     continue  # an object of the test's own expectation, written in its source
                 name = _qualname(other_kind)
-                name = name if _type(name) is str else "?"
+                name = name if _type(name) is _str else "?"
                 family = _issubclass(other_kind, _number) if kind in _numbers else _issubclass(other_kind, kind) or (
-                    kind in (set, frozenset) and _issubclass(other_kind, (set, frozenset)))
+                    kind in (_set, _frozenset) and _issubclass(other_kind, (_set, _frozenset)))
                 if not family:
                     return f"a {name} was compared with a {kind.__name__}: strict equality wants a {kind.__name__}"
                 where = _own(other_kind)
                 if where:
                     return f"a {name} was compared with a {kind.__name__} by the repository's own __eq__ ({where})"
-            if kind in (list, tuple) and _issubclass(other_kind, (list, tuple)):
-                length_a = (list.__len__ if _issubclass(_type(a), list) else tuple.__len__)(a)
-                length_b = (list.__len__ if _issubclass(_type(b), list) else tuple.__len__)(b)
+            if kind in (_list, _tuple) and _issubclass(other_kind, (_list, _tuple)):
+                length_a = (_list.__len__ if _issubclass(_type(a), _list) else _tuple.__len__)(a)
+                length_b = (_list.__len__ if _issubclass(_type(b), _list) else _tuple.__len__)(b)
                 if length_a != length_b:
                     continue  # they compared equal, yet differ in length: a subclass's own __eq__ (checked above)
-                item_a = list.__getitem__ if _issubclass(_type(a), list) else tuple.__getitem__
-                item_b = list.__getitem__ if _issubclass(_type(b), list) else tuple.__getitem__
+                item_a = _list.__getitem__ if _issubclass(_type(a), _list) else _tuple.__getitem__
+                item_b = _list.__getitem__ if _issubclass(_type(b), _list) else _tuple.__getitem__
                 stack += [(item_a(a, i), item_b(b, i)) for i in _range(length_a)]
-            elif kind is dict and _issubclass(other_kind, dict):
+            elif kind is _dict and _issubclass(other_kind, _dict):
                 why = _keys_problem(other, other_kind) or _keys_problem(expected, kind)
                 if why:
                     return why
-                for key in dict.keys(expected):  # keys are builtin values now: hashing and == run no code of theirs
-                    if dict.__contains__(other, key):
-                        pair = (dict.__getitem__(expected, key), dict.__getitem__(other, key))
+                for key in _dict.keys(expected):  # keys are builtin values now: hashing and == run no code of theirs
+                    if _dict.__contains__(other, key):
+                        pair = (_dict.__getitem__(expected, key), _dict.__getitem__(other, key))
                         stack.append(pair if side == 1 else (pair[1], pair[0]))
-            elif kind in (set, frozenset) and _issubclass(other_kind, (set, frozenset)):
+            elif kind in (_set, _frozenset) and _issubclass(other_kind, (_set, _frozenset)):
                 why = _keys_problem(other, other_kind) or _keys_problem(expected, kind)
                 if why:
                     return why
         return ""
 
+    def element(value, _type=type, _scalars=scalars, _containers=containers, _issubclass=issubclass,
+                _number=Number, _own=own_equality, _qualname=type.__dict__["__qualname__"].__get__, _str=str,
+                _kinds=tuple(scalars | containers), _problem=problem):
+        """Why ``value`` may not be believed equal to whatever builtin value it was matched with, or ''."""
+        kind = _type(value)
+        if kind in _scalars or kind in _containers:
+            return _problem(value, value)  # its elements, each against itself: the same rule inside
+        name = _qualname(kind)
+        name = name if _type(name) is _str else "?"
+        if not (_issubclass(kind, _number) or _issubclass(kind, _kinds)):
+            return f"a {name} was matched with builtin values: strict equality wants builtin values"
+        where = _own(kind)
+        return f"a {name} was matched with builtin values by the repository's own __eq__ ({where})" if where else ""
+
+    problem.element = element
     return problem
 
 
 def strict_assertions(test_case, problem, guard=None):
-    """``TestCase.assertEqual`` and ``assertIn`` that also apply ``problem`` (strict equality) once the ordinary
-    assertion held; set on the framework's class before the snapshot, so they are the framework's own. With
-    ``guard``, the objects of an argument that the calling test writes as its own expectation are excused (see
-    :meth:`Guard.test_written`)."""
-    equal, contains = test_case.assertEqual, test_case.assertIn
+    """unittest's equality assertions (``assertEqual`` and the type-specific ``assertDictEqual``,
+    ``assertListEqual``, ``assertTupleEqual``, ``assertSetEqual``, ``assertSequenceEqual``,
+    ``assertMultiLineEqual``, and ``assertAlmostEqual``, whose first step is ``first == second``), ``assertIn`` and
+    ``assertCountEqual``, each also applying ``problem`` (strict equality) once the ordinary assertion held; set
+    on the framework's class before the snapshot, so they are the framework's own. With ``guard``, the objects of
+    an argument that the calling test writes as its own expectation are excused (see :meth:`Guard.test_written`).
 
-    def assertEqual(self, first, second, msg=None, _getframe=sys._getframe, _guard=guard):
-        equal(self, first, second, msg)
-        why = problem(first, second)
+    A type-specific assertion that unittest's own ``assertEqual`` calls is left to that ``assertEqual`` (whose
+    arguments the test wrote); one a test calls itself is checked like ``assertEqual``: a dict subclass equal to
+    anything passed ``assertDictEqual`` before (a red-team finding). Each wrapper is written out with the
+    original's signature and takes what it needs as defaults: a closure cell can be swapped silently
+    (``cell_contents``), a default only through ``__defaults__``, which the audit hook reports, and keyword-only
+    defaults live in a plain dict (``__kwdefaults__``), so there are none."""
+    import unittest.case
+    from unittest.util import safe_repr
+
+    framework_file = os.path.abspath(unittest.case.__file__)
+    builtin_kinds = (str, bytes, int, float, complex, bool, type(None), list, tuple, dict, set, frozenset)
+    original = {name: getattr(test_case, name) for name in (
+        "assertEqual", "assertDictEqual", "assertListEqual", "assertTupleEqual", "assertSetEqual",
+        "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertIn", "assertCountEqual")}
+
+    def check(self, first, second, msg, caller, names, _guard=guard, _problem=problem, _framework=framework_file,
+              _abspath=os.path.abspath, _type=type, _str=str):
+        """After an equality assertion held: raise when strict equality refuses it (not when unittest's own
+        ``assertEqual`` is the caller: it checks for itself)."""
+        if _abspath(caller.f_code.co_filename) == _framework:
+            return
+        why = _problem(first, second)
         if why and _guard is not None:
-            caller = _getframe(1)
-            why = problem(first, second, _guard.exemption(caller, lambda side: _guard.argument_node(
-                caller, side, ("first", "second")[side])))
+            why = _problem(first, second, _guard.exemption(caller, lambda side: _guard.argument_node(
+                caller, side, names[side])))
         if why:
-            raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+            raise self.failureException(self._formatMessage(msg if _type(msg) is _str else None,
+                                                            "strict equality: " + why))
 
-    def assertIn(self, member, container, msg=None):
-        contains(self, member, container, msg)
-        if type(container) in (list, tuple, set, frozenset):  # some item equal to it under the strict rule too
-            found = [problem(item, member) for item in container if item == member]
-            if found and all(found):
-                raise self.failureException(self._formatMessage(msg, "strict equality: " + found[0]))
+    def assertEqual(self, first, second, msg=None, _original=original["assertEqual"], _check=check,
+                    _getframe=sys._getframe):
+        _original(self, first, second, msg)
+        _check(self, first, second, msg, _getframe(1), ("first", "second"))
 
-    test_case.assertEqual, test_case.assertIn = assertEqual, assertIn
+    def assertDictEqual(self, d1, d2, msg=None, _original=original["assertDictEqual"], _check=check,
+                        _getframe=sys._getframe):
+        _original(self, d1, d2, msg)
+        _check(self, d1, d2, msg, _getframe(1), ("d1", "d2"))
+
+    def assertListEqual(self, list1, list2, msg=None, _original=original["assertListEqual"], _check=check,
+                        _getframe=sys._getframe):
+        _original(self, list1, list2, msg)
+        _check(self, list1, list2, msg, _getframe(1), ("list1", "list2"))
+
+    def assertTupleEqual(self, tuple1, tuple2, msg=None, _original=original["assertTupleEqual"], _check=check,
+                         _getframe=sys._getframe):
+        _original(self, tuple1, tuple2, msg)
+        _check(self, tuple1, tuple2, msg, _getframe(1), ("tuple1", "tuple2"))
+
+    def assertSetEqual(self, set1, set2, msg=None, _original=original["assertSetEqual"], _check=check,
+                       _getframe=sys._getframe):
+        _original(self, set1, set2, msg)
+        _check(self, set1, set2, msg, _getframe(1), ("set1", "set2"))
+
+    def assertSequenceEqual(self, seq1, seq2, msg=None, seq_type=None, _original=original["assertSequenceEqual"],
+                            _check=check, _getframe=sys._getframe, _list=list, _tuple=tuple, _issubclass=issubclass,
+                            _type=type):
+        _original(self, seq1, seq2, msg, seq_type)
+        if _issubclass(_type(seq1), (_list, _tuple)) and _issubclass(_type(seq2), (_list, _tuple)):
+            # item by item, whatever the two sequence types (as unittest compares them): each read with the
+            # builtin type's own iteration
+            seq1, seq2 = [_list(_list.__iter__(s) if _issubclass(_type(s), _list) else _tuple.__iter__(s))
+                          for s in (seq1, seq2)]
+        _check(self, seq1, seq2, msg, _getframe(1), ("seq1", "seq2"))
+
+    def assertMultiLineEqual(self, first, second, msg=None, _original=original["assertMultiLineEqual"], _check=check,
+                             _getframe=sys._getframe):
+        _original(self, first, second, msg)
+        _check(self, first, second, msg, _getframe(1), ("first", "second"))
+
+    def assertAlmostEqual(self, first, second, places=None, msg=None, delta=None,
+                          _original=original["assertAlmostEqual"], _check=check, _getframe=sys._getframe):
+        _original(self, first, second, places, msg, delta)
+        _check(self, first, second, msg, _getframe(1), ("first", "second"))
+
+    def assertIn(self, member, container, msg=None, _contains=original["assertIn"], _problem=problem, _type=type,
+                 _kinds=(list, tuple, set, frozenset), _all=all, _safe_repr=safe_repr):
+        if _type(container) not in _kinds:
+            _contains(self, member, container, msg)
+            return
+        # each item compared once: `in`, then a second comparison to find the equal items, let an __eq__ that
+        # alternates True and False give two answers (a red-team finding)
+        equal = [item for item in container if item is member or item == member]
+        if not equal:
+            raise self.failureException(self._formatMessage(
+                msg, f"{_safe_repr(member)} not found in {_safe_repr(container)}"))
+        found = [_problem(item, member) for item in equal]
+        if _all(found):
+            raise self.failureException(self._formatMessage(msg, "strict equality: " + found[0]))
+
+    def assertCountEqual(self, first, second, msg=None, _count_equal=original["assertCountEqual"], _list=list,
+                         _element=problem.element, _type=type, _any=any, _builtin=builtin_kinds):
+        first, second = _list(first), _list(second)
+        _count_equal(self, first, second, msg)
+        for one, other in ((first, second), (second, first)):  # which item matched which is unknown: each one
+            if _any(_type(item) in _builtin for item in other):  # facing builtin values must be believable alone
+                for item in one:
+                    why = _element(item)
+                    if why:
+                        raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+
+    for function in (assertEqual, assertDictEqual, assertListEqual, assertTupleEqual, assertSetEqual,
+                     assertSequenceEqual, assertMultiLineEqual, assertAlmostEqual, assertIn, assertCountEqual):
+        setattr(test_case, function.__name__, function)
+
+
+def strict_functions(*functions):
+    """A namespace of ``functions`` and every function their defaults hold (and ``problem.element``), for the
+    snapshot: the audit hook then reports a write to any of their ``__defaults__`` or ``__code__``
+    (:func:`protected_ids`)."""
+    from types import FunctionType, SimpleNamespace
+
+    seen, stack = [], [f for f in functions if f is not None]
+    while stack:
+        function = stack.pop()
+        if type(function) is not FunctionType or any(function is s for s in seen):
+            continue
+        seen.append(function)
+        stack += [d for d in (function.__defaults__ or ()) if type(d) is FunctionType]
+        stack += [v for v in (function.__kwdefaults__ or {}).values() if type(v) is FunctionType]
+        stack += [v for v in vars(function).values() if type(v) is FunctionType]
+    return SimpleNamespace(**{f"strict_{index}": function for index, function in enumerate(seen)})
 
 
 def strict_pytest_asserts(rewrite_module, problem, guard=None):
@@ -821,34 +951,35 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None):
     if original is None:
         return False
 
-    def _turngym_strict(left, right, left_span=None, right_span=None, _getframe=sys._getframe, _guard=guard):
+    def _turngym_strict(left, right, left_span=None, right_span=None, _getframe=sys._getframe, _guard=guard,
+                        _problem=problem):
         """True unless strict equality refuses ``left == right``, which the assert has found true (the rewritten
-        assert is ``left == right and @pytest_ar._turngym_strict(left, right, ...)``: Python's own ``==``
-        decides falsity, so code that swaps this function can at most skip the strict check, never pass an
-        assert whose values differ)."""
-        if not problem(left, right):
+        assert is ``left == right and @pytest_ar._turngym_strict(left, right, ...)``: Python's own ``==`` decides
+        falsity, so code that swaps this function can at most skip the strict check, never pass an assert whose
+        values differ)."""
+        if not _problem(left, right):
             return True
         if _guard is not None:
             caller, spans = _getframe(1), (left_span, right_span)
-            return not problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side])))
+            return not _problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side])))
         return False
 
-    def visit_Compare(self, comp):
-        before = len(self.statements)
-        sides = (comp.left, comp.comparators[0]) if len(comp.ops) == 1 else (None, None)
+    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast):
+        before = _len(self.statements)
+        sides = (comp.left, comp.comparators[0]) if _len(comp.ops) == 1 else (None, None)
         names = [(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
-                 if side is not None and getattr(side, "end_col_offset", None) is not None else None
+                 if side is not None and _getattr(side, "end_col_offset", None) is not None else None
                  for side in sides]
-        found = original(self, comp)
+        found = _original(self, comp)
         for statement in self.statements[before:]:
-            value = getattr(statement, "value", None)
-            if type(statement) is ast.Assign and type(value) is ast.Compare and len(value.ops) == 1 \
-                    and type(value.ops[0]) is ast.Eq:
-                strict = ast.Call(
-                    func=ast.Attribute(value=ast.Name(id="@pytest_ar", ctx=ast.Load()), attr="_turngym_strict",
-                                       ctx=ast.Load()),
-                    args=[value.left, value.comparators[0]] + [ast.Constant(value=n) for n in names], keywords=[])
-                statement.value = ast.BoolOp(op=ast.And(), values=[value, strict])
+            value = _getattr(statement, "value", None)
+            if _type(statement) is _ast.Assign and _type(value) is _ast.Compare and _len(value.ops) == 1 \
+                    and _type(value.ops[0]) is _ast.Eq:
+                strict = _ast.Call(
+                    func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()), attr="_turngym_strict",
+                                        ctx=_ast.Load()),
+                    args=[value.left, value.comparators[0]] + [_ast.Constant(value=n) for n in names], keywords=[])
+                statement.value = _ast.BoolOp(op=_ast.And(), values=[value, strict])
         return found
 
     rewrite_module._turngym_strict = _turngym_strict

@@ -391,12 +391,18 @@ def main(result_fd, integrity_path, own_module):
                       "threading"] + [vars(m)["__name__"] for m in framework])
     guard = integrity.Guard(cwd, payload["trusted"], framework, core, test_case=unittest.TestCase,
                             variants=variants, alarm=channel.alarm)
+    strict_parts = []
     if payload.get("strict", True):  # before the snapshot: the strict comparisons are the framework's now
         problem = integrity.make_strict_equality(cwd, payload["trusted"])
         integrity.strict_assertions(unittest.TestCase, problem, guard)
         if not integrity.strict_pytest_asserts(rewrite_module, problem, guard):
             print("turngym: this pytest's assertion rewriter is not one strict equality knows; plain asserts "
                   "compare as the objects define it", file=sys.stderr)
+        strict_parts = [integrity.strict_functions(
+            *[getattr(unittest.TestCase, name) for name in ("assertEqual", "assertIn", "assertCountEqual",
+                                                            "assertDictEqual", "assertAlmostEqual")],
+            getattr(rewrite_module, "_turngym_strict", None),
+            getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Compare", None))]
     own = integrity.own_codes(own_module, integrity)
     own_ids = frozenset(id(c) for c in own)
 
@@ -405,7 +411,8 @@ def main(result_fd, integrity_path, own_module):
 
     stepper = Stepper(int(payload.get("harness", 1)), control, channel, guard, digest_of, config_cell, cwd, own_ids)
     observer = Observer(channel, stepper)
-    taken = integrity.snapshot(framework, [own_module, integrity, guard, channel, control, stepper, observer])
+    taken = integrity.snapshot(framework, [own_module, integrity, guard, channel, control, stepper, observer]
+                               + strict_parts)
     same = integrity.make_checker(taken, lenient=True)
     stepper.state["same"] = same
     integrity.install_alarm(integrity.protected_ids(taken), channel.alarm)

@@ -236,9 +236,12 @@ class _Graded:
                           "importlib.machinery", "threading"] + [m.__name__ for m in framework])
         self.guard = integrity.Guard(cwd, payload["trusted"], self.framework, core, test_case=unittest.TestCase,
                                      require_test_case=True, alarm=channel.alarm)
+        self.strict_parts = None
         if payload.get("strict", True):  # before the snapshot: the strict assertions are the framework's now
             integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"]),
                                         self.guard)
+            self.strict_parts = integrity.strict_functions(*[getattr(unittest.TestCase, name) for name in (
+                "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual")])
         self.code, self.info = self.guard.compile_graded(self.path, source)
         self.unittest = unittest
         self.import_module = importlib.import_module
@@ -376,7 +379,7 @@ def _child_setup(result_fd):
         channel.alarm(str(error))
         os._exit(0)
     taken = integrity.snapshot(graded.framework, [sys.modules[__name__], integrity, graded, graded.guard, channel,
-                                                  control])
+                                                  control] + ([graded.strict_parts] if graded.strict_parts else []))
     same = integrity.make_checker(taken)
     protected = integrity.protected_ids(taken)
     integrity.install_alarm(protected, channel.alarm)
