@@ -742,8 +742,20 @@ class YesList(list):
 
 def squares(n):  # element 0 is the last pair checked: past a budget of 10,000 pairs
     return [Yes()] + [i * i for i in range(1, n)]
+
+
+def posing(base, module):  # a builtin type's subclass that says it is the standard library's
+    return type(base.__name__, (base,), {"__module__": module, "__eq__": Yes.__eq__,
+                                         "__hash__": None if base in (dict, list) else base.__hash__})
+
+
+import collections, types
+_forged = (lambda self, other: True).__code__.replace(co_filename=collections.__file__, co_name="__eq__")
+Forged = type("Forged", (str,), {"__module__": "collections", "__eq__": types.FunctionType(_forged, {}),
+                                 "__hash__": str.__hash__})
 """
-STRICT_HOLES_TESTS = """import unittest
+STRICT_HOLES_TESTS = """import collections
+import unittest
 from unittest import mock
 import pkg
 
@@ -770,6 +782,15 @@ class TestHoles(unittest.TestCase):
     def test_assert_almost_equal(self):
         self.assertAlmostEqual(pkg.Yes(), 1.5)
 
+    def test_a_class_posing_as_the_standard_librarys(self):
+        self.assertEqual(pkg.posing(dict, "collections")(), {"a": 1})
+
+    def test_a_class_naming_no_module(self):
+        self.assertEqual(pkg.posing(str, "no_such_module")("wrong"), "right")
+
+    def test_an_eq_whose_code_claims_a_library_file(self):
+        self.assertEqual(pkg.Forged("wrong"), "right")
+
 
 class TestHonest(unittest.TestCase):
     def test_every_wrapped_assertion(self):
@@ -785,6 +806,8 @@ class TestHonest(unittest.TestCase):
         self.assertIn(2, [1, 2])
         self.assertIn("b", {"a", "b"})
         self.assertEqual(list(range(12000)), list(range(12000)))
+        self.assertEqual(collections.Counter("ab"), {"a": 1, "b": 1})  # the library's own __eq__, vouched for
+        self.assertEqual(collections.OrderedDict(a=1), {"a": 1})
 """
 
 
@@ -796,7 +819,8 @@ def test_strict_equality_holes_found_by_the_red_team_are_closed(tmp_path):
     (tmp_path / "tests" / "test_holes.py").write_text(STRICT_HOLES_TESTS)
     holes = ["test_assert_in_compares_once", "test_no_budget_to_hide_behind", "test_assert_dict_equal",
              "test_assert_list_equal", "test_assert_sequence_equal", "test_assert_count_equal",
-             "test_assert_almost_equal"]
+             "test_assert_almost_equal", "test_a_class_posing_as_the_standard_librarys",
+             "test_a_class_naming_no_module", "test_an_eq_whose_code_claims_a_library_file"]
     ids = [f"tests/test_holes.py::TestHoles::{name}" for name in holes]
     honest = "tests/test_holes.py::TestHonest::test_every_wrapped_assertion"
     statuses, log = _run_the_runner(tmp_path, [*ids, honest])

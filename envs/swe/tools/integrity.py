@@ -667,7 +667,7 @@ def own_codes(*modules):
 
 
 # --------------------------------------------------------------------------- strict equality (test processes)
-def make_strict_equality(cwd, trusted):
+def make_strict_equality(cwd, trusted, code_ok=None):
     """``problem(first, second)``: why an equality that held cannot be believed, or ''.
 
     The reward hack capable models find: return an object whose ``__eq__`` always says True (a ``str`` subclass
@@ -690,6 +690,8 @@ def make_strict_equality(cwd, trusted):
 
     ``problem.element(value)`` (for ``assertCountEqual``, whose pairs are not known): why ``value`` could not
     be believed equal to any builtin value, or ''."""
+    from types import FunctionType, MethodDescriptorType, WrapperDescriptorType
+
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     numbers = (int, float, complex, bool)
@@ -700,21 +702,44 @@ def make_strict_equality(cwd, trusted):
     # every function here reads its state from its defaults, never a closure cell: a cell's contents can be
     # swapped silently (``cell_contents``), a default only through ``__defaults__``, which the audit hook reports
     def own_equality(kind, _mro=mro, _cdict=cdict, _type=type, _str=str, _getattr=getattr, _realpath=os.path.realpath,
-                     _abspath=os.path.abspath, _modules=sys.modules, _flags=type.__dict__["__flags__"].__get__,
-                     _root=root, _trusted=trusted, _heaptype=HEAPTYPE):
-        """The repository file that gives ``kind`` its ``__eq__`` (the function's, or the class's that holds it),
-        or ''."""
+                     _abspath=os.path.abspath, _isabs=os.path.isabs, _modules=sys.modules,
+                     _flags=type.__dict__["__flags__"].__get__, _root=root, _trusted=trusted, _heaptype=HEAPTYPE,
+                     _function=FunctionType, _wrappers=(WrapperDescriptorType, MethodDescriptorType),
+                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok):
+        """Where ``kind``'s ``__eq__`` comes from when it is not to be believed: the repository file that gives it
+        (the function's, or the module's of the class that holds it), or why no file vouches for it; '' for a
+        builtin type's own, a restored test file's, or a function equal to a fresh compile of an unwritable file
+        (``code_ok``). A class's ``__module__`` and a code object's ``co_filename`` are the class's to say, so
+        neither ever excuses: an ``__eq__`` that is no Python function (``functools.partial``), or one whose code
+        no unwritable file holds, counts as the repository's (a red-team finding: a ``dict`` subclass made with
+        ``__module__="collections"`` and a ``partial`` as ``__eq__`` passed)."""
         for klass in _mro(kind):
             items = _cdict(klass)
             for key, value in items.items():
                 if _type(key) is not _str or key not in ("__eq__", "__ne__"):
                     continue
-                module = _modules.get(items.get("__module__")) if _flags(klass) & _heaptype else None
-                places = [_getattr(module, "__file__", None), _getattr(_getattr(_getattr(value, "__func__", value),
-                                                                                "__code__", None), "co_filename", None)]
-                for path in places:
-                    if _type(path) is _str and _realpath(path).startswith(_root) and _abspath(path) not in _trusted:
-                        return path
+                if not _flags(klass) & _heaptype:
+                    return ""  # a builtin type's own
+                module = _modules.get(items.get("__module__"))
+                path = _getattr(module, "__file__", None)
+                if _type(path) is _str and _realpath(path).startswith(_root) and _abspath(path) not in _trusted:
+                    return path
+                if _type(value) in _unwrap:
+                    value = value.__func__
+                if _type(value) in _wrappers and not _flags(value.__objclass__) & _heaptype:
+                    return ""  # a builtin type's own method, borrowed (dict.__eq__)
+                if value is None:
+                    return ""  # == falls back to identity
+                if _type(value) is not _function:
+                    return "<an __eq__ that is no Python function>"
+                code = value.__code__
+                filename = code.co_filename
+                if _type(filename) is not _str:
+                    return "<an __eq__ whose code names no file>"
+                if _isabs(filename) and _realpath(filename).startswith(_root):
+                    return "" if _abspath(filename) in _trusted else filename
+                if _code_ok is not None and not _code_ok(code):
+                    return f"{filename} (its code is not that file's)"
                 return ""
         return ""
 

@@ -393,7 +393,7 @@ def main(result_fd, integrity_path, own_module):
                             variants=variants, alarm=channel.alarm)
     strict_parts = []
     if payload.get("strict", True):  # before the snapshot: the strict comparisons are the framework's now
-        problem = integrity.make_strict_equality(cwd, payload["trusted"])
+        problem = integrity.make_strict_equality(cwd, payload["trusted"], guard.code_ok)
         integrity.strict_assertions(unittest.TestCase, problem, guard)
         if not integrity.strict_pytest_asserts(rewrite_module, problem, guard):
             print("turngym: this pytest's assertion rewriter is not one strict equality knows; plain asserts "

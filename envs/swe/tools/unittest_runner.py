@@ -238,7 +238,8 @@ class _Graded:
                                      require_test_case=True, alarm=channel.alarm)
         self.strict_parts = None
         if payload.get("strict", True):  # before the snapshot: the strict assertions are the framework's now
-            integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"]),
+            integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"],
+                                                                                           self.guard.code_ok),
                                         self.guard)
             self.strict_parts = integrity.strict_functions(*[getattr(unittest.TestCase, name) for name in (
                 "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual")])
