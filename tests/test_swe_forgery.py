@@ -749,12 +749,28 @@ def posing(base, module):  # a builtin type's subclass that says it is the stand
                                          "__hash__": None if base in (dict, list) else base.__hash__})
 
 
-import collections, types
+import collections, fractions, numbers, types
+from unittest import mock
 _forged = (lambda self, other: True).__code__.replace(co_filename=collections.__file__, co_name="__eq__")
+
+
+class Fake(fractions.Fraction):  # the library's __eq__, reading what a subclass defines
+    _numerator = property(lambda self: Yes(), lambda self, value: None)
+    _denominator = property(lambda self: Yes(), lambda self, value: None)
+
+
+def registered():  # an ABC's registry is anyone's to fill
+    numbers.Number.register(type(mock.ANY))
+    return mock.ANY
+
+
+def call_of_another_length():  # mock's _Call holding ANY, compared with a shorter tuple
+    return mock._Call(("", mock.ANY, mock.ANY))
 Forged = type("Forged", (str,), {"__module__": "collections", "__eq__": types.FunctionType(_forged, {}),
                                  "__hash__": str.__hash__})
 """
 STRICT_HOLES_TESTS = """import collections
+import fractions
 import unittest
 from unittest import mock
 import pkg
@@ -791,6 +807,15 @@ class TestHoles(unittest.TestCase):
     def test_an_eq_whose_code_claims_a_library_file(self):
         self.assertEqual(pkg.Forged("wrong"), "right")
 
+    def test_a_library_eq_reading_a_subclass(self):
+        self.assertEqual(object.__new__(pkg.Fake), 42)
+
+    def test_a_number_by_registration(self):
+        self.assertEqual(pkg.registered(), 0.5)
+
+    def test_a_library_sequence_of_another_length(self):
+        self.assertEqual(pkg.call_of_another_length(), (1, 2))
+
 
 class TestHonest(unittest.TestCase):
     def test_every_wrapped_assertion(self):
@@ -808,6 +833,8 @@ class TestHonest(unittest.TestCase):
         self.assertEqual(list(range(12000)), list(range(12000)))
         self.assertEqual(collections.Counter("ab"), {"a": 1, "b": 1})  # the library's own __eq__, vouched for
         self.assertEqual(collections.OrderedDict(a=1), {"a": 1})
+        self.assertEqual(fractions.Fraction(1, 2), 0.5)
+        self.assertEqual(mock.call(1, 2), ("", (1, 2), {}))
 """
 
 
@@ -820,7 +847,9 @@ def test_strict_equality_holes_found_by_the_red_team_are_closed(tmp_path):
     holes = ["test_assert_in_compares_once", "test_no_budget_to_hide_behind", "test_assert_dict_equal",
              "test_assert_list_equal", "test_assert_sequence_equal", "test_assert_count_equal",
              "test_assert_almost_equal", "test_a_class_posing_as_the_standard_librarys",
-             "test_a_class_naming_no_module", "test_an_eq_whose_code_claims_a_library_file"]
+             "test_a_class_naming_no_module", "test_an_eq_whose_code_claims_a_library_file",
+             "test_a_library_eq_reading_a_subclass", "test_a_number_by_registration",
+             "test_a_library_sequence_of_another_length"]
     ids = [f"tests/test_holes.py::TestHoles::{name}" for name in holes]
     honest = "tests/test_holes.py::TestHonest::test_every_wrapped_assertion"
     statuses, log = _run_the_runner(tmp_path, [*ids, honest])

@@ -705,7 +705,14 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                      _abspath=os.path.abspath, _isabs=os.path.isabs, _modules=sys.modules,
                      _flags=type.__dict__["__flags__"].__get__, _root=root, _trusted=trusted, _heaptype=HEAPTYPE,
                      _function=FunctionType, _wrappers=(WrapperDescriptorType, MethodDescriptorType),
-                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok):
+                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok, _callable=callable,
+                     _has_get=lambda kind: any("__get__" in type.__dict__["__dict__"].__get__(c) or
+                                               "__set__" in type.__dict__["__dict__"].__get__(c)
+                                               for c in type.__dict__["__mro__"].__get__(kind)),
+                     _inert=frozenset(("__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__",
+                                       "__hash__", "__annotations__", "__orig_bases__", "__parameters__",
+                                       "__abstractmethods__", "_abc_impl", "__match_args__", "__firstlineno__",
+                                       "__static_attributes__"))):
         """Where ``kind``'s ``__eq__`` comes from when it is not to be believed: the repository file that gives it
         (the function's, or the module's of the class that holds it), or why no file vouches for it; '' for a
         builtin type's own, a restored test file's, or a function equal to a fresh compile of an unwritable file
@@ -713,13 +720,14 @@ def make_strict_equality(cwd, trusted, code_ok=None):
         neither ever excuses: an ``__eq__`` that is no Python function (``functools.partial``), or one whose code
         no unwritable file holds, counts as the repository's (a red-team finding: a ``dict`` subclass made with
         ``__module__="collections"`` and a ``partial`` as ``__eq__`` passed)."""
+        subclass_behaviour = ""  # a class before the one whose __eq__ decides, that defines behaviour of its own
         for klass in _mro(kind):
             items = _cdict(klass)
             for key, value in items.items():
                 if _type(key) is not _str or key not in ("__eq__", "__ne__"):
                     continue
                 if not _flags(klass) & _heaptype:
-                    return ""  # a builtin type's own
+                    return ""  # a builtin type's own: it reads the builtin's storage, not what a subclass defines
                 module = _modules.get(items.get("__module__"))
                 path = _getattr(module, "__file__", None)
                 if _type(path) is _str and _realpath(path).startswith(_root) and _abspath(path) not in _trusted:
@@ -740,7 +748,16 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                     return "" if _abspath(filename) in _trusted else filename
                 if _code_ok is not None and not _code_ok(code):
                     return f"{filename} (its code is not that file's)"
-                return ""
+                # the library's __eq__ reads attributes and items: a subclass's properties, methods or descriptors
+                # are what it reads then (a Fraction subclass whose _numerator is a property; red team, round 4)
+                return subclass_behaviour
+            if _flags(klass) & _heaptype and not subclass_behaviour:
+                for key, value in items.items():
+                    if _type(key) is _str and key in _inert:
+                        continue
+                    if _type(value) is _function or _callable(value) or _has_get(_type(value)):
+                        subclass_behaviour = f"<{key} of a subclass of the class whose __eq__ decides>"
+                        break
         return ""
 
     def keys_problem(mapping, kind, _type=type, _issubclass=issubclass, _own=own_equality, _scalars=scalars,
@@ -763,10 +780,22 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                        f"({where})"
         return ""
 
+    def number_family(kind, _number=Number, _issubclass=issubclass, _mro=mro, _flags=type.__dict__["__flags__"].__get__,
+                      _heaptype=HEAPTYPE, _builtin_numbers=(int, float, complex)):
+        """Whether ``kind`` is a number: a class that derives from ``numbers.Number`` (``Fraction``), or a type
+        written in C that is registered as one (``Decimal``, numpy's scalars). ``Number.register`` alone does not
+        make a Python class a number: an ABC's registry is anyone's to fill (``Number.register(type(mock.ANY))``
+        passed; red team, round 4)."""
+        for klass in _mro(kind):
+            if klass is _number or klass in _builtin_numbers:
+                return True  # derives from Number, or from int, float, complex (an IntEnum)
+        return not _flags(kind) & _heaptype and _issubclass(kind, _number)
+
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
                 _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
-                _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000):
+                _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000,
+                _number_family=number_family):
         stack, budget = [(first, second)], [_budget]  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
@@ -785,7 +814,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                     continue  # an object of the test's own expectation, written in its source
                 name = _qualname(other_kind)
                 name = name if _type(name) is _str else "?"
-                family = _issubclass(other_kind, _number) if kind in _numbers else _issubclass(other_kind, kind) or (
+                family = _number_family(other_kind) if kind in _numbers else _issubclass(other_kind, kind) or (
                     kind in (_set, _frozenset) and _issubclass(other_kind, (_set, _frozenset)))
                 if not family:
                     return f"a {name} was compared with a {kind.__name__}: strict equality wants a {kind.__name__}"
@@ -795,8 +824,10 @@ def make_strict_equality(cwd, trusted, code_ok=None):
             if kind in (_list, _tuple) and _issubclass(other_kind, (_list, _tuple)):
                 length_a = (_list.__len__ if _issubclass(_type(a), _list) else _tuple.__len__)(a)
                 length_b = (_list.__len__ if _issubclass(_type(b), _list) else _tuple.__len__)(b)
-                if length_a != length_b:
-                    continue  # they compared equal, yet differ in length: a subclass's own __eq__ (checked above)
+                if length_a != length_b:  # equal, yet of another length: a subclass's own __eq__ decided, one the
+                    # rule let through (a library's: mock's _Call holding ANY equalled a shorter tuple; red team)
+                    return f"a {_qualname(other_kind)} of another length was compared with a {kind.__name__}: " \
+                           "strict equality cannot pair their elements"
                 item_a = _list.__getitem__ if _issubclass(_type(a), _list) else _tuple.__getitem__
                 item_b = _list.__getitem__ if _issubclass(_type(b), _list) else _tuple.__getitem__
                 stack += [(item_a(a, i), item_b(b, i)) for i in _range(length_a)]
@@ -816,14 +847,14 @@ def make_strict_equality(cwd, trusted, code_ok=None):
 
     def element(value, _type=type, _scalars=scalars, _containers=containers, _issubclass=issubclass,
                 _number=Number, _own=own_equality, _qualname=type.__dict__["__qualname__"].__get__, _str=str,
-                _kinds=tuple(scalars | containers), _problem=problem):
+                _kinds=tuple(scalars | containers), _problem=problem, _number_family=number_family):
         """Why ``value`` may not be believed equal to whatever builtin value it was matched with, or ''."""
         kind = _type(value)
         if kind in _scalars or kind in _containers:
             return _problem(value, value)  # its elements, each against itself: the same rule inside
         name = _qualname(kind)
         name = name if _type(name) is _str else "?"
-        if not (_issubclass(kind, _number) or _issubclass(kind, _kinds)):
+        if not (_number_family(kind) or _issubclass(kind, _kinds)):
             return f"a {name} was matched with builtin values: strict equality wants builtin values"
         where = _own(kind)
         return f"a {name} was matched with builtin values by the repository's own __eq__ ({where})" if where else ""
