@@ -795,6 +795,9 @@ class TestHoles(unittest.TestCase):
     def test_assert_count_equal(self):
         self.assertCountEqual([pkg.Yes(), pkg.Yes()], [1, 2])
 
+    def test_assert_count_equal_nested(self):
+        self.assertCountEqual([[pkg.Yes()], (pkg.Yes(),)], [[1], (2,)])
+
     def test_assert_almost_equal(self):
         self.assertAlmostEqual(pkg.Yes(), 1.5)
 
@@ -828,6 +831,7 @@ class TestHonest(unittest.TestCase):
         self.assertMultiLineEqual("a\\nb", "a\\nb")
         self.assertAlmostEqual(1.0, 1.00000001)
         self.assertCountEqual([1, 2, "a"], ["a", 2, 1])
+        self.assertCountEqual([[1, 2], {"k": (3,)}, collections.Counter("a")], [{"k": (3,)}, [1, 2], {"a": 1}])
         self.assertIn(2, [1, 2])
         self.assertIn("b", {"a", "b"})
         self.assertEqual(list(range(12000)), list(range(12000)))
@@ -846,6 +850,7 @@ def test_strict_equality_holes_found_by_the_red_team_are_closed(tmp_path):
     (tmp_path / "tests" / "test_holes.py").write_text(STRICT_HOLES_TESTS)
     holes = ["test_assert_in_compares_once", "test_no_budget_to_hide_behind", "test_assert_dict_equal",
              "test_assert_list_equal", "test_assert_sequence_equal", "test_assert_count_equal",
+             "test_assert_count_equal_nested",
              "test_assert_almost_equal", "test_a_class_posing_as_the_standard_librarys",
              "test_a_class_naming_no_module", "test_an_eq_whose_code_claims_a_library_file",
              "test_a_library_eq_reading_a_subclass", "test_a_number_by_registration",

@@ -792,7 +792,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
         return not _flags(kind) & _heaptype and _issubclass(kind, _number)
 
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
-                _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality, _number=Number,
+                _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality,
                 _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
                 _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000,
                 _number_family=number_family):
@@ -845,19 +845,39 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                     return why
         return ""
 
-    def element(value, _type=type, _scalars=scalars, _containers=containers, _issubclass=issubclass,
-                _number=Number, _own=own_equality, _qualname=type.__dict__["__qualname__"].__get__, _str=str,
-                _kinds=tuple(scalars | containers), _problem=problem, _number_family=number_family):
-        """Why ``value`` may not be believed equal to whatever builtin value it was matched with, or ''."""
-        kind = _type(value)
-        if kind in _scalars or kind in _containers:
-            return _problem(value, value)  # its elements, each against itself: the same rule inside
-        name = _qualname(kind)
-        name = name if _type(name) is _str else "?"
-        if not (_number_family(kind) or _issubclass(kind, _kinds)):
-            return f"a {name} was matched with builtin values: strict equality wants builtin values"
-        where = _own(kind)
-        return f"a {name} was matched with builtin values by the repository's own __eq__ ({where})" if where else ""
+    def element(value, _type=type, _scalars=scalars, _issubclass=issubclass, _own=own_equality,
+                _qualname=type.__dict__["__qualname__"].__get__, _str=str, _kinds=tuple(scalars | containers),
+                _number_family=number_family, _list=list, _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset,
+                _budget=1_000_000):
+        """Why ``value``, or anything inside it, may not be believed equal to whatever builtin value it was matched
+        with, or '' (for ``assertCountEqual``: each object on its own, at any depth, read with the builtin types'
+        own iteration)."""
+        stack, budget = [value], [_budget]
+        while stack:
+            item = stack.pop()
+            kind = _type(item)
+            budget[0] -= 1
+            if budget[0] < 0:
+                return f"more than {_budget} elements to check: too many"
+            if kind in _scalars:
+                continue
+            if kind not in _kinds:
+                name = _qualname(kind)
+                name = name if _type(name) is _str else "?"
+                if not (_number_family(kind) or _issubclass(kind, _kinds)):
+                    return f"a {name} was matched with builtin values: strict equality wants builtin values"
+                where = _own(kind)
+                if where:
+                    return f"a {name} was matched with builtin values by the repository's own __eq__ ({where})"
+            if _issubclass(kind, _dict):
+                stack.extend(_dict.keys(item))
+                stack.extend(_dict.values(item))
+            else:
+                for base in (_list, _tuple, _set, _frozenset):
+                    if _issubclass(kind, base):
+                        stack.extend(base.__iter__(item))
+                        break
+        return ""
 
     problem.element = element
     return problem
@@ -887,7 +907,7 @@ def strict_assertions(test_case, problem, guard=None):
         "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertIn", "assertCountEqual")}
 
     def check(self, first, second, msg, caller, names, _guard=guard, _problem=problem, _framework=framework_file,
-              _abspath=os.path.abspath, _type=type, _str=str):
+              _abspath=os.path.abspath):
         """After an equality assertion held: raise when strict equality refuses it (not when unittest's own
         ``assertEqual`` is the caller: it checks for itself)."""
         if _abspath(caller.f_code.co_filename) == _framework:
@@ -897,8 +917,7 @@ def strict_assertions(test_case, problem, guard=None):
             why = _problem(first, second, _guard.exemption(caller, lambda side: _guard.argument_node(
                 caller, side, names[side])))
         if why:
-            raise self.failureException(self._formatMessage(msg if _type(msg) is _str else None,
-                                                            "strict equality: " + why))
+            raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
     def assertEqual(self, first, second, msg=None, _original=original["assertEqual"], _check=check,
                     _getframe=sys._getframe):
