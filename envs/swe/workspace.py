@@ -51,6 +51,9 @@ TREE_TOOL = f"{TOOLS}/tree.py"
 TEST_SCRIPT = f"{SCRATCH}/.turngym-tests.sh"
 INDEX_FILE = f"{SCRATCH}/.turngym-index"
 PATCH_FILE = f"{SCRATCH}/.turngym-patch"
+# The base tree's Python sources, copied before the agent's files are laid over it: the runner reads them before
+# any code under test runs and judges strict equality's disputes on them (tools/judge.py).
+PRISTINE_DIR = f"{SCRATCH}/.turngym-pristine"
 EMPTY_DIRS_FILE = "/tmp/turngym-empty-dirs"
 EMPTY_DIRS_TOOL = "/tmp/turngym-empty-dirs.py"
 # the patch comes back after this word and a nonce of each grading: no file name can forge it
@@ -303,6 +306,7 @@ class Workspace:
             f"printf '%s' {_b64(EMPTY_DIRS)} | base64 -d > {EMPTY_DIRS_TOOL} || exit 90",
             f"python3 -I -B {EMPTY_DIRS_TOOL} list {EMPTY_DIRS_FILE} || exit 90",
             f"base_tree=$({index} {GIT} add -A -f >/dev/null 2>&1 && {index} {GIT} write-tree) || exit 90",
+            f"rm -rf {PRISTINE_DIR} && python3 -I -B {TREE_TOOL} sources {WORKDIR} {PRISTINE_DIR} || exit 90",
             (f"python3 -I -B {TREE_TOOL} copy {AGENT_TREE} {WORKDIR} {self.tree_arguments()} "
              "|| echo 'turngym: some files of the working tree could not be copied'"),
             f"python3 -I -B {EMPTY_DIRS_TOOL} prune {EMPTY_DIRS_FILE} || exit 90",
@@ -318,7 +322,8 @@ class Workspace:
                          "|| { echo TURNGYM_TEST_PATCH_FAILED; exit 91; }")
         # The test command goes in a script file, as SWE-bench's eval.sh: thousands of test ids
         # would exceed the kernel's limit on one command-line argument.
-        lines.append(f"printf '%s' {_b64(command)} | base64 -d > {TEST_SCRIPT}")
+        script = f"export TURNGYM_PRISTINE={PRISTINE_DIR}\n{command}"
+        lines.append(f"printf '%s' {_b64(script)} | base64 -d > {TEST_SCRIPT}")
         return "\n".join(lines)
 
     def _report(self, statuses: dict[str, str], log: str, error: str | None, start: float,

@@ -883,7 +883,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
     return problem
 
 
-def strict_assertions(test_case, problem, guard=None):
+def strict_assertions(test_case, problem, guard=None, dispute=None):
     """unittest's equality assertions (``assertEqual`` and the type-specific ``assertDictEqual``,
     ``assertListEqual``, ``assertTupleEqual``, ``assertSetEqual``, ``assertSequenceEqual``,
     ``assertMultiLineEqual``, and ``assertAlmostEqual``, whose first step is ``first == second``), ``assertIn`` and
@@ -896,7 +896,10 @@ def strict_assertions(test_case, problem, guard=None):
     anything passed ``assertDictEqual`` before (a red-team finding). Each wrapper is written out with the
     original's signature and takes what it needs as defaults: a closure cell can be swapped silently
     (``cell_contents``), a default only through ``__defaults__``, which the audit hook reports, and keyword-only
-    defaults live in a plain dict (``__kwdefaults__``), so there are none."""
+    defaults live in a plain dict (``__kwdefaults__``), so there are none.
+
+    With ``dispute`` (:func:`make_dispute`, given when the parent holds the package's untouched tree), a pair
+    that strict equality refuses is handed to the parent's judge instead of failing here."""
     import unittest.case
     from unittest.util import safe_repr
 
@@ -906,70 +909,86 @@ def strict_assertions(test_case, problem, guard=None):
         "assertEqual", "assertDictEqual", "assertListEqual", "assertTupleEqual", "assertSetEqual",
         "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertIn", "assertCountEqual")}
 
-    def check(self, first, second, msg, caller, names, _guard=guard, _problem=problem, _framework=framework_file,
-              _abspath=os.path.abspath):
-        """After an equality assertion held: raise when strict equality refuses it (not when unittest's own
-        ``assertEqual`` is the caller: it checks for itself)."""
+    def check(self, first, second, msg, caller, names, original, args, _guard=guard, _problem=problem,
+              _framework=framework_file, _abspath=os.path.abspath, _dispute=dispute):
+        """Run the equality assertion ``original(*args)``, then raise when strict equality refuses the pair (not
+        when unittest's own ``assertEqual`` is the caller: it checks for itself). With ``dispute``, a pair refused
+        *before* the comparison is frozen then, so an ``__eq__`` that makes its object equal to what it is compared
+        with (copying the other side in) is judged on the object as the code under test made it; once the
+        assertion held, the frozen pair goes to the parent's judge instead of failing here."""
         if _abspath(caller.f_code.co_filename) == _framework:
+            original(*args)
             return
-        why = _problem(first, second)
-        if why and _guard is not None:
-            why = _problem(first, second, _guard.exemption(caller, lambda side: _guard.argument_node(
-                caller, side, names[side])))
-        if why:
+
+        def refused():
+            why = _problem(first, second)
+            if why and _guard is not None:
+                why = _problem(first, second, _guard.exemption(caller, lambda side: _guard.argument_node(
+                    caller, side, names[side])))
+            return why
+
+        before = refused() if _dispute is not None else ""
+        frozen = _dispute.freeze(first, second, "==") if before else None
+        original(*args)
+        why = refused() or before
+        if why and frozen:
+            _dispute(frozen, why)  # the parent's judge decides, with the package's untouched ==
+        elif why:
             raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
     def assertEqual(self, first, second, msg=None, _original=original["assertEqual"], _check=check,
                     _getframe=sys._getframe):
-        _original(self, first, second, msg)
-        _check(self, first, second, msg, _getframe(1), ("first", "second"))
+        _check(self, first, second, msg, _getframe(1), ("first", "second"), _original, (self, first, second, msg))
 
     def assertDictEqual(self, d1, d2, msg=None, _original=original["assertDictEqual"], _check=check,
                         _getframe=sys._getframe):
-        _original(self, d1, d2, msg)
-        _check(self, d1, d2, msg, _getframe(1), ("d1", "d2"))
+        _check(self, d1, d2, msg, _getframe(1), ("d1", "d2"), _original, (self, d1, d2, msg))
 
     def assertListEqual(self, list1, list2, msg=None, _original=original["assertListEqual"], _check=check,
                         _getframe=sys._getframe):
-        _original(self, list1, list2, msg)
-        _check(self, list1, list2, msg, _getframe(1), ("list1", "list2"))
+        _check(self, list1, list2, msg, _getframe(1), ("list1", "list2"), _original, (self, list1, list2, msg))
 
     def assertTupleEqual(self, tuple1, tuple2, msg=None, _original=original["assertTupleEqual"], _check=check,
                          _getframe=sys._getframe):
-        _original(self, tuple1, tuple2, msg)
-        _check(self, tuple1, tuple2, msg, _getframe(1), ("tuple1", "tuple2"))
+        _check(self, tuple1, tuple2, msg, _getframe(1), ("tuple1", "tuple2"), _original,
+               (self, tuple1, tuple2, msg))
 
     def assertSetEqual(self, set1, set2, msg=None, _original=original["assertSetEqual"], _check=check,
                        _getframe=sys._getframe):
-        _original(self, set1, set2, msg)
-        _check(self, set1, set2, msg, _getframe(1), ("set1", "set2"))
+        _check(self, set1, set2, msg, _getframe(1), ("set1", "set2"), _original, (self, set1, set2, msg))
 
     def assertSequenceEqual(self, seq1, seq2, msg=None, seq_type=None, _original=original["assertSequenceEqual"],
                             _check=check, _getframe=sys._getframe, _list=list, _tuple=tuple, _issubclass=issubclass,
                             _type=type):
-        _original(self, seq1, seq2, msg, seq_type)
+        args = (self, seq1, seq2, msg, seq_type)
         if _issubclass(_type(seq1), (_list, _tuple)) and _issubclass(_type(seq2), (_list, _tuple)):
             # item by item, whatever the two sequence types (as unittest compares them): each read with the
             # builtin type's own iteration
             seq1, seq2 = [_list(_list.__iter__(s) if _issubclass(_type(s), _list) else _tuple.__iter__(s))
                           for s in (seq1, seq2)]
-        _check(self, seq1, seq2, msg, _getframe(1), ("seq1", "seq2"))
+        _check(self, seq1, seq2, msg, _getframe(1), ("seq1", "seq2"), _original, args)
 
     def assertMultiLineEqual(self, first, second, msg=None, _original=original["assertMultiLineEqual"], _check=check,
                              _getframe=sys._getframe):
-        _original(self, first, second, msg)
-        _check(self, first, second, msg, _getframe(1), ("first", "second"))
+        _check(self, first, second, msg, _getframe(1), ("first", "second"), _original, (self, first, second, msg))
 
     def assertAlmostEqual(self, first, second, places=None, msg=None, delta=None,
                           _original=original["assertAlmostEqual"], _check=check, _getframe=sys._getframe):
-        _original(self, first, second, places, msg, delta)
-        _check(self, first, second, msg, _getframe(1), ("first", "second"))
+        _check(self, first, second, msg, _getframe(1), ("first", "second"), _original,
+               (self, first, second, places, msg, delta))
 
     def assertIn(self, member, container, msg=None, _contains=original["assertIn"], _problem=problem, _type=type,
-                 _kinds=(list, tuple, set, frozenset), _all=all, _safe_repr=safe_repr):
+                 _kinds=(list, tuple, set, frozenset), _all=all, _any=any, _safe_repr=safe_repr, _dispute=dispute,
+                 _list=list, _tuple=tuple, _set=set, _frozenset=frozenset):
         if _type(container) not in _kinds:
             _contains(self, member, container, msg)
             return
+        frozen = None
+        if _dispute is not None:  # frozen before any item's __eq__ runs (see check); judged as `member in container`
+            items = (_list.__iter__ if _type(container) is _list else _tuple.__iter__ if _type(container) is _tuple
+                     else _set.__iter__ if _type(container) is _set else _frozenset.__iter__)(container)
+            if _any(_problem(item, member) for item in items):
+                frozen = _dispute.freeze(container, member, "in")
         # each item compared once: `in`, then a second comparison to find the equal items, let an __eq__ that
         # alternates True and False give two answers (a red-team finding)
         equal = [item for item in container if item is member or item == member]
@@ -977,6 +996,9 @@ def strict_assertions(test_case, problem, guard=None):
             raise self.failureException(self._formatMessage(
                 msg, f"{_safe_repr(member)} not found in {_safe_repr(container)}"))
         found = [_problem(item, member) for item in equal]
+        if _all(found) and frozen:
+            _dispute(frozen, found[0])
+            return
         if _all(found):
             raise self.failureException(self._formatMessage(msg, "strict equality: " + found[0]))
 
@@ -1014,7 +1036,142 @@ def strict_functions(*functions):
     return SimpleNamespace(**{f"strict_{index}": function for index, function in enumerate(seen)})
 
 
-def strict_pytest_asserts(rewrite_module, problem, guard=None):
+FROZEN_BASES = ((dict, "dict"), (list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"),
+                (str, "str"), (bytes, "bytes"), (int, "int"), (float, "float"), (complex, "complex"),
+                (object, "object"))
+FROZEN_SCALARS = (int, bool, float, complex, str, bytes, type(None))
+
+
+def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
+    """``dispute(frozen, why)``: hand a pair that strict equality refused to the parent, which has the package's
+    untouched tree, and let the test go on; ``dispute.freeze(first, second, op)``: the pair as bytes, taken
+    *before* the test's comparison runs (so an ``__eq__`` that copies the other side into its object is judged on
+    the object as made), or ``b""`` when it cannot be handed over (then the assertion fails as before). ``op`` is
+    what the judge checks: ``"=="`` (``first == second``) or ``"in"`` (``second in first``).
+
+    The pair is *frozen*, never compared here: every object becomes a node of builtin data (a flat table, shared
+    objects and cycles by index), an instance of a Python class becomes its class's module and qualified name,
+    its builtin base's contents, its ``__dict__`` and its slots. No code of the compared objects runs while it is
+    read: types come from ``type``, class dicts and MROs from ``type``'s own descriptors, kinds are matched by
+    identity (never ``in``, which calls a metaclass's ``__eq__`` or ``__hash__``), contents from the builtin
+    types' own methods, ``__dict__`` and slots from the C descriptors ``type`` made (a class whose ``__dict__``
+    is anything else is refused). Any object of a type written in C other than the builtin data types is
+    refused. The parent's judge (``judge.py``) rebuilds the pair from the pristine classes, compares it there
+    and fails the test when the package's own ``==`` does not hold (docs/worlds/swe.md, "The package's own
+    equality"). Only the parent's verdict can fail a test; a dispute never makes one pass."""
+    import marshal
+    from types import GetSetDescriptorType, MemberDescriptorType
+
+    bases = tuple((kind, tag) for kind, tag in FROZEN_BASES)
+    scalars = FROZEN_SCALARS
+
+    def freeze(first, second, op, _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
+                _tuple=tuple, _set=set, _frozenset=frozenset, _bytes=bytes, _int=int, _float=float, _complex=complex,
+                _mro=type.__dict__["__mro__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
+                _qualname=type.__dict__["__qualname__"].__get__, _flags=type.__dict__["__flags__"].__get__,
+                _heaptype=HEAPTYPE, _getset=GetSetDescriptorType, _member=MemberDescriptorType,
+                _getset_get=GetSetDescriptorType.__get__, _member_get=MemberDescriptorType.__get__,
+               _bases=bases, _scalars=scalars, _dumps=marshal.dumps, _nodes=node_budget,
+               _bytes_budget=byte_budget, _exception=Exception):
+        order, seen, nodes = [], {}, []
+
+        def ref(value):
+            index = seen.get(_id(value))
+            if index is None:
+                index = seen[_id(value)] = _len(order)
+                order.append(value)
+            return index
+
+        def named(items, name):
+            for key, value in items:
+                if _type(key) is _str and key == name:
+                    return True, value
+            return False, None
+
+        def describe(value):
+            kind = _type(value)
+            for scalar in _scalars:
+                if kind is scalar:
+                    return ("v", value)
+            if kind is _list:
+                return ("list", [ref(item) for item in _list.__iter__(value)])
+            if kind is _tuple:
+                return ("tuple", [ref(item) for item in _tuple.__iter__(value)])
+            if kind is _dict:
+                return ("dict", [(ref(k), ref(v)) for k, v in _dict.items(value)])
+            if kind is _set:
+                return ("set", [ref(item) for item in _set.__iter__(value)])
+            if kind is _frozenset:
+                return ("frozenset", [ref(item) for item in _frozenset.__iter__(value)])
+            if not _flags(kind) & _heaptype:
+                return None  # a C type other than the builtin data types: nothing to rebuild it from
+            mro, base, tag = _mro(kind), None, None
+            for klass in mro:
+                if not _flags(klass) & _heaptype:
+                    base = klass
+                    break
+            for candidate, name in _bases:
+                if base is candidate:
+                    tag = name
+            if tag is None:
+                return None
+            found, module = named(_cdict(kind).items(), "__module__")
+            qualname = _qualname(kind)
+            if not found or _type(module) is not _str or _type(qualname) is not _str:
+                return None
+            state, slots = -1, []
+            for klass in mro:
+                if klass is base:
+                    break
+                items = _cdict(klass).items()
+                found, descriptor = named(items, "__dict__")
+                if found and state == -1:
+                    if _type(descriptor) is not _getset:
+                        return None  # a property or other object posing as __dict__: its code would run
+                    instance_dict = _getset_get(descriptor, value, kind)
+                    if _type(instance_dict) is not _dict:
+                        return None
+                    state = ref(instance_dict)
+                for key, descriptor in items:
+                    if _type(key) is _str and _type(descriptor) is _member:
+                        try:
+                            slots.append((key, ref(_member_get(descriptor, value, kind))))
+                        except AttributeError:
+                            pass  # an empty slot
+            if tag == "dict":
+                contents = [(ref(k), ref(v)) for k, v in _dict.items(value)]
+            elif tag in ("list", "tuple", "set", "frozenset"):
+                holder = {"list": _list, "tuple": _tuple, "set": _set, "frozenset": _frozenset}[tag]
+                contents = [ref(item) for item in holder.__iter__(value)]
+            elif tag == "object":
+                contents = None
+            else:  # str, bytes, int, float, complex: an exact copy of the builtin value, made in C
+                contents = {"str": _str.__str__, "bytes": _bytes.__bytes__, "int": _int.__int__,
+                            "float": _float.__float__, "complex": _complex.__complex__}[tag](value)
+            return ("object", module, qualname, tag, contents, state, slots)
+
+        try:
+            roots = (ref(first), ref(second))
+            while _len(nodes) < _len(order):
+                if _len(order) > _nodes:
+                    return b""
+                node = describe(order[_len(nodes)])
+                if node is None:
+                    return b""
+                nodes.append(node)
+            data = _dumps((1, nodes, roots, op))
+        except _exception:  # a descriptor that refused, a value marshal cannot write: not handed over
+            return b""
+        return data if _len(data) <= _bytes_budget else b""
+
+    def dispute(frozen, why, _event=event, _str=str):
+        _event("dispute", frozen.hex(), _str(why).encode("utf-8", "replace").hex())
+
+    dispute.freeze = freeze
+    return dispute
+
+
+def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
     """pytest's ``assert a == b``, strict: the assertion rewriter's comparison of two values is followed by
     ``rewrite_module._turngym_strict``, which applies ``problem`` when ``==`` said True. Set on pytest's rewriter
     before the snapshot (the plugin's own compile of a test file goes through it too). False when this
@@ -1026,38 +1183,69 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None):
     if original is None:
         return False
 
-    def _turngym_strict(left, right, left_span=None, right_span=None, _getframe=sys._getframe, _guard=guard,
-                        _problem=problem):
+    def _turngym_refused(left, right, caller, spans, _guard=guard, _problem=problem):
+        why = _problem(left, right)
+        if why and _guard is not None:
+            why = _problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side])))
+        return why
+
+    def _turngym_freeze(left, right, left_span=None, right_span=None, _getframe=sys._getframe,
+                        _refused=_turngym_refused, _dispute=dispute):
+        """Before the assert's ``left == right``: with a judge, the pair frozen when strict equality refuses it
+        (``b""`` when it cannot be), else None (see :func:`make_dispute`)."""
+        if _dispute is None or not _refused(left, right, _getframe(1), (left_span, right_span)):
+            return None
+        return _dispute.freeze(left, right, "==")
+
+    def _turngym_strict(left, right, left_span=None, right_span=None, frozen=None, _getframe=sys._getframe,
+                        _refused=_turngym_refused, _dispute=dispute):
         """True unless strict equality refuses ``left == right``, which the assert has found true (the rewritten
         assert is ``left == right and @pytest_ar._turngym_strict(left, right, ...)``: Python's own ``==`` decides
         falsity, so code that swaps this function can at most skip the strict check, never pass an assert whose
-        values differ)."""
-        if not _problem(left, right):
+        values differ). A pair frozen before the comparison goes to the parent's judge, which then decides."""
+        why = _refused(left, right, _getframe(1), (left_span, right_span))
+        if frozen is not None:
+            why = why or "the pair was refused before the comparison"
+        if why and frozen:
+            _dispute(frozen, why)
             return True
-        if _guard is not None:
-            caller, spans = _getframe(1), (left_span, right_span)
-            return not _problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side])))
-        return False
+        return not why
 
-    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast):
+    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast,
+                      _dispute=dispute):
         before = _len(self.statements)
         sides = (comp.left, comp.comparators[0]) if _len(comp.ops) == 1 else (None, None)
         names = [(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
                  if side is not None and _getattr(side, "end_col_offset", None) is not None else None
                  for side in sides]
         found = _original(self, comp)
-        for statement in self.statements[before:]:
+        index = before
+        while index < _len(self.statements):
+            statement = self.statements[index]
+            index += 1
             value = _getattr(statement, "value", None)
             if _type(statement) is _ast.Assign and _type(value) is _ast.Compare and _len(value.ops) == 1 \
                     and _type(value.ops[0]) is _ast.Eq:
+                spans = [_ast.Constant(value=n) for n in names]
+                frozen = []
+                if _dispute is not None and _getattr(self, "variable", None) is not None:
+                    # `@py_assertN = @pytest_ar._turngym_freeze(left, right, ...)` just before the comparison
+                    frozen = [_ast.Name(id=self.variable(), ctx=_ast.Load())]
+                    index += 1  # the statement moves one down
+                    self.statements.insert(index - 2, _ast.Assign(
+                        targets=[_ast.Name(id=frozen[0].id, ctx=_ast.Store())],
+                        value=_ast.Call(func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()),
+                                                           attr="_turngym_freeze", ctx=_ast.Load()),
+                                        args=[value.left, value.comparators[0]] + spans, keywords=[])))
                 strict = _ast.Call(
                     func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()), attr="_turngym_strict",
                                         ctx=_ast.Load()),
-                    args=[value.left, value.comparators[0]] + [_ast.Constant(value=n) for n in names], keywords=[])
+                    args=[value.left, value.comparators[0]] + spans + frozen, keywords=[])
                 statement.value = _ast.BoolOp(op=_ast.And(), values=[value, strict])
         return found
 
     rewrite_module._turngym_strict = _turngym_strict
+    rewrite_module._turngym_freeze = _turngym_freeze
     rewriter.visit_Compare = visit_Compare
     return True
 

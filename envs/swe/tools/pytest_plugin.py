@@ -394,14 +394,15 @@ def main(result_fd, integrity_path, own_module):
     strict_parts = []
     if payload.get("strict", True):  # before the snapshot: the strict comparisons are the framework's now
         problem = integrity.make_strict_equality(cwd, payload["trusted"], guard.code_ok)
-        integrity.strict_assertions(unittest.TestCase, problem, guard)
-        if not integrity.strict_pytest_asserts(rewrite_module, problem, guard):
+        dispute = integrity.make_dispute(channel.event) if payload.get("pristine") else None
+        integrity.strict_assertions(unittest.TestCase, problem, guard, dispute)
+        if not integrity.strict_pytest_asserts(rewrite_module, problem, guard, dispute):
             print("turngym: this pytest's assertion rewriter is not one strict equality knows; plain asserts "
                   "compare as the objects define it", file=sys.stderr)
         strict_parts = [integrity.strict_functions(
             *[getattr(unittest.TestCase, name) for name in ("assertEqual", "assertIn", "assertCountEqual",
                                                             "assertDictEqual", "assertAlmostEqual")],
-            getattr(rewrite_module, "_turngym_strict", None),
+            getattr(rewrite_module, "_turngym_strict", None), getattr(rewrite_module, "_turngym_freeze", None),
             getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Compare", None))]
     own = integrity.own_codes(own_module, integrity)
     own_ids = frozenset(id(c) for c in own)

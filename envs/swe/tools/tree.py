@@ -4,6 +4,11 @@ Runs inside the sandbox as the sandbox user with the sandbox's own Python (stand
 
     python3 -I -B tree.py digest ROOT [--protect PATH ...] [--protect-name NAME ...]
     python3 -I -B tree.py copy SRC DST [--protect PATH ...] [--protect-name NAME ...]
+    python3 -I -B tree.py sources SRC DST
+
+``sources`` copies SRC's regular ``.py`` files (no symlink, nothing under a skipped directory) into the new
+directory DST: the grading script's copy of the untouched base tree, made before the agent's files are laid
+over it, for the judge of strict equality's disputes (``judge.py``).
 
 Skipped everywhere: ``.git`` (the agent's git directory, config and hooks), ``__pycache__``,
 ``*.pyc`` / ``*.pyo`` (bytecode), and anything that is not a regular file, a directory or a symlink
@@ -239,8 +244,32 @@ def copy(src, dst, protect, names):
     return 0 if errors == 0 else 1
 
 
+def sources(src, dst):
+    """Copy ``src``'s regular ``.py`` files to ``dst`` (which must not exist), walking without following links."""
+    os.makedirs(dst)
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        try:
+            entries = sorted(os.scandir(os.path.join(src, relative)), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            path = os.path.join(relative, entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in JUNK_DIRS:
+                    pending.append(path)
+            elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                os.makedirs(os.path.join(dst, relative), exist_ok=True)
+                with open(entry.path, "rb") as source, open(os.path.join(dst, path), "wb") as target:
+                    target.write(source.read())
+    return 0
+
+
 def main(argv):
     positional, protect, names = parse(argv)
+    if positional[:1] == ["sources"] and len(positional) == 3:
+        return sources(positional[1], positional[2])
     if positional[:1] == ["digest"] and len(positional) == 2:
         digest(positional[1], protect, names)
         return 0

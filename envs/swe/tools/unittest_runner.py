@@ -69,6 +69,12 @@ TAMPERED = "TAMPERED"
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGIN = os.path.join(HERE, "pytest_plugin.py")
 INTEGRITY = os.path.join(HERE, "integrity.py")
+JUDGE = os.path.join(HERE, "judge.py")
+# The package's untouched tree (TURNGYM_PRISTINE, extracted by the grading script from the base commit): its .py
+# sources, read into memory by main() before any code under test runs, for the judge of strict equality's disputes.
+PRISTINE = [None]
+PRISTINE_LIMIT = 64 << 20  # bytes of source: a larger tree is not read (disputes then fail as before)
+JUDGE_TIMEOUT = 120
 
 
 def id_names(rest):
@@ -238,9 +244,10 @@ class _Graded:
                                      require_test_case=True, alarm=channel.alarm)
         self.strict_parts = None
         if payload.get("strict", True):  # before the snapshot: the strict assertions are the framework's now
+            dispute = integrity.make_dispute(channel.event) if payload.get("pristine") else None
             integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"],
                                                                                            self.guard.code_ok),
-                                        self.guard)
+                                        self.guard, dispute)
             self.strict_parts = integrity.strict_functions(*[getattr(unittest.TestCase, name) for name in (
                 "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual")])
         self.code, self.info = self.guard.compile_graded(self.path, source)
@@ -750,10 +757,13 @@ class StepEvents:
     def __init__(self):
         self.tests, self.loose, self.current, self.texts = [], [], None, []
         self.problem = ""
+        self.disputes = []  # (index of the test or None, the frozen pair): strict equality's refused pairs
 
     def add(self, words):
         kind = words[0]
-        if kind == "start":
+        if kind == "dispute" and len(words) == 3:
+            self.disputes.append((len(self.tests) if self.current is not None else None, words[1]))
+        elif kind == "start":
             if self.current is not None:
                 self.problem = "a test started inside another"
             self.current = []
@@ -781,6 +791,15 @@ class StepEvents:
             if len(final) > 1 or (final and any(o in ("fail", "error", "skip") for o in outcomes)):
                 return "a test recorded both a pass and a failure"
         return ""
+
+    def settle(self, judge):
+        """Each dispute's verdict: a pair the untouched package's own ``==`` does not uphold fails its test (or the
+        step, outside any test). Called once the events are known not to be forged."""
+        for (index, data), (held, why) in zip(self.disputes, judge([d for _, d in self.disputes])):
+            if held:
+                continue
+            (self.loose if index is None or index >= len(self.tests) else self.tests[index]).append("fail")
+            self.texts.append("strict equality, judged on the untouched package: " + why)
 
     def status(self):
         every = self.loose + [o for outcomes in self.tests for o in outcomes]
@@ -816,13 +835,16 @@ class PytestStepEvents:
 
     def __init__(self):
         self.items, self.current, self.problem = [], None, ""
+        self.disputes = []  # (the item or None, the frozen pair)
 
     def add(self, words):
         kind = words[0]
-        if kind == "start":
+        if kind == "dispute" and len(words) == 3:
+            self.disputes.append((self.current, words[1]))
+        elif kind == "start":
             if self.current is not None:
                 self.problem = "a test started inside another"
-            self.current = {"reports": [], "raw": {}, "unittest": []}
+            self.current = {"reports": [], "raw": {}, "unittest": [], "refused": False}
         elif self.current is None:
             self.problem = f"a {kind[:20]!r} record outside a test"
         elif kind == "stop":
@@ -855,9 +877,18 @@ class PytestStepEvents:
                 return "pytest reported a unittest test passed although unittest recorded its failure"
         return ""
 
+    def settle(self, judge):
+        """As :meth:`StepEvents.settle`: an item whose pair the untouched ``==`` does not uphold has FAILED."""
+        self.texts = []
+        for (item, data), (held, why) in zip(self.disputes, judge([d for _, d in self.disputes])):
+            if not held:
+                for one in [item] if item is not None else self.items:
+                    one["refused"] = True
+                self.texts.append("strict equality, judged on the untouched package: " + why)
+
     @staticmethod
     def _item_status(item):
-        found = []
+        found = ["FAILED"] if item.get("refused") else []
         for when, outcome, wasxfail in item["reports"]:
             if when == "setup":
                 found.append("ERROR" if outcome == "failed" else ("XFAIL" if wasxfail else "SKIPPED")
@@ -907,6 +938,8 @@ def run_steps(command, payload, steps, emit, events_class=StepEvents, env=None):
                                        "was rewritten in place (its live bytecode or constants changed)")
         if void:
             break
+        if events.disputes:
+            events.settle(judge_disputes)
         found.append(events)
     code = child.close(emit)
     if child.alarms:
@@ -959,7 +992,7 @@ class FilePlan:
         if self.integrity._sha256(source) != trusted.get(os.path.abspath(self.path)):
             source = b""  # changed since the parent read it: the child refuses it
         return {"path": self.path, "module": self.module, "trusted": trusted, "source": source.decode("latin-1"),
-                "strict": STRICT[0]}
+                "strict": STRICT[0], "pristine": PRISTINE[0] is not None}
 
     def judge(self, events, harness):
         """``(statuses of the graded tests, why the grading is void or '')`` from one harness's steps' events."""
@@ -1245,7 +1278,8 @@ def run_pytest(test_ids, plugins, emit, verdict):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         payload = {"files": sorted(p for p in by_file if os.path.isfile(p)), "trusted": trusted,
-                   "args": pytest_arguments(cwd, config_path, plugins), "strict": STRICT[0]}
+                   "args": pytest_arguments(cwd, config_path, plugins), "strict": STRICT[0],
+                   "pristine": PRISTINE[0] is not None}
         command = [python, "-B", "-s", "--check-hash-based-pycs", "always", "-c", PYTEST_BOOT, PLUGIN, INTEGRITY]
 
         def allowed_xfail(test_id):
@@ -1290,6 +1324,56 @@ def run_pytest(test_ids, plugins, emit, verdict):
     return ""
 
 
+# --------------------------------------------------------------------------- the package's own equality
+def read_pristine(root, emit):
+    """``{"root", "sources"}``: every ``.py`` file of the untouched tree ``root`` (the grading script extracts it
+    from the base commit), read now, before any code under test runs; None without one, or when it is too big."""
+    if not root or not os.path.isdir(root):
+        return None
+    sources, total = {}, 0
+    for directory, names, files in os.walk(root):
+        names[:] = sorted(n for n in names if n not in (".git", "__pycache__"))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(directory, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as handle:
+                data = handle.read(PRISTINE_LIMIT + 1 - total)
+            total += len(data)
+            if total > PRISTINE_LIMIT:
+                emit(f"| turngym: the untouched tree has over {PRISTINE_LIMIT >> 20} MB of Python source; "
+                     "strict equality's refusals are final")
+                return None
+            sources[os.path.relpath(path, root).replace(os.sep, "/")] = data.decode("latin-1")
+    return {"root": os.path.abspath(root), "sources": sources}
+
+
+JUDGED = {}  # a frozen pair's verdict, by its data: both harnesses send the same pairs
+
+
+def judge_disputes(disputes):
+    """``[(held, why)]`` for frozen pairs, decided by ``judge.py`` in a fresh process on the untouched sources;
+    every pair is refused when there is no untouched tree or the judge fails."""
+    verdicts = [JUDGED.get(d) for d in disputes]
+    wanted = [d for d, v in zip(disputes, verdicts) if v is None]
+    if wanted and PRISTINE[0] is None:
+        return [(False, "no untouched tree to judge it")] * len(disputes)
+    if wanted:
+        request = json.dumps({**PRISTINE[0], "disputes": list(dict.fromkeys(wanted))}).encode()
+        try:
+            done = subprocess.run([sys.executable, "-B", "-s", JUDGE, os.getcwd()], input=request,
+                                  capture_output=True, timeout=JUDGE_TIMEOUT, cwd="/", check=False)
+            answers = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+            for data, (held, why) in zip(dict.fromkeys(wanted), answers):
+                JUDGED[data] = (held is True, str(why)[:300])
+        except (OSError, ValueError, IndexError, TypeError, subprocess.TimeoutExpired) as error:
+            why = f"the judge failed ({type(error).__name__})"
+            return [JUDGED.get(d, (False, why)) for d in disputes]
+    return [JUDGED.get(d, (False, "the judge gave no verdict")) for d in disputes]
+
+
 def main(argv):
     nonce = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.readline().strip()
     sys.stdin = open(os.devnull)  # noqa: SIM115
@@ -1305,6 +1389,7 @@ def main(argv):
     def verdict(status, test_id):
         emit("\n" + prefix + status + " " + test_id)
 
+    PRISTINE[0] = read_pristine(os.environ.get("TURNGYM_PRISTINE", ""), emit)
     if argv[:1] == [LOOSE]:
         argv, STRICT[0] = argv[1:], False
     if argv[:1] == [PYTEST]:

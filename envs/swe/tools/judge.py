@@ -1,0 +1,305 @@
+"""The package's own equality, decided on its untouched code: the judge of strict equality's disputes.
+
+Strict equality (``integrity.make_strict_equality``) refuses a repository class's own ``==`` with a builtin
+value, because the agent can rewrite that ``==`` (``OrderedMultiDict(...) == {...}`` is boltons' own test, and
+an ``__eq__`` that always says True is the reward hack). When the grading has the base commit's tree, a test
+process does not fail such a pair: it *freezes* it (``integrity.make_dispute``: builtin data, and each instance
+of a Python class as its class's module and qualified name, its builtin base's contents, its ``__dict__`` and
+slots; no code of the objects runs) and the runner's parent hands the frozen pair here. This process:
+
+1. imports the package from the untouched sources, which the parent read into memory before any code under
+   test ran (a file the tests later rewrite plays no part), ahead of every other path entry; the agent's
+   working tree is taken off ``sys.path``;
+2. rebuilds each object as pickle does, without running ``__init__``: ``base.__new__(cls)`` of the untouched
+   class with the same qualified name and builtin base, its base's contents, ``__dict__`` and slots;
+3. compares the pair with ``==`` (or checks ``member in container`` for ``assertIn``), then refuses the pair
+   when an untouched object also equals a probe that differs (a fresh ``object()``, a token string, the other
+   side with an element added or dropped): an untouched class that equals anything cannot vouch for a value.
+
+It prints one JSON line: ``[[held, why], ...]``, one per dispute. Anything it cannot do (a class the untouched
+package lacks, a layout that differs, an exception) refuses the pair; the test then fails as before. Standard
+library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on standard input:
+``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
+"""
+
+import importlib.abc
+import importlib.util
+import json
+import marshal
+import math
+import os
+import sys
+
+SOURCE_ROOTS = ("", "src/", ".turngym-deps/")  # where a module name is looked for in the untouched tree
+SCALARS = (int, bool, float, complex, str, bytes, type(None))
+TOKEN = "\x00turngym-probe\x00"
+BASES = {"dict": dict, "list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "str": str,
+         "bytes": bytes, "int": int, "float": float, "complex": complex, "object": object}
+
+
+class Refused(Exception):
+    """Why a frozen pair cannot be rebuilt or believed."""
+
+
+class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Modules of the untouched tree, from the sources in memory, ahead of every other finder."""
+
+    def __init__(self, root, sources):
+        self.root, self.sources, self.files = root, sources, {}
+        for path in sources:
+            for prefix in SOURCE_ROOTS:
+                if not path.startswith(prefix):
+                    continue
+                rest = path[len(prefix):]
+                if rest.endswith("/__init__.py"):
+                    self.files.setdefault(rest[:-len("/__init__.py")].replace("/", "."), (path, True))
+                elif rest.endswith(".py"):
+                    self.files.setdefault(rest[:-3].replace("/", "."), (path, False))
+
+    def find_spec(self, name, path=None, target=None):
+        found = self.files.get(name)
+        if found is None:
+            return None
+        relative, package = found
+        spec = importlib.util.spec_from_loader(name, self, origin=os.path.join(self.root, relative),
+                                               is_package=package)
+        if package:  # no folder to search: a submodule comes from memory or nowhere (the copy on disk is writable)
+            spec.submodule_search_locations = []
+        spec.has_location = True
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        relative, _ = self.files[module.__spec__.name]
+        module.__file__ = os.path.join(self.root, relative)
+        code = compile(self.sources[relative].encode("latin-1"), module.__file__, "exec", dont_inherit=True)
+        exec(code, vars(module))  # noqa: S102 - the base commit's own source
+
+
+def isolate(workdir, finder):
+    """The agent's tree and this tools directory off ``sys.path``; the untouched package first."""
+    banned = [os.path.realpath(p) for p in (workdir, os.path.dirname(os.path.abspath(__file__)))]
+
+    def inside(entry):
+        real = os.path.realpath(entry or os.getcwd())
+        return any(real == b or real.startswith(b + os.sep) for b in banned)
+
+    sys.path[:] = [entry for entry in sys.path if not inside(entry)]
+    sys.meta_path.insert(0, finder)
+    for name in [n for n in sys.modules if n.split(".")[0] in {m.split(".")[0] for m in finder.files}]:
+        del sys.modules[name]  # nothing of the package may come from anywhere else
+
+
+def resolve(module_name, qualname, finder):
+    """The untouched class called ``module_name``.``qualname``."""
+    if module_name not in finder.files:
+        raise Refused(f"{module_name}.{qualname}: no such module in the untouched tree")
+    if "<locals>" in qualname.split("."):
+        raise Refused(f"{module_name}.{qualname}: a class made inside a function has no name to look up")
+    value = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        value = vars(value).get(part) if isinstance(value, type) else getattr(value, part, None)
+        if value is None:
+            raise Refused(f"{module_name}.{qualname}: the untouched package has no such class")
+    if not isinstance(value, type):
+        raise Refused(f"{module_name}.{qualname} is not a class in the untouched package")
+    return value
+
+
+def solid_base(cls):
+    for klass in cls.__mro__:
+        if not klass.__flags__ & (1 << 9):  # the first class written in C
+            return klass
+    return object
+
+
+class Builder:
+    """Objects of a frozen table: builtin values, and instances of the untouched classes."""
+
+    def __init__(self, nodes, finder):
+        if type(nodes) is not list:
+            raise Refused("a malformed dispute")
+        self.nodes, self.finder, self.built, self.open = nodes, finder, {}, set()
+        self.instances = []  # every rebuilt instance of a package class (probed one by one)
+
+    def __call__(self, index):
+        if type(index) is not int or not 0 <= index < len(self.nodes):
+            raise Refused("a malformed dispute")
+        if index in self.built:
+            return self.built[index]
+        if index in self.open:
+            raise Refused("a cycle through immutable values")
+        self.open.add(index)
+        node = self.nodes[index]
+        if type(node) is not tuple or not node or type(node[0]) is not str:
+            raise Refused("a malformed dispute")
+        value = getattr(self, "build_" + node[0], self.malformed)(index, *node[1:])
+        self.open.discard(index)
+        self.built[index] = value
+        return value
+
+    def malformed(self, *_):
+        raise Refused("a malformed dispute")
+
+    def build_v(self, index, value):
+        if type(value) not in SCALARS:
+            raise Refused("a malformed dispute")
+        return value
+
+    def _items(self, items):
+        if type(items) is not list:
+            raise Refused("a malformed dispute")
+        return [self(i) for i in items]
+
+    def _pairs(self, items):
+        if type(items) is not list or any(type(p) is not tuple or len(p) != 2 for p in items):
+            raise Refused("a malformed dispute")
+        return [(self(k), self(v)) for k, v in items]
+
+    def build_list(self, index, items):
+        value = self.built[index] = []
+        value.extend(self._items(items))
+        return value
+
+    def build_dict(self, index, items):
+        value = self.built[index] = {}
+        value.update(self._pairs(items))
+        return value
+
+    def build_set(self, index, items):
+        value = self.built[index] = set()
+        value.update(self._items(items))
+        return value
+
+    def build_tuple(self, index, items):
+        return tuple(self._items(items))
+
+    def build_frozenset(self, index, items):
+        return frozenset(self._items(items))
+
+    def build_object(self, index, module, qualname, tag, contents, state, slots):
+        if type(module) is not str or type(qualname) is not str or tag not in BASES:
+            raise Refused("a malformed dispute")
+        cls = resolve(module, qualname, self.finder)
+        base = BASES[tag]
+        if solid_base(cls) is not base:
+            raise Refused(f"{module}.{qualname}: the untouched class is not built on {tag}")
+        if base in (dict, list, set, object):
+            value = self.built[index] = base.__new__(cls)
+            if base is dict:
+                dict.update(value, self._pairs(contents))
+            elif base is list:
+                list.extend(value, self._items(contents))
+            elif base is set:
+                set.update(value, self._items(contents))
+        elif base in (tuple, frozenset):
+            value = base.__new__(cls, self._items(contents))
+        else:
+            if type(contents) is not base:
+                raise Refused("a malformed dispute")
+            value = base.__new__(cls, contents)
+        self.built[index] = value
+        if state != -1:
+            attributes = self(state)
+            if type(attributes) is not dict:
+                raise Refused("a malformed dispute")
+            if attributes:
+                try:
+                    object.__getattribute__(value, "__dict__").update(attributes)
+                except AttributeError:
+                    raise Refused(f"{module}.{qualname}: the untouched class keeps no __dict__") from None
+        if type(slots) is not list:
+            raise Refused("a malformed dispute")
+        for pair in slots:
+            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
+                raise Refused("a malformed dispute")
+            try:
+                object.__setattr__(value, pair[0], self(pair[1]))
+            except AttributeError:
+                raise Refused(f"{module}.{qualname}: the untouched class has no slot {pair[0]}") from None
+        self.instances.append(value)
+        return value
+
+
+def says_equal(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an == that raises says nothing is equal
+        return False
+
+
+def says_in(container, member):
+    try:
+        return member in container
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def variants(value):
+    """Values that differ from ``value``: an element added, an element dropped, a character or one added."""
+    kind = type(value)
+    found = [object(), TOKEN]
+    if kind in (list, tuple):
+        found.append(kind(list(value) + [TOKEN]))
+        if value:
+            found.append(kind(list(value)[:-1]))
+    elif kind is dict:
+        found.append({**value, TOKEN: TOKEN})
+        if value:
+            found.append(dict(list(value.items())[:-1]))
+    elif kind in (set, frozenset):
+        found.append(kind(value) | {TOKEN})
+    elif kind is str:
+        found.append(value + "\x00")
+    elif kind is bytes:
+        found.append(value + b"\x00")
+    elif kind in (int, float) and not (kind is float and math.isnan(value)) and value + 1 != value:
+        found.append(value + 1)
+    return found
+
+
+def decide(data, finder):
+    """``(held, why)`` for one frozen pair."""
+    try:
+        version, nodes, roots, op = marshal.loads(bytes.fromhex(data))
+    except Exception:  # noqa: BLE001
+        return False, "a malformed dispute"
+    if version != 1 or type(roots) is not tuple or len(roots) != 2 or op not in ("==", "in"):
+        return False, "a malformed dispute"
+    holds = says_equal if op == "==" else says_in
+    try:
+        build = Builder(nodes, finder)
+        first, second = build(roots[0]), build(roots[1])
+    except Refused as refused:
+        return False, f"the untouched package could not rebuild the pair: {refused}"
+    except Exception as error:  # noqa: BLE001
+        return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
+    if not holds(first, second):
+        return False, f"the untouched package's own == says they differ ({op})"
+    for instance in build.instances:  # an untouched class that equals anything vouches for nothing
+        for probe in (object(), TOKEN):
+            if says_equal(instance, probe) or says_equal(probe, instance):
+                return False, f"an untouched {type(instance).__qualname__} also equals {probe!r}"
+    sides = ((first, second), (second, first)) if op == "==" else ((first, second),)
+    for mine, other in sides:
+        for probe in variants(other)[2:]:
+            if holds(mine, probe):
+                return False, "the untouched package's own == also holds against a value that differs"
+    return True, ""
+
+
+def main(argv):
+    request = json.loads(sys.stdin.buffer.read())
+    finder = PristineFinder(request["root"], request["sources"])
+    isolate(argv[0] if argv else os.getcwd(), finder)
+    sys.setrecursionlimit(20_000)
+    verdicts = [decide(data, finder) for data in request["disputes"]]
+    sys.stdout.write(json.dumps(verdicts) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

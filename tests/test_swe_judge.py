@@ -1,0 +1,267 @@
+"""Issue #42, point 4: the package's own equality, judged on its untouched code (``tools/judge.py``).
+
+Strict equality refuses a repository class's own ``==`` with a builtin value, so real tests such as boltons'
+``OrderedMultiDict(...) == {...}`` failed on the untouched package (a false alarm). With the base tree named
+in ``TURNGYM_PRISTINE``, such a pair is frozen in the test process and judged in a fresh process on the
+untouched classes. These tests run the real runner (the sandbox's ``/usr/bin/python3``) on a small package:
+its honest tests pass only with the untouched tree, and every attack still fails with it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from turngym.envs.swe.sandbox.bwrap import TOOLS_DIR
+
+PACKAGE = '''
+class Multi(dict):
+    """A dict that keeps every pair; equal to a dict with its last values."""
+
+    def __init__(self, pairs=()):
+        super().__init__()
+        self._all = []
+        for key, value in pairs:
+            self._all.append((key, value))
+            dict.__setitem__(self, key, value)
+
+    def __eq__(self, other):
+        if isinstance(other, Multi):
+            return self._all == other._all
+        return dict(self.items()) == dict(other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None
+
+
+class Version:
+    __slots__ = ("major", "minor")
+
+    def __init__(self, text):
+        self.major, self.minor = (int(p) for p in text.split("."))
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = Version(other)
+        return (self.major, self.minor) == (other.major, other.minor)
+
+
+class Anything:
+    """The package's own wildcard: equal to everything."""
+
+    def __eq__(self, other):
+        return True
+
+
+def pairs():
+    return Multi([("a", 1), ("b", 2)])
+
+
+def version():
+    return Version("1.2")
+
+
+def nested():
+    return [Multi([("a", 1)])]
+'''
+
+TESTS = '''
+import unittest
+from pkg import nested, pairs, version
+
+
+class TestPkg(unittest.TestCase):
+    def test_pairs(self):
+        self.assertEqual(pairs(), {"a": 1, "b": 2})
+
+    def test_version(self):
+        self.assertEqual(version(), "1.2")
+
+    def test_nested(self):
+        self.assertEqual(nested(), [{"a": 1}])
+
+    def test_in(self):
+        self.assertIn(version(), ["0.9", "1.2"])
+
+
+def test_plain_assert():
+    assert pairs() == {"a": 1, "b": 2}
+'''
+
+UNITTEST_IDS = [f"tests.test_pkg.TestPkg.test_{name}" for name in ("pairs", "version", "nested", "in")]
+PYTEST_IDS = ["tests/test_pkg.py::test_plain_assert", "tests/test_pkg.py::TestPkg::test_nested"]
+
+
+def _sandbox_python_has_pytest() -> bool:
+    done = subprocess.run(["/usr/bin/python3", "-c", "import pytest"], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def _package(root: Path, package: str = PACKAGE) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text(textwrap.dedent(package))
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / "test_pkg.py").write_text(textwrap.dedent(TESTS))
+    return root
+
+
+def _grade(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool = False) -> dict[str, str]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}
+    if pristine is not None:
+        env["TURNGYM_PRISTINE"] = str(pristine)
+    command = ["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "unittest_runner.py")]
+    done = subprocess.run(command + (["--pytest"] if pytest_mode else []) + ids, input="n0nce\n", cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    found = {}
+    for line in done.stdout.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[0] == "n0nce":
+            found[words[2]] = words[1]
+    assert set(found) == set(ids), done.stdout[-3000:] + done.stderr[-2000:]
+    return found
+
+
+@pytest.fixture
+def trees(tmp_path):
+    """``(repo, pristine)``: the package twice; the first is the agent's to change."""
+    pristine = _package(tmp_path / "pristine")
+    repo = tmp_path / "repo"
+    shutil.copytree(pristine, repo)
+    return repo, pristine
+
+
+def test_the_packages_own_equality_passes_with_the_untouched_tree_and_only_with_it(trees):
+    repo, pristine = trees
+    assert set(_grade(repo, UNITTEST_IDS, None).values()) == {"FAILED"}  # strict equality alone: false alarms
+    assert set(_grade(repo, UNITTEST_IDS, pristine).values()) == {"PASSED"}
+
+
+@pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
+def test_a_plain_pytest_assert_is_judged_too(trees):
+    repo, pristine = trees
+    assert set(_grade(repo, PYTEST_IDS, None, pytest_mode=True).values()) == {"FAILED"}
+    assert set(_grade(repo, PYTEST_IDS, pristine, pytest_mode=True).values()) == {"PASSED"}
+
+
+# Each attack rewrites pkg/__init__.py in the agent's tree: the code under test now returns a wrong value
+# whose own == says True, or an object the judge must not rebuild.
+ATTACKS = {
+    # the package's own class, its __eq__ rewritten to always agree, holding the wrong data
+    "rewritten_eq": ("return dict(self.items()) == dict(other)", "return True",
+                     "return Multi([(\"a\", 1), (\"b\", 2)])", "return Multi([(\"a\", 1)])"),
+    # a class the untouched package does not have
+    "new_class": ("def pairs():", ("class Yes(dict):\n    def __eq__(self, other):\n        return True\n\n\n"
+                  "def pairs():"), "return Multi([(\"a\", 1), (\"b\", 2)])", "return Yes()"),
+    # the package's own wildcard, returned where a dict is expected
+    "packages_wildcard": ("return Multi([(\"a\", 1), (\"b\", 2)])", "return Anything()"),
+    # a __dict__ that is a property, which would put the right data in place while the pair is read
+    "dict_property": ("return dict(self.items()) == dict(other)", "return True",
+                      "    __hash__ = None\n", ("    __hash__ = None\n    __dict__ = property(lambda self: "
+                      "dict.update(self, a=1, b=2) or {})\n"), "return Multi([(\"a\", 1), (\"b\", 2)])",
+                      "return Multi([(\"a\", 0)])"),
+    # mock.ANY in the state the untouched == reads
+    "library_object": ("def pairs():", "from unittest import mock\n\n\ndef pairs():",
+                       "return Multi([(\"a\", 1), (\"b\", 2)])",
+                       "m = Multi([(\"a\", 1), (\"b\", 2)])\n    dict.__setitem__(m, 'b', mock.ANY)\n    return m"),
+    # a slot rewritten to hold a value equal to anything (an instance of a class made at run time)
+    "runtime_class_in_slot": ("return Version(\"1.2\")",
+                              ("v = Version(\"1.2\")\n    v.minor = type('Y', (int,), {'__eq__': lambda s, o: True})(5)"
+                              "\n    return v")),
+    # an __eq__ that copies the other side into its object, then says True: judged on the object as made
+    "copy_in": ("return dict(self.items()) == dict(other)", ("dict.clear(self)\n        dict.update(self, other)\n"
+                "        self._all = list(other.items())\n        return True"),
+                "return Multi([(\"a\", 1), (\"b\", 2)])", "return Multi([(\"a\", 0)])"),
+    # the same in a member test (assertIn): the version rewrites itself to the first item it meets
+    "copy_in_member": ("            other = Version(other)\n",
+                       ("            self.major, self.minor = (int(p) for p in other.split('.'))\n"
+                       "            return True\n"), "return Version(\"1.2\")", "return Version(\"0.1\")"),
+}
+TARGETS = {"runtime_class_in_slot": "tests.test_pkg.TestPkg.test_version",
+           "copy_in_member": "tests.test_pkg.TestPkg.test_in"}
+
+
+def _attack(repo: Path, edits: tuple[str, ...]) -> None:
+    path = repo / "pkg" / "__init__.py"
+    text = path.read_text()
+    for old, new in zip(edits[::2], edits[1::2]):
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_an_attack_on_the_packages_equality_still_fails(trees, attack):
+    repo, pristine = trees
+    _attack(repo, ATTACKS[attack])
+    target = TARGETS.get(attack, "tests.test_pkg.TestPkg.test_pairs")
+    assert _grade(repo, [target], pristine) == {target: "FAILED"}
+
+
+@pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
+@pytest.mark.parametrize("attack", ["rewritten_eq", "new_class", "copy_in"])
+def test_an_attack_on_a_plain_pytest_assert_still_fails(trees, attack):
+    repo, pristine = trees
+    _attack(repo, ATTACKS[attack])
+    target = "tests/test_pkg.py::test_plain_assert"
+    assert _grade(repo, [target], pristine, pytest_mode=True) == {target: "FAILED"}
+
+
+def test_the_untouched_sources_are_read_before_any_test_runs(trees):
+    """A test that rewrites the untouched tree on disk changes nothing: the runner read it at start."""
+    repo, pristine = trees
+    _attack(repo, ATTACKS["rewritten_eq"])
+    (repo / "tests" / "test_pkg.py").write_text((repo / "tests" / "test_pkg.py").read_text().replace(
+        "    def test_pairs(self):\n",
+        "    def test_pairs(self):\n        import pathlib\n"
+        f"        p = pathlib.Path({str(pristine / 'pkg' / '__init__.py')!r})\n"
+        "        p.write_text(p.read_text().replace('return dict(self.items()) == dict(other)', 'return True'))\n"))
+    shutil.copy(repo / "tests" / "test_pkg.py", pristine / "tests" / "test_pkg.py")  # the trusted test file
+    target = "tests.test_pkg.TestPkg.test_pairs"
+    assert _grade(repo, [target], pristine) == {target: "FAILED"}
+
+
+@pytest.fixture
+def own_equality_task(tmp_path):
+    """A task graded in the bwrap sandbox whose tests compare the package's own class with builtin values:
+    ``pairs()`` keeps the wrong value for "b"."""
+    from tests.test_swe_forgery import _git_diff
+    from turngym.envs.swe import SWEInstance, swe_taskset
+
+    bug = PACKAGE.replace('("b", 2)])\n\n\ndef version', '("b", 3)])\n\n\ndef version')
+    repo = _package(tmp_path / "own-repo", bug)
+    (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    init = repo / "pkg" / "__init__.py"
+    gold = _git_diff(repo, lambda r: init.write_text(init.read_text().replace('("b", 3)', '("b", 2)')))
+    ids = [f"tests/test_pkg.py::TestPkg::test_{name}" for name in ("pairs", "version", "nested", "in")]
+    instance = SWEInstance(instance_id="local__own-1", repo="local/own", base_commit="",
+                           problem_statement="pairs() gives b=3", patch=gold, test_patch="",
+                           fail_to_pass=(ids[0], "tests/test_pkg.py::test_plain_assert"),
+                           pass_to_pass=tuple(ids[1:]), repo_path=str(repo))
+    return swe_taskset([instance], name="own")
+
+
+@pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
+def test_the_grading_script_gives_the_runner_the_base_tree(make_swe_env, own_equality_task):
+    """Through the world in bwrap: the gold patch resolves (the package's own == judged on the base tree the
+    grading script copied), and an always-equal __eq__ planted instead earns nothing."""
+    from tests.test_swe import BWRAP_PROBLEM, _append, play
+
+    if BWRAP_PROBLEM is not None:
+        pytest.skip(f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
+    env = make_swe_env(tasks=own_equality_task)
+    _, info = env.reset(options={"task": "local__own-1"})
+    *_, (_, reward, _, _, info) = play(env, info["walkthrough"])
+    assert reward == 1.0 and info["resolved"], info["tests"]
+    _, info = env.reset(options={"task": "local__own-1"})
+    always = _append("pkg/__init__.py", "Multi.__eq__ = lambda self, other: True")
+    *_, (_, reward, _, _, info) = play(env, [always, "submit"])
+    assert reward == 0.0 and info["grading_tampered"] is False, info["tests"]
+    assert info["tests"]["tests/test_pkg.py::TestPkg::test_pairs"] == "FAILED", info["tests"]
+    assert info["tests"]["tests/test_pkg.py::test_plain_assert"] == "FAILED", info["tests"]
