@@ -59,8 +59,40 @@ class Anything:
         return True
 
 
+class Interval:
+    """The package's own generous equality: a number equals an interval that holds it."""
+
+    def __init__(self, low, high):
+        self.low, self.high = low, high
+
+    def __eq__(self, other):
+        return self.low <= other <= self.high
+
+
+class Pattern:
+    def __init__(self, pattern):
+        self.pattern = pattern
+
+    def __eq__(self, other):
+        import re
+
+        return isinstance(other, str) and re.fullmatch(self.pattern, other) is not None
+
+
 def pairs():
     return Multi([("a", 1), ("b", 2)])
+
+
+def counts():
+    return {"a": 3}
+
+
+def label():
+    return "abc"
+
+
+def names():
+    return "b"
 
 
 def version():
@@ -73,7 +105,7 @@ def nested():
 
 TESTS = '''
 import unittest
-from pkg import nested, pairs, version
+from pkg import counts, label, names, nested, pairs, version
 
 
 class TestPkg(unittest.TestCase):
@@ -89,12 +121,26 @@ class TestPkg(unittest.TestCase):
     def test_in(self):
         self.assertIn(version(), ["0.9", "1.2"])
 
+    def test_counts(self):
+        self.assertEqual(counts(), {"a": 3})
+
+    def test_label(self):
+        self.assertEqual(label(), "abc")
+
+    def test_names(self):
+        self.assertIn(names(), ["a", "b"])
+
 
 def test_plain_assert():
     assert pairs() == {"a": 1, "b": 2}
+
+
+def test_plain_in():
+    assert names() in ["a", "b"]
 '''
 
 UNITTEST_IDS = [f"tests.test_pkg.TestPkg.test_{name}" for name in ("pairs", "version", "nested", "in")]
+PLAIN_IDS = [f"tests.test_pkg.TestPkg.test_{name}" for name in ("counts", "label", "names")]  # builtin values
 PYTEST_IDS = ["tests/test_pkg.py::test_plain_assert", "tests/test_pkg.py::TestPkg::test_nested"]
 
 
@@ -141,6 +187,7 @@ def test_the_packages_own_equality_passes_with_the_untouched_tree_and_only_with_
     repo, pristine = trees
     assert set(_grade(repo, UNITTEST_IDS, None).values()) == {"FAILED"}  # strict equality alone: false alarms
     assert set(_grade(repo, UNITTEST_IDS, pristine).values()) == {"PASSED"}
+    assert set(_grade(repo, PLAIN_IDS, None).values()) == {"PASSED"}
 
 
 @pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
@@ -182,9 +229,22 @@ ATTACKS = {
     "copy_in_member": ("            other = Version(other)\n",
                        ("            self.major, self.minor = (int(p) for p in other.split('.'))\n"
                        "            return True\n"), "return Version(\"1.2\")", "return Version(\"0.1\")"),
+    # the package's own generous classes, returned where a plain value is expected: probes that only change the
+    # top level, or only add a NUL, let them through (red team, round 5)
+    "nested_interval": ("    return {\"a\": 3}", "    return {\"a\": Interval(-10**9, 10**9)}"),
+    "probe_aware_pattern": ("    return \"abc\"", "    return Pattern(\"[^\\x00]*\")"),
+    # an item's __eq__ appends a plain copy of the member to the list it sits in (red team, round 5)
+    "grow_the_container": ("def names():\n    return \"b\"", ("class Grow(str):\n    def __eq__(self, other):\n"
+                           "        import sys\n        frame = sys._getframe(1)\n        while frame is not None:\n"
+                           "            for v in list(frame.f_locals.values()):\n"
+                           "                if type(v) is list and other in v:\n                    v.append(other)\n"
+                           "            frame = frame.f_back\n        return False\n    __hash__ = str.__hash__\n\n\n"
+                           "def names():\n    return Grow(\"z\")")),
 }
 TARGETS = {"runtime_class_in_slot": "tests.test_pkg.TestPkg.test_version",
-           "copy_in_member": "tests.test_pkg.TestPkg.test_in"}
+           "copy_in_member": "tests.test_pkg.TestPkg.test_in", "nested_interval": "tests.test_pkg.TestPkg.test_counts",
+           "probe_aware_pattern": "tests.test_pkg.TestPkg.test_label",
+           "grow_the_container": "tests.test_pkg.TestPkg.test_names"}
 
 
 def _attack(repo: Path, edits: tuple[str, ...]) -> None:
@@ -205,12 +265,54 @@ def test_an_attack_on_the_packages_equality_still_fails(trees, attack):
 
 
 @pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
-@pytest.mark.parametrize("attack", ["rewritten_eq", "new_class", "copy_in"])
+@pytest.mark.parametrize("attack", ["rewritten_eq", "new_class", "copy_in", "always_equal_member"])
 def test_an_attack_on_a_plain_pytest_assert_still_fails(trees, attack):
+    """Including ``assert x in [...]`` with an always-equal ``x``, which strict equality did not cover."""
     repo, pristine = trees
-    _attack(repo, ATTACKS[attack])
-    target = "tests/test_pkg.py::test_plain_assert"
-    assert _grade(repo, [target], pristine, pytest_mode=True) == {target: "FAILED"}
+    always = ("def names():\n    return \"b\"", ("class Yes(str):\n    def __eq__(self, other):\n        return True\n"
+              "    __hash__ = str.__hash__\n\n\ndef names():\n    return Yes(\"z\")"))
+    _attack(repo, always if attack == "always_equal_member" else ATTACKS[attack])
+    target = "tests/test_pkg.py::test_plain_in" if attack == "always_equal_member" else \
+        "tests/test_pkg.py::test_plain_assert"
+    for pristine_tree in (pristine, None):
+        assert _grade(repo, [target], pristine_tree, pytest_mode=True) == {target: "FAILED"}
+
+
+def test_a_refused_objects_eq_never_runs_against_the_expectation(trees):
+    """An ``__eq__`` that sees the expected value in a failing canary can remember it and have the code under test
+    return a plain copy in the real test later (red team, round 5: it passed in 8 of 12 runs, as the canaries'
+    order fell). Strict equality now refuses a pair before comparing it: the refused object's ``__eq__`` never
+    runs, with or without the judge (here it leaves a file behind if it does)."""
+    repo, pristine = trees
+    marker = repo.parent / "eq-ran"
+    _attack(repo, ("return dict(self.items()) == dict(other)",
+                   f"open({str(marker)!r}, 'w').close()\n        return True",
+                   "return Multi([(\"a\", 1), (\"b\", 2)])", "return Multi([(\"a\", 0)])"))
+    for pristine_tree in (pristine, None):
+        target = "tests.test_pkg.TestPkg.test_pairs"
+        assert _grade(repo, [target], pristine_tree) == {target: "FAILED"}
+        assert not marker.exists()
+
+
+@pytest.mark.parametrize(("module", "qualname"), [
+    ("tests.test_pkg", "TestPkg"), ("tests.test_pkg", "unittest.mock._Call"), ("pkg", "Multi.__init__"),
+    ("pkg", "re.Pattern")])
+def test_the_judge_rebuilds_only_classes_the_package_defines_under_that_name(module, qualname, tmp_path):
+    """A test module's import runs its own code (a conftest or test module puts folders on sys.path, which the
+    tests can fill: red team, round 5), and a name that walks into another module reaches library classes that
+    compare generously (``mock._Call``): the judge looks classes up in the package's own modules only, and the
+    class must carry the name it was looked up by."""
+    import json
+    import marshal
+
+    pristine = _package(tmp_path / "pristine")
+    sources = {str(p.relative_to(pristine)): p.read_text() for p in pristine.rglob("*.py")}
+    frozen = marshal.dumps((1, [("object", module, qualname, "object", None, -1, []), ("v", 1)], (0, 1), "=="))
+    request = json.dumps({"root": str(pristine), "sources": sources, "disputes": [frozen.hex()]})
+    done = subprocess.run(["/usr/bin/python3", "-B", "-s", str(TOOLS_DIR / "judge.py"), str(tmp_path / "repo")],
+                          input=request, capture_output=True, text=True, timeout=60, check=False)
+    (held, why), = json.loads(done.stdout.splitlines()[-1])
+    assert held is False and "could not rebuild" in why, why
 
 
 def test_the_untouched_sources_are_read_before_any_test_runs(trees):
@@ -234,7 +336,8 @@ def own_equality_task(tmp_path):
     from tests.test_swe_forgery import _git_diff
     from turngym.envs.swe import SWEInstance, swe_taskset
 
-    bug = PACKAGE.replace('("b", 2)])\n\n\ndef version', '("b", 3)])\n\n\ndef version')
+    bug = PACKAGE.replace('return Multi([("a", 1), ("b", 2)])', 'return Multi([("a", 1), ("b", 3)])')
+    assert bug != PACKAGE
     repo = _package(tmp_path / "own-repo", bug)
     (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
     init = repo / "pkg" / "__init__.py"

@@ -919,17 +919,17 @@ _AT_IMPORT = {"unittest": ("import unittest\n\nimport pkg\n\nRESULT = pkg.double
               "pytest": "import pkg\n\nRESULT = pkg.double(3)\n\n\ndef test_double():\n    assert RESULT == 6\n"}
 ITS_OWN_COMPARAND_SMUGGLED = {  # test files, the bug's expression, what the log shows (unittest, pytest)
     "returned by the code under test": (_CALLED, _COMMON + ".ComparesEqual",
-                                        ("strict equality", "AssertionError: assert <tests._common")),
+                                        ("strict equality", "strict equality")),
     "bound at the test module's import by the code under test": (
-        _AT_IMPORT, _COMMON + ".ComparesEqual", ("strict equality", "AssertionError: assert <tests._common")),
+        _AT_IMPORT, _COMMON + ".ComparesEqual", ("strict equality", "strict equality")),
     "the framework's approx made by the code under test": (
-        _CALLED, "__import__('pytest').approx(6, abs=100)", ("strict equality", "AssertionError: assert 6 \u00b1")),
+        _CALLED, "__import__('pytest').approx(6, abs=100)", ("strict equality", "strict equality")),
     "a list holding the framework's ANY, made by the code under test": (
         {"unittest": _CALLED["unittest"].replace("pkg.double(3), 6", "[pkg.double(3), 0], [6, 0]"),
          "pytest": _CALLED["pytest"].replace("pkg.double(3) == 6", "[pkg.double(3), 0] == [6, 0]")},
-        "__import__('unittest.mock').mock.ANY", ("strict equality", "AssertionError: assert [<ANY>, 0] == [6, 0]")),
+        "__import__('unittest.mock').mock.ANY", ("strict equality", "strict equality")),
     "a test helper's instance with the code under test's tolerance": (
-        _AT_IMPORT, _COMMON + ".Approx(x + 2, 100)", ("strict equality", "AssertionError: assert <tests._common")),
+        _AT_IMPORT, _COMMON + ".Approx(x + 2, 100)", ("strict equality", "strict equality")),
 }
 
 

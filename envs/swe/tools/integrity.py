@@ -911,11 +911,13 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
 
     def check(self, first, second, msg, caller, names, original, args, _guard=guard, _problem=problem,
               _framework=framework_file, _abspath=os.path.abspath, _dispute=dispute):
-        """Run the equality assertion ``original(*args)``, then raise when strict equality refuses the pair (not
-        when unittest's own ``assertEqual`` is the caller: it checks for itself). With ``dispute``, a pair refused
-        *before* the comparison is frozen then, so an ``__eq__`` that makes its object equal to what it is compared
-        with (copying the other side in) is judged on the object as the code under test made it; once the
-        assertion held, the frozen pair goes to the parent's judge instead of failing here."""
+        """Run the equality assertion ``original(*args)`` unless strict equality refuses the pair (not when
+        unittest's own ``assertEqual`` is the caller: it checks for itself). The rule is applied *before* the
+        comparison, so a refused object's ``__eq__`` never runs against the test's expectation: an ``__eq__``
+        that saw the expected value in a failing canary and remembered it passed the real test later with a
+        plain copy (red team, round 5), and one that copied the other side into its object was believed. A
+        refused pair fails here, or, with ``dispute``, is frozen as it is and handed to the parent's judge,
+        which decides it on the package's untouched code."""
         if _abspath(caller.f_code.co_filename) == _framework:
             original(*args)
             return
@@ -927,13 +929,16 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
                     caller, side, names[side])))
             return why
 
-        before = refused() if _dispute is not None else ""
-        frozen = _dispute.freeze(first, second, "==") if before else None
+        why = refused()
+        if why:
+            frozen = _dispute.freeze(first, second, "==") if _dispute is not None else b""
+            if frozen:
+                _dispute(frozen, why)  # the parent's judge decides, with the package's untouched ==
+                return
+            raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
         original(*args)
-        why = refused() or before
-        if why and frozen:
-            _dispute(frozen, why)  # the parent's judge decides, with the package's untouched ==
-        elif why:
+        why = refused()  # only believable objects compared: nothing of theirs could change a type meanwhile
+        if why:
             raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
     def assertEqual(self, first, second, msg=None, _original=original["assertEqual"], _check=check,
@@ -978,40 +983,41 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
                (self, first, second, places, msg, delta))
 
     def assertIn(self, member, container, msg=None, _contains=original["assertIn"], _problem=problem, _type=type,
-                 _kinds=(list, tuple, set, frozenset), _all=all, _any=any, _safe_repr=safe_repr, _dispute=dispute,
-                 _list=list, _tuple=tuple, _set=set, _frozenset=frozenset):
-        if _type(container) not in _kinds:
-            _contains(self, member, container, msg)
+                 _safe_repr=safe_repr, _dispute=dispute, _list=list,
+                 _tuple=tuple, _set=set, _frozenset=frozenset):
+        kind = _type(container)
+        if kind is not _list and kind is not _tuple and kind is not _set and kind is not _frozenset:
+            _contains(self, member, container, msg)  # (identity, not `in`: a metaclass's __eq__ would run)
             return
-        frozen = None
-        if _dispute is not None:  # frozen before any item's __eq__ runs (see check); judged as `member in container`
-            items = (_list.__iter__ if _type(container) is _list else _tuple.__iter__ if _type(container) is _tuple
-                     else _set.__iter__ if _type(container) is _set else _frozenset.__iter__)(container)
-            if _any(_problem(item, member) for item in items):
-                frozen = _dispute.freeze(container, member, "in")
-        # each item compared once: `in`, then a second comparison to find the equal items, let an __eq__ that
-        # alternates True and False give two answers (a red-team finding)
-        equal = [item for item in container if item is member or item == member]
-        if not equal:
+        # the items read once with the builtin type's own iteration: the believable ones are compared (each once:
+        # `in`, then a second comparison to find the equal items, let an __eq__ that alternates True and False
+        # give two answers; a red-team finding), a refused one never (its __eq__ would see the member)
+        items = _list((_list.__iter__ if _type(container) is _list else _tuple.__iter__ if _type(container) is _tuple
+                       else _set.__iter__ if _type(container) is _set else _frozenset.__iter__)(container))
+        found = [(item, _problem(item, member)) for item in items]
+        for item, why in found:
+            if not why and (item is member or item == member):
+                return
+        refused = [(item, why) for item, why in found if why]
+        if not refused:
             raise self.failureException(self._formatMessage(
                 msg, f"{_safe_repr(member)} not found in {_safe_repr(container)}"))
-        found = [_problem(item, member) for item in equal]
-        if _all(found) and frozen:
-            _dispute(frozen, found[0])
+        frozen = _dispute.freeze([item for item, _ in refused], member, "in") if _dispute is not None else b""
+        if frozen:
+            _dispute(frozen, refused[0][1])
             return
-        if _all(found):
-            raise self.failureException(self._formatMessage(msg, "strict equality: " + found[0]))
+        raise self.failureException(self._formatMessage(msg, "strict equality: " + refused[0][1]))
 
     def assertCountEqual(self, first, second, msg=None, _count_equal=original["assertCountEqual"], _list=list,
                          _element=problem.element, _type=type, _any=any, _builtin=builtin_kinds):
         first, second = _list(first), _list(second)
-        _count_equal(self, first, second, msg)
-        for one, other in ((first, second), (second, first)):  # which item matched which is unknown: each one
-            if _any(_type(item) in _builtin for item in other):  # facing builtin values must be believable alone
-                for item in one:
+        for one, other in ((first, second), (second, first)):  # which item matches which is unknown: each one
+            if _any(_type(item) in _builtin for item in other):  # facing builtin values must be believable alone,
+                for item in one:  # checked before any comparison runs (see check)
                     why = _element(item)
                     if why:
                         raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+        _count_equal(self, first, second, msg)
 
     for function in (assertEqual, assertDictEqual, assertListEqual, assertTupleEqual, assertSetEqual,
                      assertSequenceEqual, assertMultiLineEqual, assertAlmostEqual, assertIn, assertCountEqual):
@@ -1191,28 +1197,60 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
 
     def _turngym_freeze(left, right, left_span=None, right_span=None, _getframe=sys._getframe,
                         _refused=_turngym_refused, _dispute=dispute):
-        """Before the assert's ``left == right``: with a judge, the pair frozen when strict equality refuses it
-        (``b""`` when it cannot be), else None (see :func:`make_dispute`)."""
-        if _dispute is None or not _refused(left, right, _getframe(1), (left_span, right_span)):
-            return None
-        return _dispute.freeze(left, right, "==")
-
-    def _turngym_strict(left, right, left_span=None, right_span=None, frozen=None, _getframe=sys._getframe,
-                        _refused=_turngym_refused, _dispute=dispute):
-        """True unless strict equality refuses ``left == right``, which the assert has found true (the rewritten
-        assert is ``left == right and @pytest_ar._turngym_strict(left, right, ...)``: Python's own ``==`` decides
-        falsity, so code that swaps this function can at most skip the strict check, never pass an assert whose
-        values differ). A pair frozen before the comparison goes to the parent's judge, which then decides."""
+        """Before the assert's ``left == right`` (see ``strict_assertions``' ``check``): None when strict equality
+        believes the pair, and the comparison runs; True when it refuses it and a judge takes it (the frozen
+        pair is sent, the comparison never runs); an ``AssertionError`` when it refuses it and no judge can
+        (raised here, so neither the comparison nor pytest's explanation of a failure runs the objects'
+        ``__eq__`` against the expectation)."""
         why = _refused(left, right, _getframe(1), (left_span, right_span))
-        if frozen is not None:
-            why = why or "the pair was refused before the comparison"
-        if why and frozen:
+        if not why:
+            return None
+        frozen = _dispute.freeze(left, right, "==") if _dispute is not None else b""
+        if frozen:
             _dispute(frozen, why)
             return True
-        return not why
+        raise AssertionError("strict equality: " + why)
 
-    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast,
-                      _dispute=dispute):
+    def _turngym_strict(left, right, left_span=None, right_span=None, _getframe=sys._getframe,
+                        _refused=_turngym_refused):
+        """After ``left == right`` held on a believable pair: True, or an ``AssertionError`` when strict equality
+        refuses it now (the rewritten assert is ``left == right and @pytest_ar._turngym_strict(left, right,
+        ...)``: Python's own ``==`` decides falsity, so code that swaps this function can at most skip the strict
+        check, never pass an assert whose values differ)."""
+        why = _refused(left, right, _getframe(1), (left_span, right_span))
+        if why:
+            raise AssertionError("strict equality: " + why)
+        return True
+
+    def _turngym_in(member, container, left_span=None, right_span=None, _getframe=sys._getframe,
+                    _refused=_turngym_refused, _dispute=dispute, _type=type, _list=list, _tuple=tuple, _set=set,
+                    _frozenset=frozenset, _dict=dict):
+        """The assert's ``member in container``, strict as ``assertIn``: in a builtin list, tuple, set,
+        frozenset or dict (its keys), read with the builtin type's own iteration, an item strict equality
+        believes is compared (once), one it refuses never: it goes to the judge or fails the assert (an
+        always-equal object passed ``assert x in [...]``; red team, round 5). Any other container: plain ``in``."""
+        kind = _type(container)
+        reader = (_list.__iter__ if kind is _list else _tuple.__iter__ if kind is _tuple else _set.__iter__
+                  if kind is _set else _frozenset.__iter__ if kind is _frozenset else _dict.keys if kind is _dict
+                  else None)
+        if reader is None:
+            return member in container
+        caller, refused = _getframe(1), []
+        for item in _list(reader(container)):
+            why = _refused(item, member, caller, (right_span, left_span))
+            if why:
+                refused.append((item, why))
+            elif item is member or item == member:
+                return True
+        if not refused:
+            return False
+        frozen = _dispute.freeze([item for item, _ in refused], member, "in") if _dispute is not None else b""
+        if frozen:
+            _dispute(frozen, refused[0][1])
+            return True
+        raise AssertionError("strict equality: " + refused[0][1])
+
+    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast):
         before = _len(self.statements)
         sides = (comp.left, comp.comparators[0]) if _len(comp.ops) == 1 else (None, None)
         names = [(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
@@ -1225,27 +1263,36 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
             index += 1
             value = _getattr(statement, "value", None)
             if _type(statement) is _ast.Assign and _type(value) is _ast.Compare and _len(value.ops) == 1 \
+                    and _type(value.ops[0]) is _ast.In:
+                statement.value = _ast.Call(
+                    func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()), attr="_turngym_in",
+                                        ctx=_ast.Load()),
+                    args=[value.left, value.comparators[0]] + [_ast.Constant(value=n) for n in names], keywords=[])
+            elif _type(statement) is _ast.Assign and _type(value) is _ast.Compare and _len(value.ops) == 1 \
                     and _type(value.ops[0]) is _ast.Eq:
                 spans = [_ast.Constant(value=n) for n in names]
-                frozen = []
-                if _dispute is not None and _getattr(self, "variable", None) is not None:
-                    # `@py_assertN = @pytest_ar._turngym_freeze(left, right, ...)` just before the comparison
-                    frozen = [_ast.Name(id=self.variable(), ctx=_ast.Load())]
-                    index += 1  # the statement moves one down
-                    self.statements.insert(index - 2, _ast.Assign(
-                        targets=[_ast.Name(id=frozen[0].id, ctx=_ast.Store())],
-                        value=_ast.Call(func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()),
-                                                           attr="_turngym_freeze", ctx=_ast.Load()),
+                pytest_ar = _ast.Name(id="@pytest_ar", ctx=_ast.Load())
+                strict = _ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_strict", ctx=_ast.Load()),
+                                   args=[value.left, value.comparators[0]] + spans, keywords=[])
+                compared = _ast.BoolOp(op=_ast.And(), values=[value, strict])
+                if _getattr(self, "variable", None) is not None:
+                    # `@py_assertN = @pytest_ar._turngym_freeze(left, right, ...)` just before the comparison, and
+                    # the comparison `@py_assertN is not None or (left == right and _turngym_strict(...))`
+                    judged = self.variable()
+                    self.statements.insert(index - 1, _ast.Assign(
+                        targets=[_ast.Name(id=judged, ctx=_ast.Store())],
+                        value=_ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_freeze", ctx=_ast.Load()),
                                         args=[value.left, value.comparators[0]] + spans, keywords=[])))
-                strict = _ast.Call(
-                    func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()), attr="_turngym_strict",
-                                        ctx=_ast.Load()),
-                    args=[value.left, value.comparators[0]] + spans + frozen, keywords=[])
-                statement.value = _ast.BoolOp(op=_ast.And(), values=[value, strict])
+                    index += 1  # the statement moved one down
+                    compared = _ast.BoolOp(op=_ast.Or(), values=[_ast.Compare(
+                        left=_ast.Name(id=judged, ctx=_ast.Load()), ops=[_ast.IsNot()],
+                        comparators=[_ast.Constant(value=None)]), compared])
+                statement.value = compared
         return found
 
     rewrite_module._turngym_strict = _turngym_strict
     rewrite_module._turngym_freeze = _turngym_freeze
+    rewrite_module._turngym_in = _turngym_in
     rewriter.visit_Compare = visit_Compare
     return True
 

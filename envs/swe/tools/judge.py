@@ -28,11 +28,18 @@ import json
 import marshal
 import math
 import os
+import random
+import string
 import sys
 
 SOURCE_ROOTS = ("", "src/", ".turngym-deps/")  # where a module name is looked for in the untouched tree
+# A class is looked up only in the package's own modules: never a test module, a conftest, a set-up script or a
+# dependency (a test module's import puts folders on sys.path and imports pytest; a library class such as
+# mock's _Call compares generously; red team, round 5)
+NOT_THE_PACKAGE = ("test", "tests", "testing", "conftest", "setup", "noxfile", "__main__", "docs", "doc")
+# pristine modules' __file__: the copy on disk is the tests' to write, so nothing may be found beside it
+VIRTUAL_ROOT = "/nonexistent/turngym-pristine"
 SCALARS = (int, bool, float, complex, str, bytes, type(None))
-TOKEN = "\x00turngym-probe\x00"
 BASES = {"dict": dict, "list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "str": str,
          "bytes": bytes, "int": int, "float": float, "complex": complex, "object": object}
 
@@ -44,24 +51,31 @@ class Refused(Exception):
 class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Modules of the untouched tree, from the sources in memory, ahead of every other finder."""
 
-    def __init__(self, root, sources):
-        self.root, self.sources, self.files = root, sources, {}
+    def __init__(self, sources):
+        self.sources, self.files, self.package = sources, {}, set()
         for path in sources:
             for prefix in SOURCE_ROOTS:
                 if not path.startswith(prefix):
                     continue
                 rest = path[len(prefix):]
                 if rest.endswith("/__init__.py"):
-                    self.files.setdefault(rest[:-len("/__init__.py")].replace("/", "."), (path, True))
+                    name, package = rest[:-len("/__init__.py")].replace("/", "."), True
                 elif rest.endswith(".py"):
-                    self.files.setdefault(rest[:-3].replace("/", "."), (path, False))
+                    name, package = rest[:-3].replace("/", "."), False
+                else:
+                    continue
+                self.files.setdefault(name, (path, package))
+                parts = name.split(".")
+                if prefix != ".turngym-deps/" and not any(
+                        p in NOT_THE_PACKAGE or p.startswith("test_") or p.endswith("_test") for p in parts):
+                    self.package.add(name)
 
     def find_spec(self, name, path=None, target=None):
         found = self.files.get(name)
         if found is None:
             return None
         relative, package = found
-        spec = importlib.util.spec_from_loader(name, self, origin=os.path.join(self.root, relative),
+        spec = importlib.util.spec_from_loader(name, self, origin=os.path.join(VIRTUAL_ROOT, relative),
                                                is_package=package)
         if package:  # no folder to search: a submodule comes from memory or nowhere (the copy on disk is writable)
             spec.submodule_search_locations = []
@@ -73,14 +87,15 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         relative, _ = self.files[module.__spec__.name]
-        module.__file__ = os.path.join(self.root, relative)
+        module.__file__ = os.path.join(VIRTUAL_ROOT, relative)
         code = compile(self.sources[relative].encode("latin-1"), module.__file__, "exec", dont_inherit=True)
         exec(code, vars(module))  # noqa: S102 - the base commit's own source
 
 
-def isolate(workdir, finder):
-    """The agent's tree and this tools directory off ``sys.path``; the untouched package first."""
-    banned = [os.path.realpath(p) for p in (workdir, os.path.dirname(os.path.abspath(__file__)))]
+def isolate(banned_roots, finder):
+    """The agent's tree, the copy of the untouched tree and this tools directory off ``sys.path``; the untouched
+    package first."""
+    banned = [os.path.realpath(p) for p in (*banned_roots, os.path.dirname(os.path.abspath(__file__)))]
 
     def inside(entry):
         real = os.path.realpath(entry or os.getcwd())
@@ -93,18 +108,24 @@ def isolate(workdir, finder):
 
 
 def resolve(module_name, qualname, finder):
-    """The untouched class called ``module_name``.``qualname``."""
-    if module_name not in finder.files:
-        raise Refused(f"{module_name}.{qualname}: no such module in the untouched tree")
+    """The untouched class called ``module_name``.``qualname``: defined in that module of the package under that
+    name (a name that leads elsewhere, ``tests.test_x`` + ``mock._Call``, is refused)."""
+    if module_name not in finder.package:
+        raise Refused(f"{module_name}.{qualname}: not a module of the untouched package")
     if "<locals>" in qualname.split("."):
         raise Refused(f"{module_name}.{qualname}: a class made inside a function has no name to look up")
-    value = importlib.import_module(module_name)
+    path = list(sys.path)
+    try:
+        value = importlib.import_module(module_name)
+    finally:
+        sys.path[:] = path  # an import's additions to sys.path (a vendoring trick) are undone
     for part in qualname.split("."):
-        value = vars(value).get(part) if isinstance(value, type) else getattr(value, part, None)
+        value = vars(value).get(part)
         if value is None:
             raise Refused(f"{module_name}.{qualname}: the untouched package has no such class")
-    if not isinstance(value, type):
-        raise Refused(f"{module_name}.{qualname} is not a class in the untouched package")
+    if not isinstance(value, type) or vars(value).get("__module__") != module_name \
+            or getattr(value, "__qualname__", None) != qualname:
+        raise Refused(f"{module_name}.{qualname} is not a class the untouched package defines under that name")
     return value
 
 
@@ -237,26 +258,52 @@ def says_in(container, member):
         return False
 
 
-def variants(value):
-    """Values that differ from ``value``: an element added, an element dropped, a character or one added."""
+def variants(value, token):
+    """Values that differ from ``value``: the other boolean, an element added or dropped, a character changed,
+    added or dropped, a number moved by one (``token`` is drawn anew for each judge process)."""
     kind = type(value)
-    found = [object(), TOKEN]
-    if kind in (list, tuple):
-        found.append(kind(list(value) + [TOKEN]))
+    found = [object(), token]
+    if kind is bool:
+        found.append(not value)
+    elif kind in (list, tuple):
+        found.append(kind([*value, token]))
         if value:
             found.append(kind(list(value)[:-1]))
     elif kind is dict:
-        found.append({**value, TOKEN: TOKEN})
+        found.append({**value, token: token})
         if value:
             found.append(dict(list(value.items())[:-1]))
     elif kind in (set, frozenset):
-        found.append(kind(value) | {TOKEN})
+        found.append(kind(value) | {token})
     elif kind is str:
-        found.append(value + "\x00")
+        found += [value + token[-1], token[:len(value)] if value else token]
+        if value:
+            found += [value[:-1], value[:-1] + ("a" if value[-1] != "a" else "b")]
     elif kind is bytes:
-        found.append(value + b"\x00")
-    elif kind in (int, float) and not (kind is float and math.isnan(value)) and value + 1 != value:
-        found.append(value + 1)
+        found += [value + b"x", value[:-1]] if value else [b"x"]
+    elif kind is int or (kind is float and not math.isnan(value) and value + 1 != value):
+        found += [value + 1, value - 1]
+    elif value is None:
+        found.append(0)
+    return found
+
+
+def pairs(first, second, instances):
+    """Every (rebuilt instance, builtin value) pair the two sides line up, at any depth: list and tuple items by
+    position, dict values by key (as strict equality pairs them)."""
+    found, stack, seen = [], [(first, second)], set()
+    while stack:
+        a, b = stack.pop()
+        if (id(a), id(b)) in seen:
+            continue
+        seen.add((id(a), id(b)))
+        for mine, other in ((a, b), (b, a)):
+            if id(mine) in instances and type(other) in (*SCALARS, list, tuple, dict, set, frozenset):
+                found.append((mine, other))
+        if type(a) in (list, tuple) and type(b) in (list, tuple) and len(a) == len(b):
+            stack += zip(a, b)
+        elif type(a) is dict and type(b) is dict:
+            stack += [(a[k], b[k]) for k in a if k in b]
     return found
 
 
@@ -278,13 +325,21 @@ def decide(data, finder):
         return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
     if not holds(first, second):
         return False, f"the untouched package's own == says they differ ({op})"
+    token = "".join(random.choice(string.ascii_letters) for _ in range(12))
     for instance in build.instances:  # an untouched class that equals anything vouches for nothing
-        for probe in (object(), TOKEN):
+        for probe in (object(), token):
             if says_equal(instance, probe) or says_equal(probe, instance):
                 return False, f"an untouched {type(instance).__qualname__} also equals {probe!r}"
+    instances = {id(i) for i in build.instances}
+    lined_up = pairs(first, second, instances) if op == "==" else [(m, second) for m in first if id(m) in instances]
+    for mine, other in lined_up:  # each instance against values that differ from what it faces
+        for probe in variants(other, token)[2:]:
+            if says_equal(mine, probe):
+                return False, (f"an untouched {type(mine).__qualname__} also equals {probe!r}, which differs from "
+                               "what it was compared with")
     sides = ((first, second), (second, first)) if op == "==" else ((first, second),)
     for mine, other in sides:
-        for probe in variants(other)[2:]:
+        for probe in variants(other, token)[2:]:
             if holds(mine, probe):
                 return False, "the untouched package's own == also holds against a value that differs"
     return True, ""
@@ -292,8 +347,8 @@ def decide(data, finder):
 
 def main(argv):
     request = json.loads(sys.stdin.buffer.read())
-    finder = PristineFinder(request["root"], request["sources"])
-    isolate(argv[0] if argv else os.getcwd(), finder)
+    finder = PristineFinder(request["sources"])
+    isolate([*argv, request["root"]], finder)
     sys.setrecursionlimit(20_000)
     verdicts = [decide(data, finder) for data in request["disputes"]]
     sys.stdout.write(json.dumps(verdicts) + "\n")

@@ -403,6 +403,7 @@ def main(result_fd, integrity_path, own_module):
             *[getattr(unittest.TestCase, name) for name in ("assertEqual", "assertIn", "assertCountEqual",
                                                             "assertDictEqual", "assertAlmostEqual")],
             getattr(rewrite_module, "_turngym_strict", None), getattr(rewrite_module, "_turngym_freeze", None),
+            getattr(rewrite_module, "_turngym_in", None),
             getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Compare", None))]
     own = integrity.own_codes(own_module, integrity)
     own_ids = frozenset(id(c) for c in own)

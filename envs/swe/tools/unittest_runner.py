@@ -835,7 +835,7 @@ class PytestStepEvents:
 
     def __init__(self):
         self.items, self.current, self.problem = [], None, ""
-        self.disputes = []  # (the item or None, the frozen pair)
+        self.disputes, self.texts = [], []  # (the item or None, the frozen pair); the judge's refusals
 
     def add(self, words):
         kind = words[0]
@@ -879,7 +879,6 @@ class PytestStepEvents:
 
     def settle(self, judge):
         """As :meth:`StepEvents.settle`: an item whose pair the untouched ``==`` does not uphold has FAILED."""
-        self.texts = []
         for (item, data), (held, why) in zip(self.disputes, judge([d for _, d in self.disputes])):
             if not held:
                 for one in [item] if item is not None else self.items:
@@ -1298,6 +1297,9 @@ def run_pytest(test_ids, plugins, emit, verdict):
             for test_id in test_ids:
                 verdict("ERROR", test_id)
             return ""
+        for (test_id, kind), step in zip(plan.entries, first):
+            for text in step.texts if kind == "test" else ():
+                emit(f"| turngym: {test_id}: {text}")
         found, void = plan.judge(first, 1, allowed_xfail)
         if void:
             return void
