@@ -47,6 +47,8 @@ from numbers import Number
 TEST_DIR_NAMES = ("test", "tests", "testing")
 CO_NEWLOCALS = 0x0002
 HEAPTYPE = 1 << 9
+MODULE_TYPE = type(sys)
+MODULE_DICT = MODULE_TYPE.__dict__["__dict__"].__get__
 # class attributes that are data, set by Python, unittest, abc or pytest: never a test's behaviour
 INERT_DUNDERS = frozenset((
     "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__orig_bases__",
@@ -690,7 +692,13 @@ def make_strict_equality(cwd, trusted, code_ok=None):
 
     ``problem.element(value)`` (for ``assertCountEqual``, whose pairs are not known): why ``value`` could not
     be believed equal to any builtin value, or ''."""
-    from types import FunctionType, MethodDescriptorType, WrapperDescriptorType
+    from types import (
+        FunctionType,
+        GetSetDescriptorType,
+        MemberDescriptorType,
+        MethodDescriptorType,
+        WrapperDescriptorType,
+    )
 
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
@@ -699,13 +707,37 @@ def make_strict_equality(cwd, trusted, code_ok=None):
     containers = frozenset((list, tuple, dict, set, frozenset))
     mro, cdict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
 
+    def genuine(klass, items, _modules=sys.modules, _type=type, _str=str, _module=MODULE_TYPE,
+                _module_dict=MODULE_DICT, _cdict=cdict,
+                _qualname=type.__dict__["__qualname__"].__get__, _issubclass=issubclass):
+        """Whether ``klass`` is the class its own module defines under its qualified name (identity, every
+        dict read with exact ``str`` keys): a library's class, not one that only names the library."""
+        name = None
+        for key, value in items.items():
+            if _type(key) is _str and key == "__module__":
+                name = value
+        module = _modules.get(name) if _type(name) is _str else None
+        qualname = _qualname(klass)
+        if _type(module) is not _module or _type(qualname) is not _str:
+            return False
+        found, namespace = module, _module_dict(module)
+        for part in qualname.split("."):
+            match = None
+            for key, value in namespace.items():
+                if _type(key) is _str and key == part:
+                    match = value
+            if match is None or not _issubclass(_type(match), type):
+                return False
+            found, namespace = match, _cdict(match)
+        return found is klass
+
     # every function here reads its state from its defaults, never a closure cell: a cell's contents can be
     # swapped silently (``cell_contents``), a default only through ``__defaults__``, which the audit hook reports
     def own_equality(kind, _mro=mro, _cdict=cdict, _type=type, _str=str, _getattr=getattr, _realpath=os.path.realpath,
                      _abspath=os.path.abspath, _isabs=os.path.isabs, _modules=sys.modules,
                      _flags=type.__dict__["__flags__"].__get__, _root=root, _trusted=trusted, _heaptype=HEAPTYPE,
                      _function=FunctionType, _wrappers=(WrapperDescriptorType, MethodDescriptorType),
-                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok, _callable=callable,
+                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok, _callable=callable, _genuine=genuine,
                      _has_get=lambda kind: any("__get__" in type.__dict__["__dict__"].__get__(c) or
                                                "__set__" in type.__dict__["__dict__"].__get__(c)
                                                for c in type.__dict__["__mro__"].__get__(kind)),
@@ -732,9 +764,10 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 path = _getattr(module, "__file__", None)
                 if _type(path) is _str and _realpath(path).startswith(_root) and _abspath(path) not in _trusted:
                     return path
-                if _type(value) in _unwrap:
+                if _type(value) is _unwrap[0] or _type(value) is _unwrap[1]:
                     value = value.__func__
-                if _type(value) in _wrappers and not _flags(value.__objclass__) & _heaptype:
+                if (_type(value) is _wrappers[0] or _type(value) is _wrappers[1]) \
+                        and not _flags(value.__objclass__) & _heaptype:
                     return ""  # a builtin type's own method, borrowed (dict.__eq__)
                 if value is None:
                     return ""  # == falls back to identity
@@ -748,6 +781,10 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                     return "" if _abspath(filename) in _trusted else filename
                 if _code_ok is not None and not _code_ok(code):
                     return f"{filename} (its code is not that file's)"
+                if not _genuine(klass, items):
+                    # a library's function as the __eq__ of a class that only says it is the library's: a str
+                    # subclass with __module__ "unittest.mock" and mock._ANY.__eq__ passed (red team, round 6)
+                    return "<a library's __eq__ in a class its module does not define>"
                 # the library's __eq__ reads attributes and items: a subclass's properties, methods or descriptors
                 # are what it reads then (a Fraction subclass whose _numerator is a property; red team, round 4)
                 return subclass_behaviour
@@ -791,11 +828,89 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 return True  # derives from Number, or from int, float, complex (an IntEnum)
         return not _flags(kind) & _heaptype and _issubclass(kind, _number)
 
+    def instance_state(value, kind, _mro=mro, _cdict=cdict, _flags=type.__dict__["__flags__"].__get__,
+                       _heaptype=HEAPTYPE, _type=type, _str=str, _dict=dict, _getset=GetSetDescriptorType,
+                       _member=MemberDescriptorType, _getset_get=GetSetDescriptorType.__get__,
+                       _member_get=MemberDescriptorType.__get__):
+        """The values of ``value``'s ``__dict__`` and slots (a Python class's instance), read with the C
+        descriptors ``type`` made and no code of the object; [] for a type written in C; None when a ``__dict__``
+        is anything else (a property would run)."""
+        found, seen_dict = [], False
+        for klass in _mro(kind):
+            if not _flags(klass) & _heaptype:
+                break
+            for key, descriptor in _cdict(klass).items():
+                if _type(key) is not _str:
+                    continue
+                if key == "__dict__" and not seen_dict:
+                    seen_dict = True
+                    if _type(descriptor) is not _getset:
+                        return None
+                    try:
+                        namespace = _getset_get(descriptor, value, kind)
+                    except Exception:  # noqa: BLE001 - a descriptor of another class
+                        return None
+                    if _type(namespace) is not _dict:
+                        return None
+                    found.extend(_dict.values(namespace))
+                elif _type(descriptor) is _member:
+                    try:
+                        found.append(_member_get(descriptor, value, kind))
+                    except AttributeError:
+                        pass
+                    except Exception:  # noqa: BLE001
+                        return None
+        return found
+
+    def element(value, _type=type, _scalars=scalars, _issubclass=issubclass, _own=own_equality,
+                _qualname=type.__dict__["__qualname__"].__get__, _str=str, _kinds=tuple(scalars | containers),
+                _number_family=number_family, _list=list, _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset,
+                _budget=1_000_000, _state=instance_state):
+        """Why ``value``, or anything inside it, may not be believed equal to whatever builtin value it was matched
+        with, or '' (for ``assertCountEqual``, and for every object strict equality believes: each object on its
+        own, at any depth, read with the builtin types' own iteration, and a Python class's instance with the
+        values of its ``__dict__`` and slots)."""
+        stack, budget = [value], [_budget]
+        while stack:
+            item = stack.pop()
+            kind = _type(item)
+            budget[0] -= 1
+            if budget[0] < 0:
+                return f"more than {_budget} elements to check: too many"
+            if kind in _scalars:
+                continue
+            if _issubclass(kind, type):  # a class inside a believed object's state (an enum member's class)
+                where = _own(kind)
+                if where:
+                    return f"a class whose metaclass compares by the repository's own __eq__ ({where})"
+                continue
+            if kind not in _kinds:
+                name = _qualname(kind)
+                name = name if _type(name) is _str else "?"
+                if not (_number_family(kind) or _issubclass(kind, _kinds)):
+                    return f"a {name} was matched with builtin values: strict equality wants builtin values"
+                where = _own(kind)
+                if where:
+                    return f"a {name} was matched with builtin values by the repository's own __eq__ ({where})"
+                state = _state(item, kind)  # what a library's __eq__ reads: a Fraction's _numerator (round 6)
+                if state is None:
+                    return f"a {name} whose state cannot be read without running its code"
+                stack.extend(state)
+            if _issubclass(kind, _dict):
+                stack.extend(_dict.keys(item))
+                stack.extend(_dict.values(item))
+            else:
+                for base in (_list, _tuple, _set, _frozenset):
+                    if _issubclass(kind, base):
+                        stack.extend(base.__iter__(item))
+                        break
+        return ""
+
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality,
                 _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
                 _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000,
-                _number_family=number_family):
+                _number_family=number_family, _element=element):
         stack, budget = [(first, second)], [_budget]  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
@@ -821,6 +936,9 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 where = _own(other_kind)
                 if where:
                     return f"a {name} was compared with a {kind.__name__} by the repository's own __eq__ ({where})"
+                where = _element(other)  # what its (library's) __eq__ reads must be believable too
+                if where:
+                    return f"a {name} was compared with a {kind.__name__}: {where}"
             if kind in (_list, _tuple) and _issubclass(other_kind, (_list, _tuple)):
                 length_a = (_list.__len__ if _issubclass(_type(a), _list) else _tuple.__len__)(a)
                 length_b = (_list.__len__ if _issubclass(_type(b), _list) else _tuple.__len__)(b)
@@ -845,41 +963,24 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                     return why
         return ""
 
-    def element(value, _type=type, _scalars=scalars, _issubclass=issubclass, _own=own_equality,
-                _qualname=type.__dict__["__qualname__"].__get__, _str=str, _kinds=tuple(scalars | containers),
-                _number_family=number_family, _list=list, _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset,
-                _budget=1_000_000):
-        """Why ``value``, or anything inside it, may not be believed equal to whatever builtin value it was matched
-        with, or '' (for ``assertCountEqual``: each object on its own, at any depth, read with the builtin types'
-        own iteration)."""
-        stack, budget = [value], [_budget]
-        while stack:
-            item = stack.pop()
-            kind = _type(item)
-            budget[0] -= 1
-            if budget[0] < 0:
-                return f"more than {_budget} elements to check: too many"
-            if kind in _scalars:
-                continue
-            if kind not in _kinds:
-                name = _qualname(kind)
-                name = name if _type(name) is _str else "?"
-                if not (_number_family(kind) or _issubclass(kind, _kinds)):
-                    return f"a {name} was matched with builtin values: strict equality wants builtin values"
-                where = _own(kind)
-                if where:
-                    return f"a {name} was matched with builtin values by the repository's own __eq__ ({where})"
-            if _issubclass(kind, _dict):
-                stack.extend(_dict.keys(item))
-                stack.extend(_dict.values(item))
-            else:
-                for base in (_list, _tuple, _set, _frozenset):
-                    if _issubclass(kind, base):
-                        stack.extend(base.__iter__(item))
-                        break
+    def overrides(kind, names, _mro=mro, _cdict=cdict, _flags=type.__dict__["__flags__"].__get__, _type=type,
+                  _str=str, _heaptype=HEAPTYPE, _qualname=type.__dict__["__qualname__"].__get__):
+        """Which of ``names`` (the operations an assertion uses besides ``==``) a Python subclass of a builtin type
+        defines for itself, or '': ``assertSetEqual`` calls ``difference``, ``assertAlmostEqual`` subtracts,
+        ``assertSequenceEqual`` indexes, ``assertIn`` iterates (red team, round 6: a set subclass whose
+        ``difference`` was empty, a float subclass whose ``__sub__`` gave 0 passed)."""
+        for klass in _mro(kind):
+            if not _flags(klass) & _heaptype:
+                return ""
+            for key in _cdict(klass).keys():  # noqa: SIM118 - a mappingproxy
+                if _type(key) is _str and key in names:
+                    name = _qualname(klass)
+                    return f"a {name if _type(name) is _str else '?'} defines its own {key}"
         return ""
 
     problem.element = element
+    problem.overrides = overrides
+    problem.own = own_equality
     return problem
 
 
@@ -909,8 +1010,9 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         "assertEqual", "assertDictEqual", "assertListEqual", "assertTupleEqual", "assertSetEqual",
         "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertIn", "assertCountEqual")}
 
-    def check(self, first, second, msg, caller, names, original, args, _guard=guard, _problem=problem,
-              _framework=framework_file, _abspath=os.path.abspath, _dispute=dispute):
+    def check(self, first, second, msg, caller, names, original, args, operations=(), _guard=guard, _problem=problem,
+              _framework=framework_file, _abspath=os.path.abspath, _dispute=dispute, _type=type,
+              _overrides=problem.overrides):
         """Run the equality assertion ``original(*args)`` unless strict equality refuses the pair (not when
         unittest's own ``assertEqual`` is the caller: it checks for itself). The rule is applied *before* the
         comparison, so a refused object's ``__eq__`` never runs against the test's expectation: an ``__eq__``
@@ -921,6 +1023,10 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         if _abspath(caller.f_code.co_filename) == _framework:
             original(*args)
             return
+        for side in (first, second) if operations else ():
+            why = _overrides(_type(side), operations)
+            if why:
+                raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
         def refused():
             why = _problem(first, second)
@@ -959,13 +1065,18 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
                (self, tuple1, tuple2, msg))
 
     def assertSetEqual(self, set1, set2, msg=None, _original=original["assertSetEqual"], _check=check,
-                       _getframe=sys._getframe):
-        _check(self, set1, set2, msg, _getframe(1), ("set1", "set2"), _original, (self, set1, set2, msg))
+                       _getframe=sys._getframe, _operations=SET_OPERATIONS):
+        _check(self, set1, set2, msg, _getframe(1), ("set1", "set2"), _original, (self, set1, set2, msg),
+               _operations)
 
     def assertSequenceEqual(self, seq1, seq2, msg=None, seq_type=None, _original=original["assertSequenceEqual"],
                             _check=check, _getframe=sys._getframe, _list=list, _tuple=tuple, _issubclass=issubclass,
-                            _type=type):
+                            _type=type, _overrides=problem.overrides, _operations=SEQUENCE_OPERATIONS):
         args = (self, seq1, seq2, msg, seq_type)
+        for side in (seq1, seq2):  # the originals are what unittest compares: their own operations are refused
+            why = _overrides(_type(side), _operations)
+            if why:
+                raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
         if _issubclass(_type(seq1), (_list, _tuple)) and _issubclass(_type(seq2), (_list, _tuple)):
             # item by item, whatever the two sequence types (as unittest compares them): each read with the
             # builtin type's own iteration
@@ -978,22 +1089,32 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         _check(self, first, second, msg, _getframe(1), ("first", "second"), _original, (self, first, second, msg))
 
     def assertAlmostEqual(self, first, second, places=None, msg=None, delta=None,
-                          _original=original["assertAlmostEqual"], _check=check, _getframe=sys._getframe):
+                          _original=original["assertAlmostEqual"], _check=check, _getframe=sys._getframe,
+                          _operations=NUMBER_OPERATIONS):
         _check(self, first, second, msg, _getframe(1), ("first", "second"), _original,
-               (self, first, second, places, msg, delta))
+               (self, first, second, places, msg, delta), _operations)
 
     def assertIn(self, member, container, msg=None, _contains=original["assertIn"], _problem=problem, _type=type,
-                 _safe_repr=safe_repr, _dispute=dispute, _list=list,
-                 _tuple=tuple, _set=set, _frozenset=frozenset):
-        kind = _type(container)
-        if kind is not _list and kind is not _tuple and kind is not _set and kind is not _frozenset:
-            _contains(self, member, container, msg)  # (identity, not `in`: a metaclass's __eq__ would run)
+                 _safe_repr=safe_repr, _dispute=dispute, _list=list, _tuple=tuple, _set=set, _frozenset=frozenset,
+                 _dict=dict, _own=problem.own, _overrides=problem.overrides, _operations=CONTAINER_OPERATIONS,
+                 _base_container=base_container):
+        kind, base = _type(container), _base_container(_type(container))
+        if base is None:  # another container: plain `in`, unless the member compares by the repository's own __eq__
+            why = _own(_type(member))
+            if why:
+                raise self.failureException(self._formatMessage(msg, "strict equality: a member that compares by "
+                                                                f"the repository's own __eq__ ({why})"))
+            _contains(self, member, container, msg)
             return
+        why = _overrides(kind, _operations)
+        if why:  # a builtin container's subclass with its own __contains__ or iteration answers for itself
+            raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
         # the items read once with the builtin type's own iteration: the believable ones are compared (each once:
         # `in`, then a second comparison to find the equal items, let an __eq__ that alternates True and False
         # give two answers; a red-team finding), a refused one never (its __eq__ would see the member)
-        items = _list((_list.__iter__ if _type(container) is _list else _tuple.__iter__ if _type(container) is _tuple
-                       else _set.__iter__ if _type(container) is _set else _frozenset.__iter__)(container))
+        items = _list((_list.__iter__ if base is _list else _tuple.__iter__ if base is _tuple
+                       else _set.__iter__ if base is _set else _frozenset.__iter__ if base is _frozenset
+                       else _dict.keys)(container))
         found = [(item, _problem(item, member)) for item in items]
         for item, why in found:
             if not why and (item is member or item == member):
@@ -1040,6 +1161,25 @@ def strict_functions(*functions):
         stack += [v for v in (function.__kwdefaults__ or {}).values() if type(v) is FunctionType]
         stack += [v for v in vars(function).values() if type(v) is FunctionType]
     return SimpleNamespace(**{f"strict_{index}": function for index, function in enumerate(seen)})
+
+
+# what each assertion does besides ==: a Python subclass of a builtin type that defines any of these is refused
+SET_OPERATIONS = frozenset(("__eq__", "__ne__", "difference", "__len__", "__iter__", "__contains__", "__sub__"))
+SEQUENCE_OPERATIONS = frozenset(("__eq__", "__ne__", "__len__", "__getitem__", "__iter__"))
+NUMBER_OPERATIONS = frozenset(("__eq__", "__ne__", "__sub__", "__rsub__", "__abs__", "__round__", "__lt__", "__le__",
+                               "__gt__", "__ge__", "__neg__", "__float__", "__index__", "__int__"))
+CONTAINER_OPERATIONS = frozenset(("__contains__", "__iter__", "__len__", "__getitem__", "keys"))
+
+
+def base_container(kind, _mro=type.__dict__["__mro__"].__get__, _flags=type.__dict__["__flags__"].__get__):
+    """The builtin container (list, tuple, set, frozenset, dict) that ``kind`` is or derives from, else None."""
+    for klass in _mro(kind):
+        if not _flags(klass) & HEAPTYPE:
+            for base in (list, tuple, set, frozenset, dict):
+                if klass is base:
+                    return base
+            return None
+    return None
 
 
 FROZEN_BASES = ((dict, "dict"), (list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"),
@@ -1224,17 +1364,24 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
 
     def _turngym_in(member, container, left_span=None, right_span=None, _getframe=sys._getframe,
                     _refused=_turngym_refused, _dispute=dispute, _type=type, _list=list, _tuple=tuple, _set=set,
-                    _frozenset=frozenset, _dict=dict):
+                    _frozenset=frozenset, _dict=dict, _own=problem.own, _overrides=problem.overrides,
+                    _operations=CONTAINER_OPERATIONS, _base_container=base_container):
         """The assert's ``member in container``, strict as ``assertIn``: in a builtin list, tuple, set,
         frozenset or dict (its keys), read with the builtin type's own iteration, an item strict equality
         believes is compared (once), one it refuses never: it goes to the judge or fails the assert (an
         always-equal object passed ``assert x in [...]``; red team, round 5). Any other container: plain ``in``."""
         kind = _type(container)
-        reader = (_list.__iter__ if kind is _list else _tuple.__iter__ if kind is _tuple else _set.__iter__
-                  if kind is _set else _frozenset.__iter__ if kind is _frozenset else _dict.keys if kind is _dict
-                  else None)
-        if reader is None:
+        base = _base_container(kind)
+        if base is None:  # another container: plain `in`, unless the member compares by the repository's own __eq__
+            why = _own(_type(member))
+            if why:
+                raise AssertionError(f"strict equality: a member that compares by the repository's own __eq__ ({why})")
             return member in container
+        why = _overrides(kind, _operations)
+        if why:
+            raise AssertionError("strict equality: " + why)
+        reader = (_list.__iter__ if base is _list else _tuple.__iter__ if base is _tuple else _set.__iter__
+                  if base is _set else _frozenset.__iter__ if base is _frozenset else _dict.keys)
         caller, refused = _getframe(1), []
         for item in _list(reader(container)):
             why = _refused(item, member, caller, (right_span, left_span))

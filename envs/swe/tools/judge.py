@@ -258,34 +258,55 @@ def says_in(container, member):
         return False
 
 
-def variants(value, token):
-    """Values that differ from ``value``: the other boolean, an element added or dropped, a character changed,
-    added or dropped, a number moved by one (``token`` is drawn anew for each judge process)."""
-    kind = type(value)
-    found = [object(), token]
+def _other_character(character, rng):
+    """Another character of the same kind: a digit for a digit, a letter of the same case for a letter (a pattern
+    class that accepts any date or number must not pass; red team, round 6)."""
+    for pool in ("0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"):
+        if character in pool:
+            return rng.choice(pool.replace(character, ""))
+    return rng.choice("-_.:/ #x" .replace(character, ""))
+
+
+def variants(value, rng, token, limit=40):
+    """Builtin values that differ from ``value`` in one leaf, as an honest equality would notice: the other
+    boolean, a number moved by one, a character changed for another of its kind, added or dropped, an element
+    added or dropped, one element's own variant; at most ``limit`` of them."""
+    kind, found = type(value), []
     if kind is bool:
         found.append(not value)
-    elif kind in (list, tuple):
-        found.append(kind([*value, token]))
-        if value:
-            found.append(kind(list(value)[:-1]))
-    elif kind is dict:
-        found.append({**value, token: token})
-        if value:
-            found.append(dict(list(value.items())[:-1]))
-    elif kind in (set, frozenset):
-        found.append(kind(value) | {token})
+    elif kind is int:
+        found += [value + 1, value - 1]
+    elif kind is float:
+        if math.isfinite(value) and value + 1 != value:
+            found += [value + 1, value - 1, value * 2 if value else 1.0]
+    elif kind is complex:
+        found.append(value + 1)
     elif kind is str:
-        found += [value + token[-1], token[:len(value)] if value else token]
-        if value:
-            found += [value[:-1], value[:-1] + ("a" if value[-1] != "a" else "b")]
+        positions = rng.sample(range(len(value)), min(len(value), 6))
+        found += [value[:p] + _other_character(value[p], rng) + value[p + 1:] for p in positions]
+        found += [value + _other_character(value[-1:] or "a", rng), value[:-1]] if value else ["a", token]
     elif kind is bytes:
         found += [value + b"x", value[:-1]] if value else [b"x"]
-    elif kind is int or (kind is float and not math.isnan(value) and value + 1 != value):
-        found += [value + 1, value - 1]
+        found += [value[:p] + bytes([value[p] ^ 1]) + value[p + 1:] for p in rng.sample(range(len(value)),
+                                                                                          min(len(value), 4))]
     elif value is None:
-        found.append(0)
-    return found
+        found += [0, token]
+    elif kind in (list, tuple):
+        found += [kind([*value, token])] + ([kind(list(value)[:-1])] if value else [])
+        for i in rng.sample(range(len(value)), min(len(value), 8)):
+            found += [kind([*value[:i], v, *value[i + 1:]]) for v in variants(value[i], rng, token, 3)]
+    elif kind is dict:
+        found.append({**value, token: token})
+        keys = list(value)
+        if keys:
+            found.append({k: v for k, v in value.items() if k != keys[-1]})
+        for k in rng.sample(keys, min(len(keys), 8)):
+            found += [{**value, k: v} for v in variants(value[k], rng, token, 3)]
+    elif kind in (set, frozenset):
+        found.append(kind(value) | {token})
+        if value:
+            found.append(kind(list(value)[:-1]))
+    return found[:limit]
 
 
 def pairs(first, second, instances):
@@ -325,23 +346,30 @@ def decide(data, finder):
         return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
     if not holds(first, second):
         return False, f"the untouched package's own == says they differ ({op})"
-    token = "".join(random.choice(string.ascii_letters) for _ in range(12))
+    rng = random.Random(os.urandom(16))  # drawn anew for each judge process: no state can know the probes
+    token = "".join(rng.choice(string.ascii_letters) for _ in range(12))
     for instance in build.instances:  # an untouched class that equals anything vouches for nothing
         for probe in (object(), token):
             if says_equal(instance, probe) or says_equal(probe, instance):
                 return False, f"an untouched {type(instance).__qualname__} also equals {probe!r}"
     instances = {id(i) for i in build.instances}
-    lined_up = pairs(first, second, instances) if op == "==" else [(m, second) for m in first if id(m) in instances]
+    if op == "==":
+        lined_up = pairs(first, second, instances)
+    else:  # `second in first`: the member faces each item, both ways
+        lined_up = [(m, second) for m in first if id(m) in instances]
+        lined_up += [(second, item) for item in first if id(second) in instances and id(item) not in instances]
     for mine, other in lined_up:  # each instance against values that differ from what it faces
-        for probe in variants(other, token)[2:]:
+        for probe in variants(other, rng, token):
             if says_equal(mine, probe):
                 return False, (f"an untouched {type(mine).__qualname__} also equals {probe!r}, which differs from "
                                "what it was compared with")
     sides = ((first, second), (second, first)) if op == "==" else ((first, second),)
-    for mine, other in sides:
-        for probe in variants(other, token)[2:]:
+    for mine, other in sides:  # the whole pair, with one leaf of the builtin side changed at a time
+        if id(other) in instances:
+            continue
+        for probe in variants(other, rng, token):
             if holds(mine, probe):
-                return False, "the untouched package's own == also holds against a value that differs"
+                return False, f"the untouched package's own == also holds against {probe!r}, a value that differs"
     return True, ""
 
 
