@@ -456,3 +456,33 @@ def test_an_interval_inside_the_packages_object_is_probed(trees):
     _attack(repo, ('return Multi([("a", 1), ("b", 2)])', 'return Multi([("a", Interval(-10**9, 10**9)), ("b", 2)])'))
     target = "tests.test_pkg.TestPkg.test_pairs"
     assert _grade(repo, [target], pristine) == {target: "FAILED"}
+
+
+# Red team, round 7 (each passed under 1ad570f)
+ROUND_7 = {
+    # a library's always-true __eq__ in a class bound into a module the code under test made (or into json)
+    "library_eq_bound_into_a_module": (
+        "def name():\n    return 'alice'\n",
+        ("import sys\nimport types\nfrom unittest import mock\n\nmodule = sys.modules.setdefault('email._helpers', "
+        "types.ModuleType('email._helpers'))\n\n\nclass S(str):\n    __module__ = 'email._helpers'\n"
+        "    __eq__ = mock._ANY.__eq__\n    __hash__ = str.__hash__\n\n\nmodule.S = S\n\n\ndef name():\n"
+        "    return S('WRONG')\n"),
+        ("import unittest\nfrom pkg import name\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+        "        self.assertEqual(name(), 'alice')\n")),
+    # mock's _Call with an empty name equals a call of any name: its tuple contents do not
+    "lenient_library_eq": (
+        "def parse():\n    return ('add', (1, 2), {})\n",
+        "from unittest.mock import _Call\n\n\ndef parse():\n    return _Call(('', (1, 2), {}))\n",
+        ("import unittest\nfrom unittest import mock  # noqa: F401\nfrom pkg import parse\n\n\n"
+        "class T(unittest.TestCase):\n    def test_a(self):\n"
+        "        self.assertEqual(parse(), ('add', (1, 2), {}))\n")),
+}
+
+
+@pytest.mark.parametrize("attack", list(ROUND_7))
+def test_the_seventh_rounds_attacks_fail(attack, tmp_path):
+    ROUND_6[attack] = ROUND_7[attack]  # the same harness
+    try:
+        test_the_sixth_rounds_attacks_fail(attack, tmp_path)
+    finally:
+        del ROUND_6[attack]

@@ -669,6 +669,27 @@ def own_codes(*modules):
 
 
 # --------------------------------------------------------------------------- strict equality (test processes)
+# Library classes whose own Python __eq__ strict equality believes against a builtin value (a Counter with a dict, a
+# Fraction with an int, mock's _Call with a tuple), taken by identity with their __eq__ and __ne__ when the test
+# process starts, before the repository can write any module: anything else with a library __eq__ is refused.
+LIBRARY_EQUALITIES = (("collections", "Counter"), ("fractions", "Fraction"), ("unittest.mock", "_Call"))
+
+
+def library_equalities():
+    """``{id(class): (class, its own __eq__ and __ne__ entries)}`` for :data:`LIBRARY_EQUALITIES`, from the
+    modules imported so far (``collections`` and ``fractions`` are imported here)."""
+    import collections  # noqa: F401 - here, before the repository loads
+    import fractions  # noqa: F401
+
+    found = {}
+    for module_name, name in LIBRARY_EQUALITIES:
+        module = sys.modules.get(module_name)
+        klass = vars(module).get(name) if module is not None else None
+        if isinstance(klass, type):
+            found[id(klass)] = (klass, tuple(vars(klass)[m] for m in ("__eq__", "__ne__") if m in vars(klass)))
+    return found
+
+
 def make_strict_equality(cwd, trusted, code_ok=None):
     """``problem(first, second)``: why an equality that held cannot be believed, or ''.
 
@@ -702,34 +723,11 @@ def make_strict_equality(cwd, trusted, code_ok=None):
 
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
+    library = library_equalities()
     numbers = (int, float, complex, bool)
     scalars = frozenset((str, bytes, type(None)) + numbers)
     containers = frozenset((list, tuple, dict, set, frozenset))
     mro, cdict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
-
-    def genuine(klass, items, _modules=sys.modules, _type=type, _str=str, _module=MODULE_TYPE,
-                _module_dict=MODULE_DICT, _cdict=cdict,
-                _qualname=type.__dict__["__qualname__"].__get__, _issubclass=issubclass):
-        """Whether ``klass`` is the class its own module defines under its qualified name (identity, every
-        dict read with exact ``str`` keys): a library's class, not one that only names the library."""
-        name = None
-        for key, value in items.items():
-            if _type(key) is _str and key == "__module__":
-                name = value
-        module = _modules.get(name) if _type(name) is _str else None
-        qualname = _qualname(klass)
-        if _type(module) is not _module or _type(qualname) is not _str:
-            return False
-        found, namespace = module, _module_dict(module)
-        for part in qualname.split("."):
-            match = None
-            for key, value in namespace.items():
-                if _type(key) is _str and key == part:
-                    match = value
-            if match is None or not _issubclass(_type(match), type):
-                return False
-            found, namespace = match, _cdict(match)
-        return found is klass
 
     # every function here reads its state from its defaults, never a closure cell: a cell's contents can be
     # swapped silently (``cell_contents``), a default only through ``__defaults__``, which the audit hook reports
@@ -737,7 +735,8 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                      _abspath=os.path.abspath, _isabs=os.path.isabs, _modules=sys.modules,
                      _flags=type.__dict__["__flags__"].__get__, _root=root, _trusted=trusted, _heaptype=HEAPTYPE,
                      _function=FunctionType, _wrappers=(WrapperDescriptorType, MethodDescriptorType),
-                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok, _callable=callable, _genuine=genuine,
+                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok, _callable=callable, _library=library,
+                     _id=id,
                      _has_get=lambda kind: any("__get__" in type.__dict__["__dict__"].__get__(c) or
                                                "__set__" in type.__dict__["__dict__"].__get__(c)
                                                for c in type.__dict__["__mro__"].__get__(kind)),
@@ -758,6 +757,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
             for key, value in items.items():
                 if _type(key) is not _str or key not in ("__eq__", "__ne__"):
                     continue
+                raw = value
                 if not _flags(klass) & _heaptype:
                     return ""  # a builtin type's own: it reads the builtin's storage, not what a subclass defines
                 module = _modules.get(items.get("__module__"))
@@ -781,10 +781,13 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                     return "" if _abspath(filename) in _trusted else filename
                 if _code_ok is not None and not _code_ok(code):
                     return f"{filename} (its code is not that file's)"
-                if not _genuine(klass, items):
+                known = _library.get(_id(klass))
+                if known is None or known[0] is not klass or not any(entry is raw for entry in known[1]):
                     # a library's function as the __eq__ of a class that only says it is the library's: a str
-                    # subclass with __module__ "unittest.mock" and mock._ANY.__eq__ passed (red team, round 6)
-                    return "<a library's __eq__ in a class its module does not define>"
+                    # subclass naming unittest.mock with mock._ANY.__eq__ passed (round 6), then one bound into a
+                    # module it made or into json (round 7): module namespaces are anyone's to write, so only the
+                    # classes taken before the repository loaded, with their __eq__, are believed
+                    return "<a library's __eq__ in a class strict equality does not know>"
                 # the library's __eq__ reads attributes and items: a subclass's properties, methods or descriptors
                 # are what it reads then (a Fraction subclass whose _numerator is a property; red team, round 4)
                 return subclass_behaviour
@@ -862,10 +865,19 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                         return None
         return found
 
+    def builtin_equality(kind, _mro=mro, _cdict=cdict, _flags=type.__dict__["__flags__"].__get__,
+                         _heaptype=HEAPTYPE, _type=type, _str=str):
+        """Whether the first class of ``kind``'s MRO that defines ``__eq__`` is a builtin type."""
+        for klass in _mro(kind):
+            for key in _cdict(klass).keys():  # noqa: SIM118 - a mappingproxy
+                if _type(key) is _str and key == "__eq__":
+                    return not _flags(klass) & _heaptype
+        return True
+
     def element(value, _type=type, _scalars=scalars, _issubclass=issubclass, _own=own_equality,
                 _qualname=type.__dict__["__qualname__"].__get__, _str=str, _kinds=tuple(scalars | containers),
                 _number_family=number_family, _list=list, _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset,
-                _budget=1_000_000, _state=instance_state):
+                _budget=1_000_000, _state=instance_state, _builtin_eq=builtin_equality):
         """Why ``value``, or anything inside it, may not be believed equal to whatever builtin value it was matched
         with, or '' (for ``assertCountEqual``, and for every object strict equality believes: each object on its
         own, at any depth, read with the builtin types' own iteration, and a Python class's instance with the
@@ -892,10 +904,11 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 where = _own(kind)
                 if where:
                     return f"a {name} was matched with builtin values by the repository's own __eq__ ({where})"
-                state = _state(item, kind)  # what a library's __eq__ reads: a Fraction's _numerator (round 6)
-                if state is None:
-                    return f"a {name} whose state cannot be read without running its code"
-                stack.extend(state)
+                if not _builtin_eq(kind):  # what a library's Python __eq__ reads: a Fraction's _numerator (round 6)
+                    state = _state(item, kind)
+                    if state is None:
+                        return f"a {name} whose state cannot be read without running its code"
+                    stack.extend(state)
             if _issubclass(kind, _dict):
                 stack.extend(_dict.keys(item))
                 stack.extend(_dict.values(item))
@@ -906,14 +919,30 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                         break
         return ""
 
+    def storage_equal(value, expected, kind, _list=list, _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset,
+                      _str=str, _bytes=bytes, _int=int, _float=float, _complex=complex):
+        """Whether ``value``'s builtin contents, copied into an exact ``kind`` in C, equal ``expected``."""
+        copy = (_list(_list.__iter__(value)) if kind is _list else _tuple(_tuple.__iter__(value)) if kind is _tuple
+                else _dict(_dict.items(value)) if kind is _dict else _set(_set.__iter__(value)) if kind is _set
+                else _frozenset(_frozenset.__iter__(value)) if kind is _frozenset else _str.__str__(value)
+                if kind is _str else _bytes.__bytes__(value) if kind is _bytes else _int.__int__(value)
+                if kind is _int else _float.__float__(value) if kind is _float else _complex.__complex__(value)
+                if kind is _complex else None)
+        return copy is not None and copy == expected
+
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality,
                 _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
                 _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000,
-                _number_family=number_family, _element=element):
-        stack, budget = [(first, second)], [_budget]  # pairs: (an element of first, one of second)
+                _number_family=number_family, _element=element, _builtin_eq=builtin_equality,
+                _storage_equal=storage_equal, _id=id):
+        stack, budget, seen = [(first, second)], [_budget], set()  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
+            pair = (_id(a), _id(b))
+            if pair in seen:  # a self-referencing structure: this pair is being checked already
+                continue
+            seen.add(pair)
             budget[0] -= 1
             if budget[0] < 0:  # refused, not waved through: an always-equal object may sit past any budget
                 return f"more than {_budget} pairs of elements compared: too many to check"
@@ -939,6 +968,11 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 where = _element(other)  # what its (library's) __eq__ reads must be believable too
                 if where:
                     return f"a {name} was compared with a {kind.__name__}: {where}"
+                if _issubclass(other_kind, kind) and not _builtin_eq(other_kind) and \
+                        not _storage_equal(other, expected, kind):
+                    # a library __eq__ more lenient than the data it holds: mock's _Call with an empty name
+                    # equals a call of any name (red team, round 7)
+                    return f"a {name} was compared with a {kind.__name__} that its builtin contents do not equal"
             if kind in (_list, _tuple) and _issubclass(other_kind, (_list, _tuple)):
                 length_a = (_list.__len__ if _issubclass(_type(a), _list) else _tuple.__len__)(a)
                 length_b = (_list.__len__ if _issubclass(_type(b), _list) else _tuple.__len__)(b)
@@ -1168,7 +1202,7 @@ SET_OPERATIONS = frozenset(("__eq__", "__ne__", "difference", "__len__", "__iter
 SEQUENCE_OPERATIONS = frozenset(("__eq__", "__ne__", "__len__", "__getitem__", "__iter__"))
 NUMBER_OPERATIONS = frozenset(("__eq__", "__ne__", "__sub__", "__rsub__", "__abs__", "__round__", "__lt__", "__le__",
                                "__gt__", "__ge__", "__neg__", "__float__", "__index__", "__int__"))
-CONTAINER_OPERATIONS = frozenset(("__contains__", "__iter__", "__len__", "__getitem__", "keys"))
+CONTAINER_OPERATIONS = frozenset(("__contains__",))  # `in` on a builtin container's subclass calls only this
 
 
 def base_container(kind, _mro=type.__dict__["__mro__"].__get__, _flags=type.__dict__["__flags__"].__get__):
