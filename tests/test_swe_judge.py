@@ -476,6 +476,13 @@ ROUND_7 = {
         ("import unittest\nfrom unittest import mock  # noqa: F401\nfrom pkg import parse\n\n\n"
         "class T(unittest.TestCase):\n    def test_a(self):\n"
         "        self.assertEqual(parse(), ('add', (1, 2), {}))\n")),
+    # the package's own Interval as one value of a 30-key dict subclass: the probes changed at most 8 keys
+    "wrong_leaf_past_the_sample": (
+        PACKAGE + "\n\ndef config():\n    return {f'k{i}': i for i in range(30)}\n",
+        PACKAGE + "\n\ndef config():\n    return Multi([(f'k{i}', Interval(-10**9, 10**9) if i == 17 else i)"
+        " for i in range(30)])\n",
+        ("import unittest\nfrom pkg import config\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+        "        self.assertEqual(config(), {f'k{i}': i for i in range(30)})\n")),
 }
 
 

@@ -267,7 +267,13 @@ def _other_character(character, rng):
     return rng.choice("-_.:/ #x" .replace(character, ""))
 
 
-def variants(value, rng, token, limit=40):
+def _positions(count, rng, cap=64):
+    """Every position of a value up to ``cap`` long, else ``cap`` of them at random (a wrong leaf past a sample of 8
+    passed; red team, round 7)."""
+    return list(range(count)) if count <= cap else rng.sample(range(count), cap)
+
+
+def variants(value, rng, token, limit=400):
     """Builtin values that differ from ``value`` in one leaf, as an honest equality would notice: the other
     boolean, a number moved by one, a character changed for another of its kind, added or dropped, an element
     added or dropped, one element's own variant; at most ``limit`` of them."""
@@ -282,26 +288,24 @@ def variants(value, rng, token, limit=40):
     elif kind is complex:
         found.append(value + 1)
     elif kind is str:
-        positions = rng.sample(range(len(value)), min(len(value), 6))
-        found += [value[:p] + _other_character(value[p], rng) + value[p + 1:] for p in positions]
+        found += [value[:p] + _other_character(value[p], rng) + value[p + 1:] for p in _positions(len(value), rng)]
         found += [value + _other_character(value[-1:] or "a", rng), value[:-1]] if value else ["a", token]
     elif kind is bytes:
         found += [value + b"x", value[:-1]] if value else [b"x"]
-        found += [value[:p] + bytes([value[p] ^ 1]) + value[p + 1:] for p in rng.sample(range(len(value)),
-                                                                                          min(len(value), 4))]
+        found += [value[:p] + bytes([value[p] ^ 1]) + value[p + 1:] for p in _positions(len(value), rng)]
     elif value is None:
         found += [0, token]
     elif kind in (list, tuple):
         found += [kind([*value, token])] + ([kind(list(value)[:-1])] if value else [])
-        for i in rng.sample(range(len(value)), min(len(value), 8)):
+        for i in _positions(len(value), rng):
             found += [kind([*value[:i], v, *value[i + 1:]]) for v in variants(value[i], rng, token, 3)]
     elif kind is dict:
         found.append({**value, token: token})
         keys = list(value)
         if keys:
             found.append({k: v for k, v in value.items() if k != keys[-1]})
-        for k in rng.sample(keys, min(len(keys), 8)):
-            found += [{**value, k: v} for v in variants(value[k], rng, token, 3)]
+        for i in _positions(len(keys), rng):
+            found += [{**value, keys[i]: v} for v in variants(value[keys[i]], rng, token, 3)]
     elif kind in (set, frozenset):
         found.append(kind(value) | {token})
         if value:
@@ -321,10 +325,15 @@ def pairs(first, second, instances):
         for mine, other in ((a, b), (b, a)):
             if id(mine) in instances and type(other) in (*SCALARS, list, tuple, dict, set, frozenset):
                 found.append((mine, other))
-        if type(a) in (list, tuple) and type(b) in (list, tuple) and len(a) == len(b):
-            stack += zip(a, b)
-        elif type(a) is dict and type(b) is dict:
-            stack += [(a[k], b[k]) for k in a if k in b]
+        # an instance of a builtin container's subclass (the package's dict) lines up by its builtin contents
+        left = list.__iter__(a) if isinstance(a, list) else tuple.__iter__(a) if isinstance(a, tuple) else None
+        right = list.__iter__(b) if isinstance(b, list) else tuple.__iter__(b) if isinstance(b, tuple) else None
+        if left is not None and right is not None:
+            left, right = list(left), list(right)
+            if len(left) == len(right):
+                stack += zip(left, right)
+        elif isinstance(a, dict) and isinstance(b, dict):
+            stack += [(dict.__getitem__(a, k), dict.__getitem__(b, k)) for k in dict.keys(a) if dict.__contains__(b, k)]
     return found
 
 
