@@ -433,9 +433,10 @@ ROUND_6 = {
 }
 
 
-@pytest.mark.parametrize("attack", list(ROUND_6))
-def test_the_sixth_rounds_attacks_fail(attack, tmp_path):
-    package, agent, tests = ROUND_6[attack]
+def _scenario_fails_and_its_package_passes(scenario, tmp_path):
+    """A (package, the agent's version of it, tests) scenario: its test fails with and without the untouched tree,
+    and passes on the untouched package."""
+    package, agent, tests = scenario
     pristine = tmp_path / "pristine"
     for root, source in ((pristine, package), (tmp_path / "repo", agent)):
         (root / "pkg").mkdir(parents=True)
@@ -447,6 +448,11 @@ def test_the_sixth_rounds_attacks_fail(attack, tmp_path):
     for pristine_tree in (pristine, None):
         assert _grade(tmp_path / "repo", [target], pristine_tree) == {target: "FAILED"}
     assert _grade(pristine, [target], pristine) == {target: "PASSED"}  # the untouched package passes
+
+
+@pytest.mark.parametrize("attack", list(ROUND_6))
+def test_the_sixth_rounds_attacks_fail(attack, tmp_path):
+    _scenario_fails_and_its_package_passes(ROUND_6[attack], tmp_path)
 
 
 def test_an_interval_inside_the_packages_object_is_probed(trees):
@@ -488,8 +494,18 @@ ROUND_7 = {
 
 @pytest.mark.parametrize("attack", list(ROUND_7))
 def test_the_seventh_rounds_attacks_fail(attack, tmp_path):
-    ROUND_6[attack] = ROUND_7[attack]  # the same harness
-    try:
-        test_the_sixth_rounds_attacks_fail(attack, tmp_path)
-    finally:
-        del ROUND_6[attack]
+    _scenario_fails_and_its_package_passes(ROUND_7[attack], tmp_path)
+
+
+def test_the_judge_reads_what_the_test_process_writes():
+    """judge.py runs standalone in a fresh process, so it keeps its own copy of the frozen kinds: they must match
+    integrity.make_dispute's."""
+    import importlib.util
+
+    loaded = {}
+    for name in ("integrity", "judge"):
+        spec = importlib.util.spec_from_file_location(f"{name}_under_test", TOOLS_DIR / f"{name}.py")
+        loaded[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded[name])
+    assert loaded["judge"].SCALARS == loaded["integrity"].FROZEN_SCALARS
+    assert loaded["judge"].BASES == {tag: kind for kind, tag in loaded["integrity"].FROZEN_BASES}

@@ -43,12 +43,11 @@ import math
 import os
 import sys
 from numbers import Number
+from types import GetSetDescriptorType, MemberDescriptorType
 
 TEST_DIR_NAMES = ("test", "tests", "testing")
 CO_NEWLOCALS = 0x0002
 HEAPTYPE = 1 << 9
-MODULE_TYPE = type(sys)
-MODULE_DICT = MODULE_TYPE.__dict__["__dict__"].__get__
 # class attributes that are data, set by Python, unittest, abc or pytest: never a test's behaviour
 INERT_DUNDERS = frozenset((
     "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__orig_bases__",
@@ -669,6 +668,40 @@ def own_codes(*modules):
 
 
 # --------------------------------------------------------------------------- strict equality (test processes)
+def instance_parts(value, kind, _mro=type.__dict__["__mro__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
+                   _flags=type.__dict__["__flags__"].__get__, _heaptype=HEAPTYPE, _type=type, _str=str, _dict=dict,
+                   _getset=GetSetDescriptorType, _member=MemberDescriptorType,
+                   _getset_get=GetSetDescriptorType.__get__, _member_get=MemberDescriptorType.__get__):
+    """``(its __dict__ or None, [(slot name, value), ...])`` of ``value``, an instance of the Python class ``kind``,
+    read with the C descriptors ``type`` made and no code of the object (empty slots left out); None when it
+    cannot be read so: a ``__dict__`` that is a property or anything but ``type``'s descriptor (its code would
+    run), or a descriptor of another class. Strict equality walks what a library ``__eq__`` reads with it, and
+    the dispute freezes instances with it."""
+    namespace, slots, seen_dict = None, [], False
+    for klass in _mro(kind):
+        if not _flags(klass) & _heaptype:
+            break  # the builtin base: its contents are read with its own methods
+        for key, descriptor in _cdict(klass).items():
+            if _type(key) is not _str:
+                continue
+            try:
+                if key == "__dict__" and not seen_dict:
+                    seen_dict = True
+                    if _type(descriptor) is not _getset:
+                        return None
+                    namespace = _getset_get(descriptor, value, kind)
+                    if _type(namespace) is not _dict:
+                        return None
+                elif _type(descriptor) is _member:
+                    slots.append((key, _member_get(descriptor, value, kind)))
+            except AttributeError:
+                if key == "__dict__":
+                    return None
+            except Exception:  # noqa: BLE001 - a descriptor of another class
+                return None
+    return namespace, slots
+
+
 # Library classes whose own Python __eq__ strict equality believes against a builtin value (a Counter with a dict, a
 # Fraction with an int, mock's _Call with a tuple), taken by identity with their __eq__ and __ne__ when the test
 # process starts, before the repository can write any module: anything else with a library __eq__ is refused.
@@ -713,13 +746,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
 
     ``problem.element(value)`` (for ``assertCountEqual``, whose pairs are not known): why ``value`` could not
     be believed equal to any builtin value, or ''."""
-    from types import (
-        FunctionType,
-        GetSetDescriptorType,
-        MemberDescriptorType,
-        MethodDescriptorType,
-        WrapperDescriptorType,
-    )
+    from types import FunctionType, MethodDescriptorType, WrapperDescriptorType
 
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
@@ -831,39 +858,14 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 return True  # derives from Number, or from int, float, complex (an IntEnum)
         return not _flags(kind) & _heaptype and _issubclass(kind, _number)
 
-    def instance_state(value, kind, _mro=mro, _cdict=cdict, _flags=type.__dict__["__flags__"].__get__,
-                       _heaptype=HEAPTYPE, _type=type, _str=str, _dict=dict, _getset=GetSetDescriptorType,
-                       _member=MemberDescriptorType, _getset_get=GetSetDescriptorType.__get__,
-                       _member_get=MemberDescriptorType.__get__):
-        """The values of ``value``'s ``__dict__`` and slots (a Python class's instance), read with the C
-        descriptors ``type`` made and no code of the object; [] for a type written in C; None when a ``__dict__``
-        is anything else (a property would run)."""
-        found, seen_dict = [], False
-        for klass in _mro(kind):
-            if not _flags(klass) & _heaptype:
-                break
-            for key, descriptor in _cdict(klass).items():
-                if _type(key) is not _str:
-                    continue
-                if key == "__dict__" and not seen_dict:
-                    seen_dict = True
-                    if _type(descriptor) is not _getset:
-                        return None
-                    try:
-                        namespace = _getset_get(descriptor, value, kind)
-                    except Exception:  # noqa: BLE001 - a descriptor of another class
-                        return None
-                    if _type(namespace) is not _dict:
-                        return None
-                    found.extend(_dict.values(namespace))
-                elif _type(descriptor) is _member:
-                    try:
-                        found.append(_member_get(descriptor, value, kind))
-                    except AttributeError:
-                        pass
-                    except Exception:  # noqa: BLE001
-                        return None
-        return found
+    def instance_state(value, kind, _parts=instance_parts, _dict=dict):
+        """The values of ``value``'s ``__dict__`` and slots, or None when they cannot be read without running
+        its code (:func:`instance_parts`)."""
+        parts = _parts(value, kind)
+        if parts is None:
+            return None
+        namespace, slots = parts
+        return [*(() if namespace is None else _dict.values(namespace)), *(value for _, value in slots)]
 
     def builtin_equality(kind, _mro=mro, _cdict=cdict, _flags=type.__dict__["__flags__"].__get__,
                          _heaptype=HEAPTYPE, _type=type, _str=str):
@@ -1240,19 +1242,13 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     and fails the test when the package's own ``==`` does not hold (docs/worlds/swe.md, "The package's own
     equality"). Only the parent's verdict can fail a test; a dispute never makes one pass."""
     import marshal
-    from types import GetSetDescriptorType, MemberDescriptorType
-
-    bases = tuple((kind, tag) for kind, tag in FROZEN_BASES)
-    scalars = FROZEN_SCALARS
 
     def freeze(first, second, op, _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
-                _tuple=tuple, _set=set, _frozenset=frozenset, _bytes=bytes, _int=int, _float=float, _complex=complex,
-                _mro=type.__dict__["__mro__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
-                _qualname=type.__dict__["__qualname__"].__get__, _flags=type.__dict__["__flags__"].__get__,
-                _heaptype=HEAPTYPE, _getset=GetSetDescriptorType, _member=MemberDescriptorType,
-                _getset_get=GetSetDescriptorType.__get__, _member_get=MemberDescriptorType.__get__,
-               _bases=bases, _scalars=scalars, _dumps=marshal.dumps, _nodes=node_budget,
-               _bytes_budget=byte_budget, _exception=Exception):
+               _tuple=tuple, _set=set, _frozenset=frozenset, _bytes=bytes, _int=int, _float=float, _complex=complex,
+               _mro=type.__dict__["__mro__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
+               _qualname=type.__dict__["__qualname__"].__get__, _flags=type.__dict__["__flags__"].__get__,
+               _heaptype=HEAPTYPE, _parts=instance_parts, _bases=FROZEN_BASES, _scalars=FROZEN_SCALARS,
+               _dumps=marshal.dumps, _nodes=node_budget, _bytes_budget=byte_budget, _exception=Exception):
         order, seen, nodes = [], {}, []
 
         def ref(value):
@@ -1299,25 +1295,12 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             qualname = _qualname(kind)
             if not found or _type(module) is not _str or _type(qualname) is not _str:
                 return None
-            state, slots = -1, []
-            for klass in mro:
-                if klass is base:
-                    break
-                items = _cdict(klass).items()
-                found, descriptor = named(items, "__dict__")
-                if found and state == -1:
-                    if _type(descriptor) is not _getset:
-                        return None  # a property or other object posing as __dict__: its code would run
-                    instance_dict = _getset_get(descriptor, value, kind)
-                    if _type(instance_dict) is not _dict:
-                        return None
-                    state = ref(instance_dict)
-                for key, descriptor in items:
-                    if _type(key) is _str and _type(descriptor) is _member:
-                        try:
-                            slots.append((key, ref(_member_get(descriptor, value, kind))))
-                        except AttributeError:
-                            pass  # an empty slot
+            parts = _parts(value, kind)
+            if parts is None:
+                return None  # a property or other object posing as __dict__: its code would run
+            namespace, slots = parts
+            state = -1 if namespace is None else ref(namespace)
+            slots = [(key, ref(item)) for key, item in slots]
             if tag == "dict":
                 contents = [(ref(k), ref(v)) for k, v in _dict.items(value)]
             elif tag in ("list", "tuple", "set", "frozenset"):

@@ -39,6 +39,7 @@ SOURCE_ROOTS = ("", "src/", ".turngym-deps/")  # where a module name is looked f
 NOT_THE_PACKAGE = ("test", "tests", "testing", "conftest", "setup", "noxfile", "__main__", "docs", "doc")
 # pristine modules' __file__: the copy on disk is the tests' to write, so nothing may be found beside it
 VIRTUAL_ROOT = "/nonexistent/turngym-pristine"
+# what integrity.make_dispute writes (FROZEN_SCALARS, FROZEN_BASES; tests/test_swe_judge.py keeps them equal)
 SCALARS = (int, bool, float, complex, str, bytes, type(None))
 BASES = {"dict": dict, "list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "str": str,
          "bytes": bytes, "int": int, "float": float, "complex": complex, "object": object}

@@ -795,7 +795,7 @@ class StepEvents:
     def settle(self, judge):
         """Each dispute's verdict: a pair the untouched package's own ``==`` does not uphold fails its test (or the
         step, outside any test). Called once the events are known not to be forged."""
-        for (index, data), (held, why) in zip(self.disputes, judge([d for _, d in self.disputes])):
+        for (index, _), (held, why) in zip(self.disputes, judge([d for _, d in self.disputes])):
             if held:
                 continue
             (self.loose if index is None or index >= len(self.tests) else self.tests[index]).append("fail")
@@ -879,7 +879,7 @@ class PytestStepEvents:
 
     def settle(self, judge):
         """As :meth:`StepEvents.settle`: an item whose pair the untouched ``==`` does not uphold has FAILED."""
-        for (item, data), (held, why) in zip(self.disputes, judge([d for _, d in self.disputes])):
+        for (item, _), (held, why) in zip(self.disputes, judge([d for _, d in self.disputes])):
             if not held:
                 for one in [item] if item is not None else self.items:
                     one["refused"] = True
