@@ -58,6 +58,20 @@ class VLLMBackend:
         return cls(llm=make_llm(model, dtype=dtype, seed=seed, max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
                                 enable_prefix_caching=True, logprobs_mode="processed_logprobs", **llm_kwargs))
 
+    @classmethod
+    def holding(cls, model: Any, model_path: str, engine: VLLMBackend | None = None, *,
+                seed: int = 0) -> VLLMBackend:
+        """A colocated engine holding ``model``'s current weights: ``engine`` synced to it, or (None) a new one built
+        from ``model_path`` (a folder or Hub name of the same architecture) in ``model``'s dtype, its context
+        ``model``'s (at most 4096). One engine serves a run's successive policies (a study's evaluations, RFT's
+        rounds): building one costs far more than a weight sync."""
+        if engine is not None:
+            engine.sync_weights(model)
+            return engine
+        dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        longest = getattr(model.config, "max_position_embeddings", None) or 4096
+        return cls.colocated(model_path, dtype=dtype, seed=seed, max_model_len=min(4096, longest))
+
     def release(self, key: Hashable) -> None:
         """vLLM manages its own cache."""
 

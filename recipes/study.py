@@ -101,7 +101,8 @@ class Study(RFTStages, CurveStages, StagePlan):
         self.train_stages_left = max_train_stages
         self.progress = progress
         self.out = Path(config.results_dir) / config.name
-        # hf or vllm: RL rollouts and held-out evaluations generate with it (auto: vllm where `import vllm` works)
+        # hf or vllm: RL rollouts, RFT sampling and held-out evaluations generate with it (auto: vllm where
+        # `import vllm` works)
         self.backend, self.backend_reason = resolve_backend(config.backend)
         self._engine: Any = None  # the evaluations' vLLM engine, built once and synced to each policy
         if restart and self.out.exists():
@@ -181,8 +182,8 @@ class Study(RFTStages, CurveStages, StagePlan):
 
     def backend_line(self) -> str:
         """The one line a study opens with: which backend generates, and why."""
-        what = ("vLLM (a colocated engine: RL rollouts and held-out evaluations)" if self.backend == "vllm" else
-                "HF (transformers)")
+        what = ("vLLM (a colocated engine: RL rollouts, RFT sampling and held-out evaluations)"
+                if self.backend == "vllm" else "HF (transformers)")
         return f"study {self.config.name}: generation on {what}; {self.backend_reason}"
 
     def _stage(self, title: str) -> None:
@@ -378,13 +379,7 @@ class Study(RFTStages, CurveStages, StagePlan):
         from turngym.agents.backends import VLLMBackend
         from turngym.agents.models import resolve_model
 
-        if self._engine is None:
-            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-            longest = getattr(model.config, "max_position_embeddings", None) or 4096
-            self._engine = VLLMBackend.colocated(resolve_model(str(model_path)), dtype=dtype, seed=seed,
-                                                 max_model_len=min(4096, longest))
-        else:
-            self._engine.sync_weights(model)
+        self._engine = VLLMBackend.holding(model, resolve_model(str(model_path)), self._engine, seed=seed)
         torch.manual_seed(seed)
         return self._engine
 

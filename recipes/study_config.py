@@ -92,9 +92,10 @@ class StudyConfig:
     results_dir: str = "results"
     keep_models: bool = True  # False: delete each trained policy once it is evaluated
     preregistered: str | None = None  # the committed plan of a study that evaluates on a reserved split
-    # Generation (RL rollouts and held-out evaluations): hf, vllm (a colocated engine; its CPU build on CPU), or auto
-    # (vllm when `import vllm` works here, else hf). A study's results/<name>/config.json records the backend it
-    # resolved to, and a run that resolves to the other one is refused (outcomes differ within the numerical gap).
+    # Generation (RL rollouts, RFT sampling and held-out evaluations): hf, vllm (a colocated engine; its CPU build on
+    # CPU), or auto (vllm when `import vllm` works here, else hf). A study's results/<name>/config.json records the
+    # backend it resolved to, and a run that resolves to the other one is refused (outcomes differ within the
+    # numerical gap).
     backend: str = "auto"
 
     @classmethod

@@ -46,10 +46,11 @@ class RFTStages:
                 f"{arm.label}: RFT's budget of {arm.episodes} episodes is not {rounds} rounds (rounds) of whole games "
                 f"x {samples} samples (demo_samples_per_task); make episodes a multiple of rounds x "
                 f"demo_samples_per_task = {rounds * samples}")
-        for key in ("num_demos", "demo_seed", "model_name_or_path", "output_dir"):
+        for key in ("num_demos", "demo_seed", "model_name_or_path", "output_dir", "demo_backend"):
             if key in entry:
                 raise ValueError(f"{arm.label}: an RFT arm's {key} is set by the study (num_demos: episodes / "
-                                 "rounds; demo_seed: the seed; the start: the seed's SFT checkpoint); remove it")
+                                 "rounds; demo_seed: the seed; the start: the seed's SFT checkpoint; demo_backend: "
+                                 "the study's backend); remove it")
         if entry.get("demo_source", "policy") != "policy":
             raise ValueError(f"{arm.label}: an RFT arm samples its demos from the policy; remove demo_source "
                              f"{entry['demo_source']!r} (or set it to policy)")
@@ -74,7 +75,7 @@ class RFTStages:
         fields_.setdefault("skip_train_tasks", arm.demos)  # the SFT demos' games are not sampled
         fields_.update(model_name_or_path=start, num_demos=per_round, demo_seed=seed, seed=seed,
                        output_dir=str(folder / "policy"), eval_split=None, save_strategy="no", report_to="none",
-                       disable_tqdm=not self.progress)
+                       disable_tqdm=not self.progress, demo_backend=self.backend)
         if round_index is not None:
             games = per_round // int(fields_.get("demo_samples_per_task", 1))
             fields_.update(rounds=1, skip_train_tasks=fields_["skip_train_tasks"] + round_index * games,
@@ -82,6 +83,13 @@ class RFTStages:
             if round_index < rounds - 1:
                 fields_["output_dir"] = str(folder / f"round{round_index + 1}")
         return TurnGymSFTConfig(**fields_)
+
+    def rft_sampler(self, policy: str) -> Any:
+        """RFT's sampler on vLLM: the study's one engine (:meth:`eval_engine`), synced to each round's policy; on
+        HF, None (the policy samples itself)."""
+        if self.backend != "vllm":
+            return None
+        return lambda model, seed: self.eval_engine(policy, model, seed)
 
     def rft_stage(self, arm: Arm, start: Path | str, seed: int) -> Path:
         """Rejection-sampling fine-tuning from ``start`` (:func:`~turngym.trainers.sft.run_sft` with policy demos)
@@ -106,7 +114,7 @@ class RFTStages:
                     self.clock.progress(k, config.rounds, f"round {k + 1}/{config.rounds}")
                 round_started = time.perf_counter()
                 round_config = self.rft_config(arm, policy, seed, folder, round_index=k)
-                run_sft(round_config)
+                run_sft(round_config, sampler=self.rft_sampler(policy))
                 release_freed_memory()
                 (stats,) = json.loads((Path(round_config.output_dir) / DEMO_STATS_FILE).read_text())["rounds"]
                 done = {**stats, "seconds": time.perf_counter() - round_started, "start": policy,
@@ -123,7 +131,7 @@ class RFTStages:
                                  "samples_per_task": config.demo_samples_per_task,
                                  "temperature": config.demo_temperature,
                                  "kept": sum(r["kept"] for r in per_round), "per_round": per_round,
-                                 "start": str(start)})
+                                 "start": str(start), "backend": self.backend})
         for k in range(1, config.rounds):
             shutil.rmtree(folder / f"round{k}", ignore_errors=True)  # the rounds' stats are in done.json
         release_freed_memory()

@@ -913,6 +913,7 @@ def test_a_study_runs_its_arms_tier_by_tier_with_an_rft_arm(tmp_path, policy, mo
     assert (done["algorithm"], done["episodes"], done["rounds"], done["episodes_per_round"]) == ("rft", 8, 2, 4)
     assert done["start"] == str(out / "seed0" / "sft-4demos" / "model") and done["seconds"] > 0
     assert done["peak_rss_gb"] > 0 and len(sampled) == 2  # each round samples with the policy it has then
+    assert done["backend"] == "hf" and study.rft_sampler("any") is None  # on HF the policy samples itself
     per_round = done["per_round"]
     assert [r["taskset"].rsplit("[", 1)[1] for r in per_round] == ["4:6]", "6:8]"]  # RL's games, after the demos
     assert all(r["played"] == 4 and 0 < r["kept"] <= 4 for r in per_round)
@@ -1015,6 +1016,9 @@ def test_an_rft_budget_that_is_not_whole_rounds_is_refused_before_any_stage(tmp_
     config.algorithms["rft"] = {"algorithm": "rft", "rounds": 2, "demo_samples_per_task": 2, "num_demos": 4}
     with pytest.raises(ValueError, match="rft: an RFT arm's num_demos is set by the study"):
         Study(config, compare_algorithms.arms_of(config), restart=True, progress=False).run()
+    config.algorithms["rft"] = {"algorithm": "rft", "rounds": 2, "demo_samples_per_task": 2, "demo_backend": "hf"}
+    with pytest.raises(ValueError, match="rft: an RFT arm's demo_backend is set by the study .*the study's backend"):
+        Study(config, compare_algorithms.arms_of(config), restart=True, progress=False).run()
 
 
 def test_an_interrupted_rft_stage_resumes_at_its_unfinished_round(tmp_path, policy, monkeypatch):
@@ -1038,11 +1042,11 @@ def test_an_interrupted_rft_stage_resumes_at_its_unfinished_round(tmp_path, poli
 
     run_sft, starts = sft.run_sft, []
 
-    def cut_in_round_three(options):
+    def cut_in_round_three(options, **kwargs):
         starts.append(options.model_name_or_path)
         if len(starts) == 3:
             raise KeyboardInterrupt
-        return run_sft(options)
+        return run_sft(options, **kwargs)
 
     monkeypatch.setattr("turngym.trainers.sft.run_sft", cut_in_round_three)
     with pytest.raises(KeyboardInterrupt):

@@ -346,6 +346,33 @@ def test_policy_demo_options_are_checked():
     with pytest.raises(ValueError, match="set demo_temperature"):
         TurnGymSFTConfig(output_dir="unused", report_to="none", demo_source="policy", num_demos=8,
                          demo_samples_per_task=4, demo_temperature=0.0)
+    with pytest.raises(ValueError, match="demo_backend shape policy demos"):
+        TurnGymSFTConfig(output_dir="unused", report_to="none", demo_backend="vllm")  # the oracle samples nothing
+    with pytest.raises(ValueError, match="demo_backend"):
+        TurnGymSFTConfig(output_dir="unused", report_to="none", demo_source="policy", demo_backend="sglang")
+    assert parse_config(["--config", str(SIGNALS_YAML), "--demos", "policy", "--demo_backend", "vllm"]).demo_backend \
+        == "vllm"
+
+
+def test_a_sampler_gives_each_round_a_backend_holding_the_policy_it_has_then(tmp_path, policy, tokenizer):
+    """``sampler(model, seed)`` (how a study lends RFT its vLLM engine): called once a round, with the policy as
+    the round before left it and the round's seed (demo_seed + round), and what it returns samples that round."""
+    from turngym.trainers.sft import train_on_policy_demos
+
+    calls, backends = [], []
+
+    def sampler(model, seed):
+        calls.append(([p.detach().clone() for p in model.parameters()], seed))
+        backends.append(SpelledPolicy(tokenizer))
+        return backends[-1]
+
+    config = sft_config(tmp_path, policy, env_kwargs={"turns": 1, "colours": 2}, demo_source="policy", rounds=2,
+                        num_demos=8, demo_samples_per_task=2, demo_seed=5, max_steps=1, learning_rate=1e-2)
+    _, rounds = train_on_policy_demos(config, tokenizer, progress=False, sampler=sampler)
+    assert [seed for _, seed in calls] == [5, 6] and all(backend.sampled for backend in backends)
+    assert [r.played for r in rounds] == [8, 8] and all(r.kept > 0 for r in rounds)
+    (first, _), (second, _) = calls
+    assert any(not torch.equal(a, b) for a, b in zip(first, second, strict=True))  # round 1's step, then round 2
 
 
 def test_cli_demos_policy_samples_keeps_the_wins_and_fine_tunes_round_after_round(tmp_path, policy, tokenizer,

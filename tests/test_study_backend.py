@@ -117,7 +117,7 @@ def test_the_backend_decides_rl_generation(tmp_path, monkeypatch):
     monkeypatch.setattr("turngym.recipes.study_config.vllm_imports", lambda: (True, "vLLM 0.0 imports here"))
     config = study_config(tmp_path, name="on-vllm")
     study = Study(config, compare_algorithms.arms_of(config), progress=False)
-    assert study.backend == "vllm" and "RL rollouts and held-out evaluations" in study.backend_line()
+    assert study.backend == "vllm" and "RL rollouts, RFT sampling and held-out evaluations" in study.backend_line()
     rl = study.rl_config(arm, "policy", 0, tmp_path / "rl")
     assert rl.use_vllm is True and rl.vllm_mode == "colocate"  # TRL's colocated engine, as `turngym train` uses
 

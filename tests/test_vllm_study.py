@@ -81,3 +81,33 @@ def test_a_study_on_vllm_plays_the_greedy_episodes_hf_plays(tmp_path, capfd):  #
     # A study begun on vLLM is not resumed on HF.
     with pytest.raises(ValueError, match=r"ran on the vllm backend and this run resolves to hf \(backend: hf\)"):
         Study(signals_study(tmp_path, "hf", "on-vllm"), compare_algorithms.arms_of(config), progress=False)
+
+
+def test_an_rft_arm_samples_its_rounds_on_the_studys_one_engine(tmp_path, capfd, monkeypatch):
+    """RFT on ``backend: vllm``: each round samples on the study's engine, synced to the policy the round before
+    trained; the evaluations use the same engine, so the study builds one."""
+    from turngym.agents import vllm_backend
+
+    config = signals_study(tmp_path, "vllm", "rft-on-vllm")
+    config.world["env_kwargs"] = {"turns": 1, "colours": 2}  # one right command in 3 turns
+    config.sft = {"num_demos": 4, "num_train_epochs": 3, "learning_rate": 1e-4, "per_device_train_batch_size": 4,
+                  "max_length": 1024, "use_cpu": True, "bf16": False}  # the base model seldom wins: a warm start
+    config.algorithms = {"rft": {"algorithm": "rft", "rounds": 2, "demo_samples_per_task": 2, "num_train_epochs": 1,
+                                 "learning_rate": 1e-4}}
+    built, make_llm = [], vllm_backend.make_llm
+    monkeypatch.setattr(vllm_backend, "make_llm", lambda *a, **k: built.append(a) or make_llm(*a, **k))
+    synced, holding = [], vllm_backend.VLLMBackend.holding.__func__
+
+    def spy(cls, model, model_path, engine=None, **kwargs):
+        synced.append(engine is not None)
+        return holding(cls, model, model_path, engine, **kwargs)
+
+    monkeypatch.setattr(vllm_backend.VLLMBackend, "holding", classmethod(spy))
+    _, out = compare_algorithms.run(config, arms=["rft"])
+    done = json.loads((out / "seed0" / "rft" / "done.json").read_text())
+    assert done["backend"] == "vllm" and [r["played"] for r in done["per_round"]] == [4, 4]
+    assert done["kept"] > 0 and json.loads((out / "seed0" / "rft" / "policy" / "sft_demos.json").read_text())[
+        "backend"] == "vllm"
+    # base's evaluation builds the engine; SFT-only's evaluation, RFT's two rounds and its evaluation sync it
+    assert len(built) == 1 and synced == [False, True, True, True, True]
+    assert json.loads((out / "evals" / "rft" / "seed0-held_out.json").read_text())["backend"] == "vllm"

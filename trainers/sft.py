@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -75,6 +75,10 @@ logger = logging.getLogger(__name__)
 
 DemoSource = Literal["oracle", "policy"]
 DEMO_SOURCES = get_args(DemoSource)
+DemoBackend = Literal["hf", "vllm"]
+# Policy demo episodes played side by side: HF runs one forward pass for all of them a step; vLLM's scheduler batches
+# what is in flight, so more of them keep its engine busy while the worlds step.
+DEMO_BATCH = {"hf": 16, "vllm": 64}
 DEMO_STATS_FILE = "sft_demos.json"
 EVAL_REPORT_FILE = "sft_eval.json"
 
@@ -110,6 +114,10 @@ class TurnGymSFTConfig(WorldOptions, SFTConfig):
     demo_temperature: float = field(default=0.7, metadata={"help": "policy demos: sampling temperature"})
     skip_train_tasks: int = field(default=0, metadata={"help": "policy demos: start after the train split's first "
                                                                "N tasks (e.g. the oracle demos of the warm start)"})
+    demo_backend: DemoBackend = field(
+        default="hf", metadata={"help": "policy demos: the engine that samples them: hf (the policy itself, batched) "
+                                        "or vllm (a colocated vLLM engine, CPU build or CUDA, synced to the policy "
+                                        "each round)"})
 
     def __post_init__(self) -> None:
         self.validate()
@@ -126,10 +134,10 @@ class TurnGymSFTConfig(WorldOptions, SFTConfig):
             raise ValueError(f"rounds and demo_samples_per_task must be at least 1 and skip_train_tasks at least 0, "
                              f"got {self.rounds}, {self.demo_samples_per_task} and {self.skip_train_tasks}")
         if self.demo_source == "oracle":
-            if (self.rounds, self.demo_samples_per_task, self.skip_train_tasks) != (1, 1, 0):
-                raise ValueError("rounds, demo_samples_per_task and skip_train_tasks shape policy demos (sample, keep "
-                                 "the wins, fine-tune); with the oracle's demos leave them at 1, 1 and 0, or set "
-                                 "demo_source: policy (--demos policy)")
+            if (self.rounds, self.demo_samples_per_task, self.skip_train_tasks, self.demo_backend) != (1, 1, 0, "hf"):
+                raise ValueError("rounds, demo_samples_per_task, skip_train_tasks and demo_backend shape policy demos "
+                                 "(sample, keep the wins, fine-tune); with the oracle's demos leave them at 1, 1, 0 "
+                                 "and hf, or set demo_source: policy (--demos policy)")
             return
         if self.num_demos % self.demo_samples_per_task:
             raise ValueError(f"num_demos ({self.num_demos}, the episodes sampled a round) must be a multiple of "
@@ -325,11 +333,34 @@ def won_episodes(trajectories: Sequence[Trajectory]) -> tuple[list[Episode], dic
 
 
 def policy_backend(model: Any, tokenizer: Any) -> Any:
-    """The backend policy demos are sampled with: ``model`` itself, batched
+    """The backend policy demos are sampled with by default: ``model`` itself, batched
     (:class:`~turngym.agents.backends.HFBackend`)."""
     from turngym.agents.backends import HFBackend
 
     return HFBackend(model, pad_id=tokenizer.pad_token_id or 0)
+
+
+PolicySampler = Callable[[Any, int], Any]  # (the policy now, the round's sampling seed) -> a backend holding it
+
+
+def vllm_policy_sampler(model_path: str) -> PolicySampler:
+    """A sampler for ``demo_backend: vllm``: one colocated engine, built from ``model_path`` at the first round and
+    synced to the fine-tuned policy at each later one (:meth:`~turngym.agents.backends.VLLMBackend.holding`). Its
+    random stream is reseeded with the round's seed (on CPU vLLM draws from torch's global generator)."""
+    engine = None
+
+    def sampler(model: Any, seed: int) -> Any:
+        import torch
+
+        from turngym.agents.backends import VLLMBackend
+        from turngym.agents.models import resolve_model
+
+        nonlocal engine
+        engine = VLLMBackend.holding(model, resolve_model(model_path), engine, seed=seed)
+        torch.manual_seed(seed)
+        return engine
+
+    return sampler
 
 
 def policy_demo_tasks(options: TurnGymSFTConfig, round_index: int = 0, *, progress: bool = True) -> Any:
@@ -363,7 +394,7 @@ def collect_policy_demos(options: TurnGymSFTConfig, model: Any, tokenizer: Any, 
     was_training = getattr(model, "training", None)
     try:
         report = evaluate(agent, options.env_id, tasks, env_kwargs=options.world_kwargs(), seed=seed,
-                          num_workers=options.num_env_workers or 0, batch=16,
+                          num_workers=options.num_env_workers or 0, batch=DEMO_BATCH[options.demo_backend],
                           progress=f"policy demos, round {round_index + 1}" if progress else False,
                           samples_per_task=options.demo_samples_per_task, pool_options=options.pool_options(),
                           **options.schedule_kwargs())
@@ -415,17 +446,22 @@ def build_trainer(config: TurnGymSFTConfig, tokenizer: Any, dataset: Any, model:
                       train_dataset=dataset, processing_class=tokenizer)
 
 
-def train_on_policy_demos(config: TurnGymSFTConfig, tokenizer: Any, *,
-                          progress: bool = True) -> tuple[Any, list[DemoStats]]:
+def train_on_policy_demos(config: TurnGymSFTConfig, tokenizer: Any, *, progress: bool = True,
+                          sampler: PolicySampler | None = None) -> tuple[Any, list[DemoStats]]:
     """Rejection-sampling fine-tuning (expert iteration): ``rounds`` times, sample with the current policy, keep its
     wins, fine-tune it on them (a fresh optimizer and schedule each round). Returns the last round's trainer and
-    every round's demo stats."""
+    every round's demo stats. ``sampler`` gives the backend that samples each round (default: ``demo_backend``'s;
+    a study passes its own engine, so one process holds one)."""
     from turngym.agents.models import load_policy
 
+    if sampler is None and config.demo_backend == "vllm":
+        sampler = vllm_policy_sampler(config.model_name_or_path)
     model, _ = load_policy(config.model_name_or_path)
     trainer, rounds = None, []
     for round_index in range(config.rounds):
-        demos, stats = collect_policy_demos(config, model, tokenizer, round_index, progress=progress)
+        backend = sampler(model, config.demo_seed + round_index) if sampler is not None else None
+        demos, stats = collect_policy_demos(config, model, tokenizer, round_index, backend=backend,
+                                            progress=progress)
         rounds.append(stats)
         trainer = build_trainer(config, tokenizer, demo_dataset(demos), model=model)
         trainer.train()
@@ -433,8 +469,9 @@ def train_on_policy_demos(config: TurnGymSFTConfig, tokenizer: Any, *,
     return trainer, rounds
 
 
-def run_sft(config: TurnGymSFTConfig) -> Path:
-    """Collect demos, train, save the model and tokenizer to ``config.output_dir``; return that folder.
+def run_sft(config: TurnGymSFTConfig, *, sampler: PolicySampler | None = None) -> Path:
+    """Collect demos, train, save the model and tokenizer to ``config.output_dir``; return that folder. ``sampler``:
+    policy demos' backend for each round (:func:`train_on_policy_demos`).
 
     With ``eval_split`` set, the trained policy then plays ``num_eval_tasks`` held-out tasks greedily
     and the report is written next to it (``sft_eval.json``).
@@ -446,9 +483,11 @@ def run_sft(config: TurnGymSFTConfig) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.model_name_or_path))
     if config.demo_source == "policy":
-        trainer, rounds = train_on_policy_demos(config, tokenizer, progress=not config.disable_tqdm)
+        trainer, rounds = train_on_policy_demos(config, tokenizer, progress=not config.disable_tqdm,
+                                                sampler=sampler)
         record: dict[str, Any] = {
-            "demo_source": "policy", "temperature": config.demo_temperature,
+            "demo_source": "policy", "backend": config.demo_backend,
+            "temperature": config.demo_temperature,
             "samples_per_task": config.demo_samples_per_task, "rounds": [asdict(stats) for stats in rounds]}
     else:
         demos, stats = collect_demos(config, tokenizer)
