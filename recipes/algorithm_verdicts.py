@@ -26,8 +26,10 @@ with none is *not run*. Nothing here is tuned: the families, levels, bound and r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ALPHA = 0.05
@@ -282,37 +284,66 @@ TUNING_PAIRS: dict[str, tuple[str, str]] = {
 }
 
 
-def tuning_picks(record: Mapping[str, Any], panel: str = "held_out") -> dict[str, dict[str, Any]]:
+def tuning_picks(record: Mapping[str, Any], panel: str = "held_out",
+                 recorded: Mapping[str, float] | None = None) -> dict[str, dict[str, Any]]:
     """Per algorithm whose two configurations both finished: each one's success (the mean over its games and
     seeds) and the pick, ``A`` unless ``B`` is strictly higher. An algorithm with a configuration missing is left
-    out."""
-    arms = record["arms"]
+    out. ``recorded`` (label -> success): the recorded success of a configuration whose per-game outcomes are not
+    in ``record`` (pilot T's lost rows, Amendment 6); such a configuration is named in ``"recorded"``. A label in
+    both is refused: the outcomes decide, and two sources for one cell would hide which did."""
+    arms, recorded = record["arms"], dict(recorded or {})
+    both = sorted(set(recorded) & set(arms))
+    if both:
+        raise ValueError(f"{', '.join(both)}: both recorded and in the outcomes file; give each configuration once")
 
     def success(label: str) -> float | None:
+        if label in recorded:
+            return float(recorded[label])
+        if label not in arms:
+            return None
         cells = [v for panels in arms[label]["outcomes"].values() for v in (panels.get(panel) or {}).values()]
         return sum(cells) / len(cells) if cells else None
 
     picks = {}
     for algorithm, (a, b) in TUNING_PAIRS.items():
-        if a not in arms or b not in arms:
-            continue
         rates = success(a), success(b)
         if None in rates:
             continue
         picks[algorithm] = {"A": a, "B": b, "success": {a: rates[0], b: rates[1]},
-                            "pick": b if rates[1] > rates[0] else a}
+                            "pick": b if rates[1] > rates[0] else a,
+                            "recorded": [label for label in (a, b) if label in recorded]}
     return picks
 
 
+def read_recorded(path: Path) -> dict[str, float]:
+    """A recorded-successes file (``{"successes": {label: rate in [0, 1]}, "source": ...}``); one-line errors."""
+    try:
+        content = json.loads(path.read_text())
+        successes = content["successes"]
+        if not isinstance(successes, dict) or not all(
+                isinstance(k, str) and isinstance(v, int | float) and 0 <= v <= 1 for k, v in successes.items()):
+            raise TypeError("successes must map labels to rates in [0, 1]")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a recorded-successes file ({error})") from None
+    return {label: float(rate) for label, rate in successes.items()}
+
+
 def picks_markdown(picks: Mapping[str, Mapping[str, Any]]) -> str:
-    """Pilot T's table: each algorithm's two configurations and the one the plan's rule picks."""
+    """Pilot T's table: each algorithm's two configurations and the one the plan's rule picks; a recorded success
+    (no per-game outcomes) is marked."""
     rule = ("Pilot T's rule (docs/plans/2026-11-28-algorithm-comparison.md): per algorithm, the configuration with "
             "the higher success on the pilot's games; a tie goes to A.")
     lines = [rule, "", "| algorithm | A | B | pick |", "|---|---|---|---|"]
+
+    def cell(p: Mapping[str, Any], label: str) -> str:
+        mark = " (recorded)" if label in p.get("recorded", ()) else ""
+        return f"{label}: {100 * p['success'][label]:.1f} %{mark}"
+
     for algorithm, p in picks.items():
-        a, b = p["A"], p["B"]
-        lines.append(f"| {algorithm} | {a}: {100 * p['success'][a]:.1f} % | {b}: {100 * p['success'][b]:.1f} % | "
-                     f"**{p['pick']}** |")
+        lines.append(f"| {algorithm} | {cell(p, p['A'])} | {cell(p, p['B'])} | **{p['pick']}** |")
     if not picks:
         lines.append("| (no algorithm has both configurations finished) | | | |")
+    if any(p.get("recorded") for p in picks.values()):
+        lines += ["", ("(recorded): a success taken from the record, whose per-game outcomes were lost (the plan's "
+                       "Amendment 6); every other cell is recomputed from the outcomes file.")]
     return "\n".join(lines) + "\n"

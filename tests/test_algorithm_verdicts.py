@@ -190,3 +190,18 @@ def test_pilot_ts_rule_picks_the_higher_success_and_a_on_a_tie(tmp_path, capsys)
     assert "| ppo | ppo-lr1e-5: 50.0 % | ppo-lr5e-6: 75.0 % | **ppo-lr5e-6** |" in out
     assert "| turn_rloo | turn_rloo-lr1e-5: 75.0 % | turn_rloo-lr5e-6: 75.0 % | **turn_rloo-lr1e-5** |" in out
     assert "| grpo |" not in out
+
+    # Recorded successes (pilot T's lost rows): GRPO B recorded at 0.5 against A's 1.0 outcomes: A, marked.
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps({"successes": {"grpo-lr5e-6": 0.5}}))
+    assert main(["stats", str(path), "--plan", "algorithm-tuning", "--recorded", str(recorded)]) == 0
+    out = capsys.readouterr().out
+    assert "| grpo | grpo-lr1e-5: 100.0 % | grpo-lr5e-6: 50.0 % (recorded) | **grpo-lr1e-5** |" in out
+    assert "per-game outcomes were lost" in out
+    recorded.write_text(json.dumps({"successes": {"grpo-lr5e-6": 0.9, "grpo-lr1e-5": 0.5}}))  # A has outcomes
+    assert main(["stats", str(path), "--plan", "algorithm-tuning", "--recorded", str(recorded)]) == 2
+    assert "grpo-lr1e-5: both recorded and in the outcomes file" in capsys.readouterr().err
+    recorded.write_text(json.dumps({"successes": {"grpo-lr5e-6": 72}}))  # a percentage, not a rate
+    assert main(["stats", str(path), "--plan", "algorithm-tuning", "--recorded", str(recorded)]) == 2
+    assert "not a recorded-successes file" in capsys.readouterr().err
+    assert main(["stats", str(path), "--recorded", str(recorded)]) == 2  # only with the tuning plan

@@ -78,6 +78,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
             raise files.OutcomeFileError(f"{path}: holds per-seed rates; --plan needs per-game outcomes")
         print(files.rates_markdown(path, content, args.reference), end="")
         return 0
+    if args.recorded and args.plan != "algorithm-tuning":
+        raise files.OutcomeFileError("--recorded gives pilot T's recorded successes: use it with --plan "
+                                     "algorithm-tuning")
     panel = args.panel or files.DEFAULT_PANEL
     files.check_choice(path, content["record"], args.reference, panel)
     print(recomputed_markdown(recompute(content["record"], args.reference, panel)), end="")
@@ -86,9 +89,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
         print("\n" + verdicts_markdown(analyse(content["record"], panel)), end="")
     elif args.plan == "algorithm-tuning":
-        from turngym.recipes.algorithm_verdicts import picks_markdown, tuning_picks
+        from turngym.recipes.algorithm_verdicts import picks_markdown, read_recorded, tuning_picks
 
-        print("\n" + picks_markdown(tuning_picks(content["record"], panel)), end="")
+        recorded = read_recorded(Path(args.recorded)) if args.recorded else None
+        print("\n" + picks_markdown(tuning_picks(content["record"], panel, recorded)), end="")
     return 0
 
 
@@ -126,6 +130,9 @@ def add(sub) -> None:
                    help="also print a pre-registered analysis of docs/plans/2026-11-28-algorithm-comparison.md: "
                         "algorithm-comparison = its families, corrected intervals and verdicts; algorithm-tuning = "
                         "pilot T's pick of each algorithm's configuration")
+    p.add_argument("--recorded", help="with --plan algorithm-tuning: a JSON file of recorded successes "
+                                      "({\"successes\": {label: rate}}) for configurations whose per-game outcomes "
+                                      "were lost; marked in the table")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("budget", help="split a fixed budget between SFT demos and RL episodes: table and plot")
