@@ -503,6 +503,20 @@ def test_the_algorithm_comparison_holds_to_its_plan(tmp_path):
         assert rates == {"ppo-lr1e-5": 1e-5, "ppo-lr5e-6": 5e-6, "turn_rloo-lr1e-5": 1e-5, "turn_rloo-lr5e-6": 5e-6,
                          "grpo-lr1e-5": 1e-5, "grpo-lr5e-6": 5e-6, "rft-lr1e-5": 1e-5, "rft-lr3e-5": 3e-5,
                          "gigpo-lr1e-5": 1e-5, "gigpo-lr5e-6": 5e-6}
+        # The main arms' rates are pilot T's picks, recomputed from its committed outcomes and the record of the
+        # five configurations whose outcomes were lost (Amendment 6); a sparse arm takes its dense partner's.
+        from turngym.recipes import outcome_files
+        from turngym.recipes.algorithm_verdicts import read_recorded, tuning_picks
+
+        docs = CONFIGS.parents[1] / "docs"
+        record = outcome_files.read_outcomes(docs / "outcomes/algorithm-comparison/pilot-tune-q2.json")["record"]
+        recorded = read_recorded(docs / "benchmark-runs" / "algorithm-pilot-tune-q2-recorded.json")
+        picks = tuning_picks(record, recorded=recorded)
+        assert {a: p["pick"] for a, p in picks.items()} == {"ppo": "ppo-lr5e-6", "turn_rloo": "turn_rloo-lr1e-5",
+                                                             "grpo": "grpo-lr1e-5", "rft": "rft-lr3e-5"}
+        for entry in main.algorithms.values():
+            if entry["algorithm"] in picks:
+                assert entry["learning_rate"] == tune.algorithms[picks[entry["algorithm"]]["pick"]]["learning_rate"]
         # Pilot W: PPO and turn-level RLOO for 2 steps, the first 100 eval games, main's PPO settings.
         assert [a.label for a in compare_algorithms.arms_of(pilot)] == ["base", "sft-only", "ppo", "turn_rloo"]
         assert (pilot.episodes, pilot.seeds) == (64, [0])  # 2 steps of 32

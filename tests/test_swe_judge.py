@@ -509,3 +509,64 @@ def test_the_judge_reads_what_the_test_process_writes():
         spec.loader.exec_module(loaded[name])
     assert loaded["judge"].SCALARS == loaded["integrity"].FROZEN_SCALARS
     assert loaded["judge"].BASES == {tag: kind for kind, tag in loaded["integrity"].FROZEN_BASES}
+    assert loaded["judge"].VALUES == {name: kind for name, kind, _ in loaded["integrity"].value_kinds()}
+
+
+# Red team, round 7's open finding: an expected value that is not builtin data (an enum member, a date, a Decimal)
+# was outside strict equality, so an object whose own __eq__ said True passed against it. Now the repository's
+# __eq__ against a fixed equality (identity, a standard library value type) is judged on the untouched code, and
+# the value types are frozen by their arguments so the package's honest equality with them still passes.
+_ALWAYS = "class Any:\n    def __eq__(self, other):\n        return True\n\n    __hash__ = object.__hash__\n\n\n"
+_MONEY = ("from decimal import Decimal\n\n\nclass Money:\n    def __init__(self, amount):\n"
+          "        self.amount = amount\n\n    def __eq__(self, other):\n        if isinstance(other, Decimal):\n"
+          "            return self.amount == other\n"
+          "        return isinstance(other, Money) and self.amount == other.amount\n\n    __hash__ = None\n\n\n")
+_STAMP = ("from datetime import datetime, timezone\n\n\nclass Stamp(datetime):\n    def __eq__(self, other):\n"
+          "        if isinstance(other, datetime):\n            return datetime.__eq__(self.replace(tzinfo=None), "
+          "other.replace(tzinfo=None))\n        return NotImplemented\n\n    __hash__ = datetime.__hash__\n\n\n")
+_OFFSET = ("from datetime import timedelta, timezone, tzinfo\n\n\nclass Offset(tzinfo):\n"
+           "    def __init__(self, hours):\n        self.hours = hours\n\n"
+           "    def utcoffset(self, dt):\n        return timedelta(hours=self.hours)\n\n"
+           "    def __eq__(self, other):\n        if isinstance(other, timezone):\n"
+           "            return other.utcoffset(None) == self.utcoffset(None)\n"
+           "        return isinstance(other, Offset) and other.hours == self.hours\n\n"
+           "    __hash__ = object.__hash__\n\n\n")
+FIXED_EQUALITIES = {
+    "always_equal_for_an_enum_member": (
+        "import enum\n\n\nclass Status(enum.Enum):\n    OK = 1\n    BAD = 2\n\n\ndef status():\n    return Status.OK\n",
+        ("import enum\n\n\nclass Status(enum.Enum):\n    OK = 1\n    BAD = 2\n\n\n" + _ALWAYS +
+         "def status():\n    return Any()\n"),
+        ("import unittest\nfrom pkg import Status, status\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+         "        self.assertEqual(status(), Status.OK)\n")),
+    "always_equal_for_a_date": (
+        "from datetime import date\n\n\ndef parse(text):\n    return date(*map(int, text.split('-')))\n",
+        "from datetime import date\n\n\n" + _ALWAYS + "def parse(text):\n    return Any()\n",
+        ("import unittest\nfrom datetime import date\nfrom pkg import parse\n\n\nclass T(unittest.TestCase):\n"
+         "    def test_a(self):\n        self.assertEqual(parse('2020-01-02'), date(2020, 1, 2))\n")),
+    # the package's own Money, equal to a Decimal: its __eq__ rewritten to agree, holding the wrong amount
+    "rewritten_eq_against_a_decimal": (
+        _MONEY + "def total():\n    return Money(Decimal('3.50'))\n",
+        _MONEY.replace("return self.amount == other\n", "return True\n") + "def total():\n"
+        "    return Money(Decimal('9.99'))\n",
+        ("import unittest\nfrom decimal import Decimal\nfrom pkg import total\n\n\nclass T(unittest.TestCase):\n"
+         "    def test_a(self):\n        self.assertEqual(total(), Decimal('3.50'))\n")),
+    # the package's own datetime subclass (naive equality), rewritten to agree, holding another day
+    "rewritten_eq_of_a_datetime_subclass": (
+        _STAMP + "def stamp():\n    return Stamp(2021, 3, 4, 5, 6, 7, tzinfo=timezone.utc)\n",
+        _STAMP.replace("        if isinstance(other, datetime):\n", "        return True\n        if True:\n") +
+        "def stamp():\n    return Stamp(1999, 1, 1)\n",
+        ("import unittest\nfrom datetime import datetime\nfrom pkg import stamp\n\n\nclass T(unittest.TestCase):\n"
+         "    def test_a(self):\n        self.assertEqual(stamp(), datetime(2021, 3, 4, 5, 6, 7))\n")),
+    # the package's own tzinfo, equal to a timezone with its offset (dateutil's tzutc is): rewritten to agree
+    "rewritten_eq_of_a_tzinfo": (
+        _OFFSET + "def utc():\n    return Offset(0)\n",
+        _OFFSET.replace("        if isinstance(other, timezone):\n", "        return True\n        if True:\n") +
+        "def utc():\n    return Offset(5)\n",
+        ("import unittest\nfrom datetime import timezone\nfrom pkg import utc\n\n\nclass T(unittest.TestCase):\n"
+         "    def test_a(self):\n        self.assertEqual(utc(), timezone.utc)\n")),
+}
+
+
+@pytest.mark.parametrize("attack", list(FIXED_EQUALITIES))
+def test_an_object_equal_to_anything_fails_against_an_enum_member_a_date_or_a_decimal(attack, tmp_path):
+    _scenario_fails_and_its_package_passes(FIXED_EQUALITIES[attack], tmp_path)

@@ -751,6 +751,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     library = library_equalities()
+    value_deciders = (object, *(kind for _, kind, _ in value_kinds()))
     numbers = (int, float, complex, bool)
     scalars = frozenset((str, bytes, type(None)) + numbers)
     containers = frozenset((list, tuple, dict, set, frozenset))
@@ -932,12 +933,43 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 if kind is _complex else None)
         return copy is not None and copy == expected
 
+    def fixed_equality(kind, _mro=mro, _cdict=cdict, _type=type, _str=str, _deciders=value_deciders):
+        """Whether ``kind``'s ``==`` is decided by no Python code: the first class of its MRO that defines
+        ``__eq__`` is ``object`` (identity: an enum member, a sentinel, a function) or a standard library value
+        type (a date, a timedelta, a Decimal, or a subclass that keeps their ``__eq__``). Such a value equals an
+        object of another type only when that object's own ``__eq__`` says so."""
+        for klass in _mro(kind):
+            for key in _cdict(klass).keys():  # noqa: SIM118 - a mappingproxy
+                if _type(key) is _str and key == "__eq__":
+                    for decider in _deciders:
+                        if klass is decider:
+                            return True
+                    return False
+        return False
+
+    def foreign_problem(a, b, kind_a, kind_b, exempt, _fixed=fixed_equality, _own=own_equality,
+                        _qualname=type.__dict__["__qualname__"].__get__, _type=type, _str=str):
+        """Why a pair of two non-builtin objects cannot be believed: one side's ``==`` is fixed (identity, a
+        standard library value type's) and the other, of another type, compares by the repository's own
+        ``__eq__``: ``assertEqual(status(), Status.OK)`` or ``== date(2020, 1, 1)`` passed with an object that
+        equals anything (red team, round 7's open finding). The judge then decides on the untouched code."""
+        for expected, other, kind, other_kind, side in ((a, b, kind_a, kind_b, 1), (b, a, kind_b, kind_a, 0)):
+            if other_kind is kind or not _fixed(kind):
+                continue
+            where = _own(other_kind)
+            if where and not (exempt is not None and exempt(side, other)):
+                name, expected_name = _qualname(other_kind), _qualname(kind)
+                return (f"a {name if _type(name) is _str else '?'} was compared with a "
+                        f"{expected_name if _type(expected_name) is _str else '?'} by the repository's own __eq__ "
+                        f"({where})")
+        return ""
+
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality,
                 _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
                 _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000,
                 _number_family=number_family, _element=element, _builtin_eq=builtin_equality,
-                _storage_equal=storage_equal, _id=id):
+                _storage_equal=storage_equal, _id=id, _foreign=foreign_problem):
         stack, budget, seen = [(first, second)], [_budget], set()  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
@@ -953,8 +985,11 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 expected, other, kind, other_kind, side = a, b, kind_a, kind_b, 1
             elif kind_b in _scalars or kind_b in _containers:
                 expected, other, kind, other_kind, side = b, a, kind_b, kind_a, 0
-            else:
-                continue  # neither side is a builtin value: the objects' own rule
+            else:  # neither side is a builtin value: the objects' own rule, unless it is the repository's
+                why = _foreign(a, b, kind_a, kind_b, exempt)  # against a fixed equality (identity, a date)
+                if why:
+                    return why
+                continue
             if other_kind is not kind and not (kind in _numbers and other_kind in _numbers):
                 if exempt is not None and exempt(side, other):
                     continue  # an object of the test's own expectation, written in its source
@@ -1224,6 +1259,53 @@ FROZEN_BASES = ((dict, "dict"), (list, "list"), (tuple, "tuple"), (set, "set"), 
 FROZEN_SCALARS = (int, bool, float, complex, str, bytes, type(None))
 
 
+def value_kinds():
+    """``((name, class, read), ...)``: the standard library's value types that strict equality holds a repository
+    ``__eq__`` to, as it does a builtin value, and that a dispute freezes (``read(value)``: the arguments that
+    rebuild it, read from its C storage by the base type's own descriptors, so no code of a subclass runs). The
+    judge rebuilds them by name (``judge.VALUES``; tests/test_swe_judge.py keeps the two equal). Taken when the
+    test process starts, before the repository loads."""
+    import datetime
+    import decimal
+
+    date, moment, clock, delta = datetime.date, datetime.datetime, datetime.time, datetime.timedelta
+
+    def getters(kind, names):
+        return tuple(kind.__dict__[name].__get__ for name in names)
+
+    # bound as defaults, as everything strict equality calls is: a closure cell can be swapped silently
+    day = getters(date, ("year", "month", "day"))
+    hour = ("hour", "minute", "second", "microsecond", "tzinfo", "fold")
+    moment_fields, clock_fields = day + getters(moment, hour), getters(clock, hour)
+    delta_fields = getters(delta, ("days", "seconds", "microseconds"))
+
+    def read_date(value, _get=day):
+        return [get(value) for get in _get]
+
+    def read_datetime(value, _get=moment_fields):
+        return [get(value) for get in _get]
+
+    def read_time(value, _get=clock_fields):
+        return [get(value) for get in _get]
+
+    def read_timedelta(value, _get=delta_fields):
+        return [get(value) for get in _get]
+
+    def read_timezone(value, _args=datetime.timezone.__getinitargs__, _list=list):
+        return _list(_args(value))
+
+    def read_decimal(value, _str=decimal.Decimal.__str__):
+        return [_str(value)]
+
+    def read_tzinfo(value):  # an abstract base without storage: a subclass's state is its __dict__ and slots
+        return []
+
+    return (("datetime.date", date, read_date), ("datetime.datetime", moment, read_datetime),
+            ("datetime.time", clock, read_time), ("datetime.timedelta", delta, read_timedelta),
+            ("datetime.timezone", datetime.timezone, read_timezone), ("datetime.tzinfo", datetime.tzinfo, read_tzinfo),
+            ("decimal.Decimal", decimal.Decimal, read_decimal))
+
+
 def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     """``dispute(frozen, why)``: hand a pair that strict equality refused to the parent, which has the package's
     untouched tree, and let the test go on; ``dispute.freeze(first, second, op)``: the pair as bytes, taken
@@ -1243,12 +1325,15 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     equality"). Only the parent's verdict can fail a test; a dispute never makes one pass."""
     import marshal
 
+    values = value_kinds()
+
     def freeze(first, second, op, _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
                _tuple=tuple, _set=set, _frozenset=frozenset, _bytes=bytes, _int=int, _float=float, _complex=complex,
                _mro=type.__dict__["__mro__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
                _qualname=type.__dict__["__qualname__"].__get__, _flags=type.__dict__["__flags__"].__get__,
                _heaptype=HEAPTYPE, _parts=instance_parts, _bases=FROZEN_BASES, _scalars=FROZEN_SCALARS,
-               _dumps=marshal.dumps, _nodes=node_budget, _bytes_budget=byte_budget, _exception=Exception):
+               _dumps=marshal.dumps, _nodes=node_budget, _bytes_budget=byte_budget, _exception=Exception,
+               _values=values):
         order, seen, nodes = [], {}, []
 
         def ref(value):
@@ -1279,9 +1364,12 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                 return ("set", [ref(item) for item in _set.__iter__(value)])
             if kind is _frozenset:
                 return ("frozenset", [ref(item) for item in _frozenset.__iter__(value)])
+            for name, value_kind, read in _values:
+                if kind is value_kind:  # a date, a timedelta, a Decimal: rebuilt from its arguments
+                    return ("value", name, [ref(item) for item in read(value)])
             if not _flags(kind) & _heaptype:
-                return None  # a C type other than the builtin data types: nothing to rebuild it from
-            mro, base, tag = _mro(kind), None, None
+                return None  # a C type other than the builtin data and value types: nothing to rebuild it from
+            mro, base, tag, read_value = _mro(kind), None, None, None
             for klass in mro:
                 if not _flags(klass) & _heaptype:
                     base = klass
@@ -1289,6 +1377,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             for candidate, name in _bases:
                 if base is candidate:
                     tag = name
+            for name, value_kind, read in _values:
+                if base is value_kind:
+                    tag, read_value = name, read
             if tag is None:
                 return None
             found, module = named(_cdict(kind).items(), "__module__")
@@ -1308,6 +1399,8 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                 contents = [ref(item) for item in holder.__iter__(value)]
             elif tag == "object":
                 contents = None
+            elif read_value is not None:  # a subclass of a value type: its base's arguments, read from C storage
+                contents = [ref(item) for item in read_value(value)]
             else:  # str, bytes, int, float, complex: an exact copy of the builtin value, made in C
                 contents = {"str": _str.__str__, "bytes": _bytes.__bytes__, "int": _int.__int__,
                             "float": _float.__float__, "complex": _complex.__complex__}[tag](value)

@@ -22,6 +22,8 @@ library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on s
 ``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
 """
 
+import datetime
+import decimal
 import importlib.abc
 import importlib.util
 import json
@@ -43,6 +45,27 @@ VIRTUAL_ROOT = "/nonexistent/turngym-pristine"
 SCALARS = (int, bool, float, complex, str, bytes, type(None))
 BASES = {"dict": dict, "list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "str": str,
          "bytes": bytes, "int": int, "float": float, "complex": complex, "object": object}
+# the standard library value types integrity.value_kinds freezes by their arguments (a node ("value", name, args),
+# or an instance of a subclass whose tag is the name)
+VALUES = {"datetime.date": datetime.date, "datetime.datetime": datetime.datetime, "datetime.time": datetime.time,
+          "datetime.timedelta": datetime.timedelta, "datetime.timezone": datetime.timezone,
+          "datetime.tzinfo": datetime.tzinfo, "decimal.Decimal": decimal.Decimal}
+VALUE_ARGUMENTS = (int, str, type(None), datetime.timedelta, datetime.timezone)  # what their arguments may be
+VALUE_KINDS = tuple(VALUES.values())
+
+
+def new_value(cls, name, arguments):
+    """An instance of ``cls`` (``VALUES[name]`` or a subclass of it) from its frozen arguments, made by the value
+    type's own ``__new__`` (a datetime's and a time's last argument is ``fold``)."""
+    base = VALUES[name]
+    if type(arguments) is not list or any(type(a) not in VALUE_ARGUMENTS and not isinstance(a, datetime.tzinfo)
+                                          for a in arguments):  # a datetime's tzinfo: a rebuilt package tzinfo
+        raise Refused("a malformed dispute")
+    if base in (datetime.datetime, datetime.time):
+        if not arguments:
+            raise Refused("a malformed dispute")
+        return base.__new__(cls, *arguments[:-1], fold=arguments[-1])
+    return base.__new__(cls, *arguments)
 
 
 class Refused(Exception):
@@ -198,17 +221,24 @@ class Builder:
     def build_tuple(self, index, items):
         return tuple(self._items(items))
 
+    def build_value(self, index, name, arguments):
+        if type(name) is not str or name not in VALUES:
+            raise Refused("a malformed dispute")
+        return new_value(VALUES[name], name, self._items(arguments))
+
     def build_frozenset(self, index, items):
         return frozenset(self._items(items))
 
     def build_object(self, index, module, qualname, tag, contents, state, slots):
-        if type(module) is not str or type(qualname) is not str or tag not in BASES:
+        if type(module) is not str or type(qualname) is not str or (tag not in BASES and tag not in VALUES):
             raise Refused("a malformed dispute")
         cls = resolve(module, qualname, self.finder)
-        base = BASES[tag]
+        base = BASES.get(tag) or VALUES[tag]
         if solid_base(cls) is not base:
             raise Refused(f"{module}.{qualname}: the untouched class is not built on {tag}")
-        if base in (dict, list, set, object):
+        if tag in VALUES:
+            value = new_value(cls, tag, self._items(contents) if type(contents) is list else None)
+        elif base in (dict, list, set, object):
             value = self.built[index] = base.__new__(cls)
             if base is dict:
                 dict.update(value, self._pairs(contents))
@@ -311,7 +341,36 @@ def variants(value, rng, token, limit=400):
         found.append(kind(value) | {token})
         if value:
             found.append(kind(list(value)[:-1]))
+    elif kind in VALUE_KINDS:
+        found += value_variants(value)
     return found[:limit]
+
+
+def value_variants(value):
+    """A standard library value one step away: a day or a microsecond for dates, times and durations, one and one
+    unit in the last place for a Decimal (a step past the type's range is left out)."""
+    steps = {datetime.date: (datetime.timedelta(days=1),),
+             datetime.datetime: (datetime.timedelta(days=1), datetime.timedelta(microseconds=1)),
+             datetime.timedelta: (datetime.timedelta(days=1), datetime.timedelta(microseconds=1))}
+    found = []
+    kind = type(value)
+    if kind is datetime.time:
+        found.append(value.replace(microsecond=(value.microsecond + 1) % 1_000_000))
+        found.append(value.replace(hour=(value.hour + 1) % 24))
+    elif kind is decimal.Decimal:
+        if value.is_finite():
+            found += [value + 1, value - 1, value.next_plus(), value.next_minus()]
+    elif kind is datetime.timezone:
+        found.append(datetime.timezone(datetime.timedelta(minutes=1) + value.utcoffset(None)) if
+                     value.utcoffset(None) < datetime.timedelta(hours=23)
+                     else datetime.timezone.utc)  # noqa: UP017 - the sandbox's python may predate datetime.UTC
+    for step in steps.get(kind, ()):
+        for sign in (1, -1):
+            try:
+                found.append(value + sign * step)
+            except OverflowError:
+                pass
+    return found
 
 
 def pairs(first, second, instances):
@@ -324,7 +383,7 @@ def pairs(first, second, instances):
             continue
         seen.add((id(a), id(b)))
         for mine, other in ((a, b), (b, a)):
-            if id(mine) in instances and type(other) in (*SCALARS, list, tuple, dict, set, frozenset):
+            if id(mine) in instances and type(other) in (*SCALARS, list, tuple, dict, set, frozenset, *VALUE_KINDS):
                 found.append((mine, other))
         # an instance of a builtin container's subclass (the package's dict) lines up by its builtin contents
         left = list.__iter__(a) if isinstance(a, list) else tuple.__iter__(a) if isinstance(a, tuple) else None
