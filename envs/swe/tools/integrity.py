@@ -248,6 +248,35 @@ def _copied(definition, name, tail):
     return unparse(ast.fix_missing_locations(copy))
 
 
+MUTATING_METHODS = frozenset(("pop", "popitem", "append", "extend", "insert", "remove", "clear", "update",
+                              "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"))
+
+
+def _writes_module_state(definition, tree):
+    """Whether a test's body may change what its module holds: a ``global`` statement, or a store, ``del`` or
+    mutating method call (``pop``, ``append``, ``update``...) on a name the module's top level assigns. Running
+    such a body twice is not running the test: python-dateutil's ``test_imported_modules`` pops each name out of a
+    module-level dict, so after a canary that copied its body the test itself failed with ``KeyError``. Its
+    canaries are plain failing statements instead (a false alarm on the gold patch, 1 of dateutil's 1,458)."""
+    assigned = set()
+    for node in tree.body:
+        targets = node.targets if type(node) is ast.Assign else [node.target] if type(node) in (
+            ast.AnnAssign, ast.AugAssign) else []
+        for target in targets:
+            assigned.update(n.id for n in ast.walk(target) if type(n) is ast.Name)
+    for node in ast.walk(definition):
+        kind = type(node)
+        if kind is ast.Global:
+            return True
+        if kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in MUTATING_METHODS \
+                and type(node.func.value) is ast.Name and node.func.value.id in assigned:
+            return True
+        if kind in (ast.Subscript, ast.Attribute) and type(node.ctx) is not ast.Load \
+                and type(node.value) is ast.Name and node.value.id in assigned:
+            return True
+    return False
+
+
 def _indented(text, indent):
     """``text`` (ending in a line break) with ``indent`` before each line."""
     return "".join(indent + line if line.strip() else line for line in (text.rstrip("\n") + "\n").splitlines(True))
@@ -280,7 +309,8 @@ def plan_canaries(source, targets, unittest_style, rng):
         fail, error = _canary_bodies(rng, words, unittest_style)
         names = (_canary_name(rng, words, camel, taken), _canary_name(rng, words, camel, taken))
         params = target[-1][target[-1].index("["):] if target and not unittest_style and "[" in target[-1] else ""
-        copies = [_copied(definition, n, body) for n, body in zip(names, (fail, error))] if definition else [None]
+        copies = [_copied(definition, n, body) for n, body in zip(names, (fail, error))] if definition and \
+            not _writes_module_state(definition, tree) else [None]
         if None in copies:
             defs = _test_defs(node) if node is not None else _test_defs(tree)
             asynchronous = bool(defs) and sum(type(d) is ast.AsyncFunctionDef for d in defs) * 2 > len(defs)
