@@ -6,7 +6,10 @@ The stages are the quick demo's (``recipes/configs/compare/textworld-demo-quick.
 * ``eval``: the greedy held-out evaluation of ``--games`` games (``Study.eval_stage``); on vLLM the stage builds the
   study's evaluation engine (a later evaluation of the same study only syncs its weights);
 * ``rl``: turn-level RLOO for ``--rl-episodes`` episodes (32 a step; ``Study.rl_stage``), TRL's colocated engine on
-  vLLM.
+  vLLM;
+* ``rft``: one RFT round's sampling, ``--rft-episodes`` policy-demo episodes at temperature 0.7 (4 a game,
+  ``trainers.sft.collect_policy_demos``) on the world's train games; on vLLM through ``vllm_policy_sampler``, the
+  engine built before the clock starts (a study's engine is built once, for its first evaluation).
 
 Each (stage, backend) runs in a fresh process, so its peak resident memory (VmHWM, as a study records it in
 ``done.json`` and each evaluation's record) is its own; the task panels are built before the stage's clock starts.
@@ -16,6 +19,7 @@ many of the games played token-identical greedy episodes on both backends (repli
 Needs vLLM's environment, which has both backends (``make install-vllm``):
 
     .venv-vllm/bin/python bench/study_backends.py --games 100 --rl-episodes 64
+    .venv-vllm/bin/python bench/study_backends.py --stages rft --rft-episodes 64
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ def run_stage(stage: str, backend: str, games: int, rl_episodes: int, out: Path)
         return {"seconds": record["seconds"], "peak_rss_gb": record["peak_rss_gb"],
                 "success": record["report"]["overall"]["success_rate"],
                 "replies": [json.loads(row)["record"]["replies"] for row in rows]}
+    if stage == "rft":
+        return rft_sampling(config, backend, rl_episodes)
     arm = next(arm for arm in study.all_arms if arm.label == "turn_rloo")
     study.rl_stage(arm, base, 0)
     done = json.loads((study.out / "seed0" / "turn_rloo" / "done.json").read_text())
@@ -60,23 +66,54 @@ def run_stage(stage: str, backend: str, games: int, rl_episodes: int, out: Path)
     return {"seconds": done["seconds"], "peak_rss_gb": done["peak_rss_gb"], "step_seconds": steps}
 
 
+def rft_sampling(config, backend: str, episodes: int) -> dict:
+    """One RFT round's sampling of ``episodes`` episodes from the base model on ``backend``."""
+    import time
+
+    from transformers import AutoTokenizer
+
+    from turngym.agents.models import load_policy, resolve_model
+    from turngym.recipes.study_memory import peak_rss_gb
+    from turngym.trainers.sft import NoDemosError, TurnGymSFTConfig, collect_policy_demos, vllm_policy_sampler
+
+    base = resolve_model(config.world["model_name_or_path"])
+    options = TurnGymSFTConfig(**config.world, demo_source="policy", num_demos=episodes, demo_samples_per_task=4,
+                               demo_temperature=0.7, demo_backend=backend, output_dir="unused", report_to="none",
+                               max_length=1024)
+    model, _ = load_policy(base)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    built = time.perf_counter()
+    engine = vllm_policy_sampler(base)(model, 0) if backend == "vllm" else None
+    built = time.perf_counter() - built
+    started = time.perf_counter()
+    try:
+        _, stats = collect_policy_demos(options, model, tokenizer, backend=engine, progress=False)
+        kept = stats.kept
+    except NoDemosError:  # the base model may win none: the sampling was timed all the same
+        kept = 0
+    return {"seconds": time.perf_counter() - started, "engine_seconds": built, "episodes": episodes, "kept": kept,
+            "peak_rss_gb": peak_rss_gb()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--games", type=int, default=100, help="held-out games of the eval stage")
     parser.add_argument("--rl-episodes", type=int, default=64, help="episodes of the rl stage (32 a step)")
-    parser.add_argument("--stages", nargs="+", default=["eval", "rl"], choices=["eval", "rl"])
+    parser.add_argument("--rft-episodes", type=int, default=64, help="episodes of the rft stage's round (4 a game)")
+    parser.add_argument("--stages", nargs="+", default=["eval", "rl"], choices=["eval", "rl", "rft"])
     parser.add_argument("--child", nargs=3, metavar=("STAGE", "BACKEND", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         stage, backend, out = args.child
-        print("RESULT " + json.dumps(run_stage(stage, backend, args.games, args.rl_episodes, Path(out))), flush=True)
+        episodes = args.rft_episodes if stage == "rft" else args.rl_episodes
+        print("RESULT " + json.dumps(run_stage(stage, backend, args.games, episodes, Path(out))), flush=True)
         return
     with tempfile.TemporaryDirectory(prefix="study-backends-") as out:
         for stage in args.stages:
             results = {}
             for backend in ("hf", "vllm"):
                 command = [sys.executable, __file__, "--child", stage, backend, out, "--games", str(args.games),
-                           "--rl-episodes", str(args.rl_episodes)]
+                           "--rl-episodes", str(args.rl_episodes), "--rft-episodes", str(args.rft_episodes)]
                 done = subprocess.run(command, check=True, capture_output=True, text=True)
                 line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
                 results[backend] = json.loads(line.removeprefix("RESULT "))
