@@ -312,3 +312,33 @@ def test_the_sandbox_and_the_host_restore_the_same_test_directories():
     for paths in (["tests/test_a.py"], ["pkg/tests/unit/test_b.py", "pkg/tests/test_c.py"], ["test_top.py"],
                   ["src/testing/x.py", "test/test_d.py"], ["lib/test_e/f.py"], ["a/b/test_g.py"]):
         assert integrity.test_dirs(paths) == workspace.test_dirs(paths), paths
+
+
+@pytest.mark.parametrize(("body", "writes"), [
+    ("    assert SEEN.pop('a')\n", True),                      # python-dateutil's test_imported_modules
+    ("    SEEN['b'] = 2\n", True),
+    ("    del SEEN['a']\n", True),
+    ("    global COUNT\n    COUNT = 1\n", True),
+    ("    SEEN = {}\n    SEEN['b'] = 2\n", False),             # a local of the same name (red team, round 8)
+    ("    result = {}\n    result['value'] = 3\n", False),
+    ("    assert SEEN.get('a') == 1\n", False),
+    ("    def inner(SEEN):\n        SEEN.pop('a')\n    inner({})\n", False),
+])
+def test_only_a_test_that_writes_its_modules_state_gets_plain_canaries(body, writes):
+    """A canary is a copy of the test's body, unless running that body twice would change what the test sees."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    from turngym.envs.swe import workspace
+
+    path = Path(workspace.__file__).parent / "tools" / "integrity.py"
+    spec = importlib.util.spec_from_file_location("sandbox_integrity", path)
+    integrity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(integrity)
+    source = f"SEEN = {{'a': 1}}\nCOUNT = 0\nresult = None\n\n\ndef test_x():\n{body}"
+    tree = ast.parse(source)
+    definition = next(node for node in tree.body if isinstance(node, ast.FunctionDef))
+    assert integrity._writes_module_state(definition, tree) is writes
+    planned, _ = integrity.plan_canaries(source, [("test_x",)], False, __import__("random").Random(0))
+    assert (planned.count(body.strip().splitlines()[-1].strip()) == 1) is writes  # copies repeat the body's last line

@@ -264,6 +264,11 @@ def _writes_module_state(definition, tree):
             ast.AnnAssign, ast.AugAssign) else []
         for target in targets:
             assigned.update(n.id for n in ast.walk(target) if type(n) is ast.Name)
+    # a name the test binds itself is its local, not the module's (round 8: a local `result = {}` beside a
+    # module-level `result` gave the test plain canaries)
+    local = {n.arg for n in ast.walk(definition) if type(n) is ast.arg}  # its and its inner functions' arguments
+    local.update(n.id for n in ast.walk(definition) if type(n) is ast.Name and type(n.ctx) is not ast.Load)
+    assigned -= local
     for node in ast.walk(definition):
         kind = type(node)
         if kind is ast.Global:
@@ -781,7 +786,10 @@ def make_strict_equality(cwd, trusted, code_ok=None):
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     library = library_equalities()
-    value_deciders = (object, *(kind for _, kind, _ in value_kinds()))
+    # the value types whose == is a storage comparison; and Fraction, whose believed library == reads a registered
+    # Rational's numerator and denominator as Decimal's C == does (round 8)
+    value_deciders = (*(kind for _, kind, _ in value_kinds()), *(
+        entry[0] for entry in library.values() if entry[0].__module__ == "fractions"))
     numbers = (int, float, complex, bool)
     scalars = frozenset((str, bytes, type(None)) + numbers)
     containers = frozenset((list, tuple, dict, set, frozenset))
@@ -963,35 +971,53 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 if kind is _complex else None)
         return copy is not None and copy == expected
 
-    def fixed_equality(kind, _mro=mro, _cdict=cdict, _type=type, _str=str, _deciders=value_deciders):
-        """Whether ``kind``'s ``==`` is decided by no Python code: the first class of its MRO that defines
-        ``__eq__`` is ``object`` (identity: an enum member, a sentinel, a function) or a standard library value
-        type (a date, a timedelta, a Decimal, or a subclass that keeps their ``__eq__``). Such a value equals an
-        object of another type only when that object's own ``__eq__`` says so."""
+    def fixed_equality(kind, _mro=mro, _cdict=cdict, _type=type, _str=str,
+                       _flags=type.__dict__["__flags__"].__get__, _heaptype=HEAPTYPE, _values=value_deciders):
+        """The class whose ``__eq__`` decides for ``kind`` when that ``__eq__`` is no Python code, else None: the
+        first class of its MRO that defines ``__eq__``, written in C (``object``: identity, for an enum member, a
+        sentinel, a function; a standard library value type such as ``date`` or ``Decimal``; a builtin type for its
+        subclass: an ``IntEnum`` member, a namedtuple, an ``OrderedDict``; a C wrapper). Such a value equals an
+        object of another type only by its storage, or when that object's ``__eq__`` says so."""
         for klass in _mro(kind):
             for key in _cdict(klass).keys():  # noqa: SIM118 - a mappingproxy
                 if _type(key) is _str and key == "__eq__":
-                    for decider in _deciders:
-                        if klass is decider:
-                            return True
-                    return False
-        return False
+                    if not _flags(klass) & _heaptype or any(klass is v for v in _values):
+                        return klass
+                    return None
+        return None
 
     def foreign_problem(a, b, kind_a, kind_b, exempt, _fixed=fixed_equality, _own=own_equality,
-                        _qualname=type.__dict__["__qualname__"].__get__, _type=type, _str=str):
-        """Why a pair of two non-builtin objects cannot be believed: one side's ``==`` is fixed (identity, a
-        standard library value type's) and the other, of another type, compares by the repository's own
-        ``__eq__``: ``assertEqual(status(), Status.OK)`` or ``== date(2020, 1, 1)`` passed with an object that
-        equals anything (red team, round 7's open finding). The judge then decides on the untouched code."""
+                        _qualname=type.__dict__["__qualname__"].__get__, _type=type, _str=str,
+                        _values=value_deciders, _identity=object):
+        """Why a pair of two non-builtin objects cannot be believed when one side's ``==`` is fixed (C code:
+        identity, a standard library value type's, a builtin type's for its subclass) and the other is of another
+        type: an ``__eq__`` of the repository's (``assertEqual(status(), Status.OK)`` or ``== date(2020, 1, 1)``
+        passed with an object equal to anything: red team, round 7), or one that is no believable storage
+        comparison: against a value type only another value type (Decimal's C ``==`` reads a registered
+        ``Rational``'s ``numerator`` property, which is the repository's; round 8), against identity or a
+        builtin's only identity or a value type (a ``mappingproxy`` or ``weakref.proxy`` hands ``==`` to the
+        object it wraps; round 8). The judge then decides what it can rebuild on the untouched code."""
         for expected, other, kind, other_kind, side in ((a, b, kind_a, kind_b, 1), (b, a, kind_b, kind_a, 0)):
-            if other_kind is kind or not _fixed(kind):
+            if other_kind is kind:
                 continue
+            decider = _fixed(kind)
+            if decider is None:
+                continue
+            if exempt is not None and exempt(side, other):
+                continue
+            name, expected_name = _qualname(other_kind), _qualname(kind)
+            name = name if _type(name) is _str else "?"
+            expected_name = expected_name if _type(expected_name) is _str else "?"
             where = _own(other_kind)
-            if where and not (exempt is not None and exempt(side, other)):
-                name, expected_name = _qualname(other_kind), _qualname(kind)
-                return (f"a {name if _type(name) is _str else '?'} was compared with a "
-                        f"{expected_name if _type(expected_name) is _str else '?'} by the repository's own __eq__ "
-                        f"({where})")
+            if where:
+                return (f"a {name} was compared with a {expected_name} by the repository's own __eq__ ({where})")
+            other_decider = _fixed(other_kind)
+            if other_decider is None:
+                continue  # a library __eq__ strict equality believes (a Fraction), or the test files' own
+            value_side = any(decider is v for v in _values)
+            other_value = any(other_decider is v for v in _values)
+            if value_side and not other_value or not value_side and not (other_value or other_decider is _identity):
+                return f"a {name} was compared with a {expected_name}: strict equality wants a {expected_name}"
         return ""
 
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,

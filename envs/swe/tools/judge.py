@@ -347,24 +347,40 @@ def variants(value, rng, token, limit=400):
 
 
 def value_variants(value):
-    """A standard library value one step away: a day or a microsecond for dates, times and durations, one and one
-    unit in the last place for a Decimal (a step past the type's range is left out)."""
-    steps = {datetime.date: (datetime.timedelta(days=1),),
-             datetime.datetime: (datetime.timedelta(days=1), datetime.timedelta(microseconds=1)),
-             datetime.timedelta: (datetime.timedelta(days=1), datetime.timedelta(microseconds=1))}
-    found = []
-    kind = type(value)
-    if kind is datetime.time:
-        found.append(value.replace(microsecond=(value.microsecond + 1) % 1_000_000))
-        found.append(value.replace(hour=(value.hour + 1) % 24))
-    elif kind is decimal.Decimal:
+    """A standard library value one edit away *as it is written*: a Decimal one unit in its last written place
+    (``3.50``: ``3.49`` and ``3.51``) and one away; a date a day away; a datetime, time or timedelta one unit of
+    its finest non-zero field (a whole-second datetime: a second; round 8: a microsecond failed a package's honest
+    whole-second timestamp, and ``next_plus`` an honest float-backed price) and a day (an hour for a time); a
+    timezone a minute away. A step past the type's range is left out."""
+    kind, found = type(value), []
+    if kind is decimal.Decimal:
         if value.is_finite():
-            found += [value + 1, value - 1, value.next_plus(), value.next_minus()]
-    elif kind is datetime.timezone:
-        found.append(datetime.timezone(datetime.timedelta(minutes=1) + value.utcoffset(None)) if
-                     value.utcoffset(None) < datetime.timedelta(hours=23)
-                     else datetime.timezone.utc)  # noqa: UP017 - the sandbox's python may predate datetime.UTC
-    for step in steps.get(kind, ()):
+            unit = decimal.Decimal(1).scaleb(value.as_tuple().exponent)
+            found += [value + unit, value - unit, value + 1, value - 1]
+        return found
+    if kind is datetime.timezone:
+        offset = value.utcoffset(None) + datetime.timedelta(minutes=1)
+        return [datetime.timezone(offset) if offset < datetime.timedelta(hours=24)
+                else datetime.timezone.utc]  # noqa: UP017 - the sandbox's python may predate datetime.UTC
+    fields = {datetime.datetime: ("microsecond", "second", "minute", "hour"),
+              datetime.time: ("microsecond", "second", "minute", "hour"),
+              datetime.timedelta: ("microseconds", "seconds", "days")}.get(kind, ())
+    finest = next((f for f in fields if getattr(value, f)), None)
+    unit = {"microsecond": datetime.timedelta(microseconds=1), "second": datetime.timedelta(seconds=1),
+            "minute": datetime.timedelta(minutes=1), "hour": datetime.timedelta(hours=1),
+            "microseconds": datetime.timedelta(microseconds=1), "seconds": datetime.timedelta(seconds=1),
+            "days": datetime.timedelta(days=1)}.get(finest)
+    if kind is datetime.time:
+        base = datetime.datetime.combine(datetime.date(2000, 1, 2), value)
+        for step in (unit or datetime.timedelta(hours=1), datetime.timedelta(hours=1)):
+            for sign in (1, -1):
+                moved = base + sign * step
+                if moved.date() == base.date():
+                    found.append(moved.timetz())
+        return found
+    steps = [datetime.timedelta(days=1)] + ([unit] if unit is not None and unit != datetime.timedelta(days=1)
+                                            else [])
+    for step in steps if kind in (datetime.date, datetime.datetime, datetime.timedelta) else ():
         for sign in (1, -1):
             try:
                 found.append(value + sign * step)
