@@ -577,6 +577,13 @@ def test_an_object_equal_to_anything_fails_against_an_enum_member_a_date_or_a_de
 # (an IntEnum member, a namedtuple, an OrderedDict) or another C type (bytearray, range), each against an object
 # equal to anything.
 ROUND_8 = {
+    'uuid_any': (
+        ("import uuid\ndef get():\n    return uuid.UUID('12345678-1234-5678-1234-567812345678')\n"),
+        ('class Any:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n\n'
+         'def get():\n    return Any()\n'),
+        ('import unittest\nimport uuid\nfrom pkg import get\n\n\nclass T(unittest.TestCase):\n'
+         '    def test_a(self):\n'
+         "        self.assertEqual(get(), uuid.UUID('12345678-1234-5678-1234-567812345678'))\n")),
     'enum_proxy': (
         ('import enum\n\nclass Status(enum.Enum):\n    OK = 1\n    BAD = 2\n\ndef status():\n'
          '    return Status.OK\n'),

@@ -786,10 +786,13 @@ def make_strict_equality(cwd, trusted, code_ok=None):
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     library = library_equalities()
-    # the value types whose == is a storage comparison; and Fraction, whose believed library == reads a registered
-    # Rational's numerator and denominator as Decimal's C == does (round 8)
+    # the value types whose == is a storage comparison; Fraction, whose believed library == reads a registered
+    # Rational's numerator and denominator as Decimal's C == does; and UUID, whose == answers only another UUID
+    # (round 8: an always-equal object passed for each). Taken here, before the repository loads.
+    import uuid
+
     value_deciders = (*(kind for _, kind, _ in value_kinds()), *(
-        entry[0] for entry in library.values() if entry[0].__module__ == "fractions"))
+        entry[0] for entry in library.values() if entry[0].__module__ == "fractions"), uuid.UUID)
     numbers = (int, float, complex, bool)
     scalars = frozenset((str, bytes, type(None)) + numbers)
     containers = frozenset((list, tuple, dict, set, frozenset))
