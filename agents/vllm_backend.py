@@ -64,13 +64,19 @@ class VLLMBackend:
         """A colocated engine holding ``model``'s current weights: ``engine`` synced to it, or (None) a new one built
         from ``model_path`` (a folder or Hub name of the same architecture) in ``model``'s dtype, its context
         ``model``'s (at most 4096). One engine serves a run's successive policies (a study's evaluations, RFT's
-        rounds): building one costs far more than a weight sync."""
-        if engine is not None:
+        rounds): building one costs far more than a weight sync. torch's global generator, which vLLM's CPU build
+        samples from, is reseeded with ``seed``, so what the engine samples next does not depend on what it sampled
+        before (greedy decoding draws nothing)."""
+        import torch
+
+        if engine is None:
+            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+            longest = getattr(model.config, "max_position_embeddings", None) or 4096
+            engine = cls.colocated(model_path, dtype=dtype, seed=seed, max_model_len=min(4096, longest))
+        else:
             engine.sync_weights(model)
-            return engine
-        dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-        longest = getattr(model.config, "max_position_embeddings", None) or 4096
-        return cls.colocated(model_path, dtype=dtype, seed=seed, max_model_len=min(4096, longest))
+        torch.manual_seed(seed)
+        return engine
 
     def release(self, key: Hashable) -> None:
         """vLLM manages its own cache."""

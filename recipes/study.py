@@ -373,14 +373,11 @@ class Study(RFTStages, CurveStages, StagePlan):
         from the first policy evaluated (in its dtype) and synced to each later one (a study's policies share the base
         model's architecture; a LoRA arm's policy is saved merged). Its random stream is reseeded with ``seed``, so a
         sampled evaluation does not depend on what the engine played before (on CPU vLLM draws from torch's global
-        generator; greedy evaluations draw nothing)."""
-        import torch
-
+        generator; greedy evaluations draw nothing; :meth:`~turngym.agents.backends.VLLMBackend.holding`)."""
         from turngym.agents.backends import VLLMBackend
         from turngym.agents.models import resolve_model
 
         self._engine = VLLMBackend.holding(model, resolve_model(str(model_path)), self._engine, seed=seed)
-        torch.manual_seed(seed)
         return self._engine
 
     def train_panel(self) -> Any:

@@ -129,3 +129,27 @@ def test_compare_demo_and_budget_take_a_backend(monkeypatch, capsys):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "--backend {auto,hf,vllm}" in capsys.readouterr().out
+
+
+def test_a_held_engine_is_synced_to_the_next_policy_and_its_random_stream_reseeded():
+    """VLLMBackend.holding with an engine (a study's evaluations, RFT's rounds) builds nothing: it loads the policy's
+    weights and reseeds torch's generator, which vLLM's CPU build samples from."""
+    import torch
+
+    from turngym.agents.backends import VLLMBackend
+
+    class Engine:
+        def __init__(self) -> None:
+            self.synced = []
+
+        def sync_weights(self, model) -> None:
+            self.synced.append(model)
+
+    engine = Engine()
+    torch.manual_seed(123)
+    torch.rand(3)
+    assert VLLMBackend.holding("the policy", "not built", engine, seed=7) is engine
+    assert engine.synced == ["the policy"]
+    drawn = torch.rand(3)
+    torch.manual_seed(7)
+    assert torch.equal(drawn, torch.rand(3))

@@ -433,17 +433,22 @@ ROUND_6 = {
 }
 
 
+def _scenario_tree(root, package, tests):
+    """A scenario's tree: ``pkg/__init__.py`` and ``tests/test_pkg.py`` under ``root``."""
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text(package)
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / "test_pkg.py").write_text(tests)
+    return root
+
+
 def _scenario_fails_and_its_package_passes(scenario, tmp_path):
     """A (package, the agent's version of it, tests) scenario: its test fails with and without the untouched tree,
     and passes on the untouched package."""
     package, agent, tests = scenario
-    pristine = tmp_path / "pristine"
-    for root, source in ((pristine, package), (tmp_path / "repo", agent)):
-        (root / "pkg").mkdir(parents=True)
-        (root / "tests").mkdir()
-        (root / "pkg" / "__init__.py").write_text(source)
-        (root / "tests" / "__init__.py").write_text("")
-        (root / "tests" / "test_pkg.py").write_text(tests)
+    pristine = _scenario_tree(tmp_path / "pristine", package, tests)
+    _scenario_tree(tmp_path / "repo", agent, tests)
     target = "tests.test_pkg.T.test_a"
     for pristine_tree in (pristine, None):
         assert _grade(tmp_path / "repo", [target], pristine_tree) == {target: "FAILED"}
@@ -695,12 +700,6 @@ def test_the_eighth_rounds_attacks_fail(attack, tmp_path):
 
 @pytest.mark.parametrize("case", list(ROUND_8_HONEST))
 def test_a_packages_coarser_honest_equality_with_a_value_type_passes(case, tmp_path):
-    package, tests = ROUND_8_HONEST[case]
-    pristine = tmp_path / "pristine"
-    (pristine / "pkg").mkdir(parents=True)
-    (pristine / "tests").mkdir()
-    (pristine / "pkg" / "__init__.py").write_text(package)
-    (pristine / "tests" / "__init__.py").write_text("")
-    (pristine / "tests" / "test_pkg.py").write_text(tests)
+    pristine = _scenario_tree(tmp_path / "pristine", *ROUND_8_HONEST[case])
     target = "tests.test_pkg.T.test_a"
     assert _grade(pristine, [target], pristine) == {target: "PASSED"}

@@ -77,7 +77,7 @@ DemoSource = Literal["oracle", "policy"]
 DEMO_SOURCES = get_args(DemoSource)
 DemoBackend = Literal["hf", "vllm"]
 # Policy demo episodes played side by side: HF runs one forward pass for all of them a step; vLLM's scheduler batches
-# what is in flight, so more of them keep its engine busy while the worlds step.
+# what is in flight (on 2 CPU cores the two sample a round at the same speed: bench/study_backends.py --stages rft).
 DEMO_BATCH = {"hf": 16, "vllm": 64}
 DEMO_STATS_FILE = "sft_demos.json"
 EVAL_REPORT_FILE = "sft_eval.json"
@@ -345,19 +345,16 @@ PolicySampler = Callable[[Any, int], Any]  # (the policy now, the round's sampli
 
 def vllm_policy_sampler(model_path: str) -> PolicySampler:
     """A sampler for ``demo_backend: vllm``: one colocated engine, built from ``model_path`` at the first round and
-    synced to the fine-tuned policy at each later one (:meth:`~turngym.agents.backends.VLLMBackend.holding`). Its
-    random stream is reseeded with the round's seed (on CPU vLLM draws from torch's global generator)."""
+    synced to the fine-tuned policy at each later one, its random stream reseeded with the round's seed
+    (:meth:`~turngym.agents.backends.VLLMBackend.holding`)."""
     engine = None
 
     def sampler(model: Any, seed: int) -> Any:
-        import torch
-
         from turngym.agents.backends import VLLMBackend
         from turngym.agents.models import resolve_model
 
         nonlocal engine
         engine = VLLMBackend.holding(model, resolve_model(model_path), engine, seed=seed)
-        torch.manual_seed(seed)
         return engine
 
     return sampler

@@ -979,8 +979,9 @@ def make_strict_equality(cwd, trusted, code_ok=None):
         """The class whose ``__eq__`` decides for ``kind`` when that ``__eq__`` is no Python code, else None: the
         first class of its MRO that defines ``__eq__``, written in C (``object``: identity, for an enum member, a
         sentinel, a function; a standard library value type such as ``date`` or ``Decimal``; a builtin type for its
-        subclass: an ``IntEnum`` member, a namedtuple, an ``OrderedDict``; a C wrapper). Such a value equals an
-        object of another type only by its storage, or when that object's ``__eq__`` says so."""
+        subclass: an ``IntEnum`` member, a namedtuple, an ``OrderedDict``; a C wrapper), or one of the library
+        value classes in ``_values`` (``Fraction``, ``UUID``), taken by identity before the repository loads. Such
+        a value equals an object of another type only by its storage, or when that object's ``__eq__`` says so."""
         for klass in _mro(kind):
             for key in _cdict(klass).keys():  # noqa: SIM118 - a mappingproxy
                 if _type(key) is _str and key == "__eq__":
@@ -1378,7 +1379,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     read: types come from ``type``, class dicts and MROs from ``type``'s own descriptors, kinds are matched by
     identity (never ``in``, which calls a metaclass's ``__eq__`` or ``__hash__``), contents from the builtin
     types' own methods, ``__dict__`` and slots from the C descriptors ``type`` made (a class whose ``__dict__``
-    is anything else is refused). Any object of a type written in C other than the builtin data types is
+    is anything else is refused). The standard library's value types (:func:`value_kinds`: dates,
+    times, durations, timezones, Decimals), and a Python subclass of one, are written as their
+    constructor's arguments, read from their C storage; any other object of a type written in C is
     refused. The parent's judge (``judge.py``) rebuilds the pair from the pristine classes, compares it there
     and fails the test when the package's own ``==`` does not hold (docs/worlds/swe.md, "The package's own
     equality"). Only the parent's verdict can fail a test; a dispute never makes one pass."""

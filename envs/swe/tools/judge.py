@@ -11,7 +11,8 @@ slots; no code of the objects runs) and the runner's parent hands the frozen pai
    test ran (a file the tests later rewrite plays no part), ahead of every other path entry; the agent's
    working tree is taken off ``sys.path``;
 2. rebuilds each object as pickle does, without running ``__init__``: ``base.__new__(cls)`` of the untouched
-   class with the same qualified name and builtin base, its base's contents, ``__dict__`` and slots;
+   class with the same qualified name and builtin base, its base's contents, ``__dict__`` and slots; a standard
+   library value (a date, a Decimal: ``VALUES``) from its constructor's arguments;
 3. compares the pair with ``==`` (or checks ``member in container`` for ``assertIn``), then refuses the pair
    when an untouched object also equals a probe that differs (a fresh ``object()``, a token string, the other
    side with an element added or dropped): an untouched class that equals anything cannot vouch for a value.
