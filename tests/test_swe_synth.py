@@ -1166,3 +1166,34 @@ def test_the_tests_requirements_are_read_only_in_the_sandbox_and_at_grading(tmp_
         "test_cmd": "python3 /opt/turngym/unittest_runner.py --pytest {tests}"})
     check = validate(instance, "bwrap", workspace_root=tmp_path)  # grading copies the tree around the read-only folder
     assert check.problems == [] and check.after.resolved and not check.after.tampered
+
+
+def test_the_packages_own_version_is_found_by_importlib_metadata_in_the_sandbox(tmp_path):
+    """humanize 4.9.0 calls ``importlib.metadata.version`` at import; an sdist's PKG-INFO becomes the package's own
+    dist-info in the read-only requirements folder, which is no pin of the manifest's."""
+    import io
+    import tarfile
+
+    from turngym.envs.swe.sandbox import SandboxSpec, make_sandbox
+    from turngym.envs.swe.synth.source import DEPS_DIR, installed_requirements, prepare_repo
+
+    files = {
+        "PKG-INFO": "Metadata-Version: 2.1\nName: tinyver\nVersion: 1.2.3\nSummary: a tiny package\n",
+        "tinyver/__init__.py": "import importlib.metadata\n\n__version__ = importlib.metadata.version('tinyver')\n",
+        "tests/test_version.py": "import tinyver\n\n\ndef test_version():\n    assert tinyver.__version__ == '1.2.3'\n",
+    }
+    sdists = tmp_path / "cache" / "sdists" / "tinyver-1.2.3"
+    sdists.mkdir(parents=True)
+    with tarfile.open(sdists / "tinyver-1.2.3.tar.gz", "w:gz") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"tinyver-1.2.3/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    source, repo = prepare_repo("tinyver==1.2.3", root=tmp_path / "cache")  # the cached archive: no download
+    assert source.version == "1.2.3"
+    assert (repo / DEPS_DIR / "tinyver-1.2.3.dist-info" / "METADATA").read_text().startswith("Metadata-Version")
+    assert installed_requirements(repo) == []  # the package itself is not a requirement to pin
+    with make_sandbox("bwrap", SandboxSpec(repo_dir=repo, name="own-metadata"), workspace_root=tmp_path) as box:
+        run = box.exec("python3 -m pytest -q -p no:cacheprovider tests", timeout=120)
+        assert run.ok, run.output

@@ -29,7 +29,7 @@ SKIP_DIRS = {DEPS_DIR, ".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".e
              ".pytest_cache", "node_modules", ".venv", "venv"}
 NOT_SOURCE_DIRS = {"docs", "doc", "examples", "example", "benchmarks", "bench", "scripts", "tools", "ci", ".github"}
 # Bumped when the preparation of a repository changes: repositories and state of older preparations are not reused.
-LAYOUT = "v2"
+LAYOUT = "v3"  # v3: the package's own dist-info in the requirements folder (importlib.metadata finds it)
 CONFTEST_MARK = "# turngym-synth: the package's own code (and the tests' requirements) importable, as an install would"
 # Written at the top of the repository's root conftest.py (protected at grading: restored to its base version).
 # The paths go right after the standard library, never before it: a module the agent writes (src/json.py) can
@@ -195,6 +195,7 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
                     install_requirements(staging / "repo", requirements(top))
                 else:
                     install_requirements(staging / "repo", pins, exact=True)
+                write_own_metadata(top, staging / "repo", source)
                 write_path_conftest(staging / "repo")
                 os.replace(staging / "repo", repo)
             finally:
@@ -207,11 +208,32 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
     return source, repo
 
 
+OWN_METADATA_INSTALLER = "turngym-synth"  # the INSTALLER of the package's own dist-info: not a requirement
+
+
+def write_own_metadata(top: Path, repo: Path, source: Source) -> None:
+    """The package's own ``NAME-VERSION.dist-info/METADATA`` (its sdist's ``PKG-INFO``, the same format) in the
+    read-only requirements folder, so ``importlib.metadata.version(NAME)`` at import or in a test finds the
+    version an install would have recorded (humanize 4.9.0 reads it at import and dropped at baseline without it).
+    Its ``INSTALLER`` marks it as no requirement of the manifest's."""
+    pkg_info = top / "PKG-INFO"
+    if not pkg_info.is_file():
+        return
+    folder = repo / DEPS_DIR / f"{re.sub(r'[^A-Za-z0-9.]+', '_', source.name)}-{source.version}.dist-info"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(pkg_info, folder / "METADATA")
+    (folder / "INSTALLER").write_text(OWN_METADATA_INSTALLER + "\n", encoding="utf-8")
+
+
 def installed_requirements(repo: Path) -> list[str]:
     """``name==version`` of every distribution installed in the repository's requirements folder (the pins a
-    manifest records)."""
+    manifest records), the package's own dist-info (:func:`write_own_metadata`) left out."""
     found = []
     for metadata in sorted((repo / DEPS_DIR).glob("*.dist-info/METADATA")):
+        installer = metadata.with_name("INSTALLER")
+        if installer.is_file() and installer.read_text(encoding="utf-8", errors="replace").strip() == \
+                OWN_METADATA_INSTALLER:
+            continue
         fields = dict(line.split(": ", 1) for line in metadata.read_text(encoding="utf-8", errors="replace")
                       .split("\n\n", 1)[0].splitlines() if ": " in line)
         if "Name" in fields and "Version" in fields:
