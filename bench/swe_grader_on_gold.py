@@ -10,6 +10,7 @@ tests that did not pass, each run's seconds and their ratio, and writes every st
 
     python bench/swe_grader_on_gold.py boltons-24.0.0 --out /tmp/boltons.json
     python bench/swe_grader_on_gold.py more-itertools-10.2.0 --only plain
+    python bench/swe_grader_on_gold.py sqlparse-0.5.0 --only pristine --layout v2   # an older preparation's cache
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ from pathlib import Path
 
 from turngym.envs.swe.grading import parse_test_log
 from turngym.envs.swe.sandbox.bwrap import TOOLS_DIR
-from turngym.envs.swe.synth.source import cache_root
+from turngym.envs.swe.synth.source import LAYOUT, cache_root
 
 NONCE = "b3nchn0nce"
 
 
-def kept_tests(package: str, root: Path) -> tuple[Path, list[str]]:
+def kept_tests(package: str, root: Path, layout: str = LAYOUT) -> tuple[Path, list[str]]:
     """The package's repository in the cache and the test ids its baseline kept."""
-    repository = root / "repos" / "v2" / package
-    baseline = root / "work" / "v2" / package / "baseline.json"
+    repository = root / "repos" / layout / package
+    baseline = root / "work" / layout / package / "baseline.json"
     if not repository.is_dir() or not baseline.is_file():
         raise SystemExit(f"{package}: not in the synthesis cache ({repository}, {baseline}); run `turngym swe synth "
                          f"{package.rsplit('-', 1)[0]}=={package.rsplit('-', 1)[-1]}` first")
@@ -66,8 +67,10 @@ def main() -> None:
     parser.add_argument("--only", choices=("plain", "pristine"), help="one of the two runs")
     parser.add_argument("--limit", type=int, default=0, help="the first N kept tests only (0: all)")
     parser.add_argument("--out", type=Path, help="write every status here (JSON)")
+    parser.add_argument("--layout", default=LAYOUT, help=f"the cache's preparation layout (default {LAYOUT}, this "
+                        "version's; an older one's repositories and baselines, while they are still cached)")
     args = parser.parse_args()
-    repository, ids = kept_tests(args.package, cache_root())
+    repository, ids = kept_tests(args.package, cache_root(), args.layout)
     ids = ids[: args.limit] if args.limit else ids
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").is_file() else "?"
     print(f"{args.package}: {len(ids)} kept tests; load average before: {load}")

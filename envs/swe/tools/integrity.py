@@ -39,6 +39,7 @@ What it cannot see is said in docs/worlds/swe.md ("Residual risk").
 """
 
 import ast
+import io
 import math
 import os
 import sys
@@ -714,8 +715,17 @@ def instance_parts(value, kind, _mro=type.__dict__["__mro__"].__get__, _cdict=ty
     the dispute freezes instances with it."""
     namespace, slots, seen_dict = None, [], False
     for klass in _mro(kind):
-        if not _flags(klass) & _heaptype:
-            break  # the builtin base: its contents are read with its own methods
+        if not _flags(klass) & _heaptype:  # the builtin base: its contents are read with its own methods; a C base
+            if not seen_dict:  # that keeps the instance's __dict__ itself (io's _IOBase) gives its descriptor
+                descriptor = _cdict(klass).get("__dict__")
+                if _type(descriptor) is _getset:
+                    try:
+                        namespace = _getset_get(descriptor, value, kind)
+                    except Exception:  # noqa: BLE001 - a descriptor of another class
+                        return None
+                    if _type(namespace) is not _dict:
+                        return None
+            break
         for key, descriptor in _cdict(klass).items():
             if _type(key) is not _str:
                 continue
@@ -1024,12 +1034,32 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 return f"a {name} was compared with a {expected_name}: strict equality wants a {expected_name}"
         return ""
 
+    def repository_problem(a, b, kind_a, kind_b, exempt, _own=own_equality, _type=type, _str=str,
+                           _qualname=type.__dict__["__qualname__"].__get__):
+        """Why a pair of two non-builtin objects cannot be believed when either side's ``==`` is the repository's:
+        the agent can rewrite that ``__eq__`` to say True (``assertEqual(version(), Version("1.2"))`` passed with
+        ``Version.__eq__`` returning True and the wrong version; both sides were the same repository class, which
+        strict equality left to the class's own rule). The judge then decides on the untouched class. A side whose
+        other object is the test's own expectation (:meth:`Guard.test_written`) is excused, as against a builtin
+        value."""
+        for mine, other, kind, other_side in ((a, b, kind_a, 1), (b, a, kind_b, 0)):
+            where = _own(kind)
+            if not where:
+                continue
+            if exempt is not None and exempt(other_side, other):
+                continue
+            name, other_name = _qualname(kind), _qualname(kind_b if other_side else kind_a)
+            name = name if _type(name) is _str else "?"
+            other_name = other_name if _type(other_name) is _str else "?"
+            return f"a {name} was compared with a {other_name} by the repository's own __eq__ ({where})"
+        return ""
+
     def problem(first, second, exempt=None, _type=type, _issubclass=issubclass, _len=len, _range=range,
                 _scalars=scalars, _containers=containers, _numbers=numbers, _own=own_equality,
                 _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
                 _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000,
                 _number_family=number_family, _element=element, _builtin_eq=builtin_equality,
-                _storage_equal=storage_equal, _id=id, _foreign=foreign_problem):
+                _storage_equal=storage_equal, _id=id, _foreign=foreign_problem, _repository=repository_problem):
         stack, budget, seen = [(first, second)], [_budget], set()  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
@@ -1046,7 +1076,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
             elif kind_b in _scalars or kind_b in _containers:
                 expected, other, kind, other_kind, side = b, a, kind_b, kind_a, 0
             else:  # neither side is a builtin value: the objects' own rule, unless it is the repository's
-                why = _foreign(a, b, kind_a, kind_b, exempt)  # against a fixed equality (identity, a date)
+                why = _foreign(a, b, kind_a, kind_b, exempt) or _repository(a, b, kind_a, kind_b, exempt)
                 if why:
                     return why
                 continue
@@ -1315,7 +1345,7 @@ def base_container(kind, _mro=type.__dict__["__mro__"].__get__, _flags=type.__di
 
 FROZEN_BASES = ((dict, "dict"), (list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"),
                 (str, "str"), (bytes, "bytes"), (int, "int"), (float, "float"), (complex, "complex"),
-                (object, "object"))
+                (object, "object"), (io.IOBase.__mro__[1], "iobase"))  # iobase: io's C base, its state in __dict__
 FROZEN_SCALARS = (int, bool, float, complex, str, bytes, type(None))
 
 
@@ -1381,21 +1411,34 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     types' own methods, ``__dict__`` and slots from the C descriptors ``type`` made (a class whose ``__dict__``
     is anything else is refused). The standard library's value types (:func:`value_kinds`: dates,
     times, durations, timezones, Decimals), and a Python subclass of one, are written as their
-    constructor's arguments, read from their C storage; any other object of a type written in C is
-    refused. The parent's judge (``judge.py``) rebuilds the pair from the pristine classes, compares it there
+    constructor's arguments, read from their C storage; an enum member, a class and a module's function by their
+    names (the judge looks the very object up); an in-memory buffer by its contents and position; any other object
+    of a type written in C by its type's name only (the judge stands in an object that fails any use, or a fresh
+    lock). The parent's judge (``judge.py``) rebuilds the pair from the pristine classes, compares it there
     and fails the test when the package's own ``==`` does not hold (docs/worlds/swe.md, "The package's own
     equality"). Only the parent's verdict can fail a test; a dispute never makes one pass."""
+    import enum
     import marshal
+    from types import BuiltinFunctionType, FunctionType
 
     values = value_kinds()
+    # in-memory buffers, frozen by their contents and position (a package's spooled file compares its buffer's)
+    buffers = ((io.BytesIO, "bytes", io.BytesIO.getvalue, io.BytesIO.tell),
+               (io.StringIO, "str", io.StringIO.getvalue, io.StringIO.tell))
+    # a function's and a builtin's name, read by their own C descriptors (no code of theirs runs)
+    function_names = (FunctionType.__dict__["__module__"].__get__, FunctionType.__dict__["__qualname__"].__get__)
+    builtin_names = (BuiltinFunctionType.__dict__["__module__"].__get__,
+                     BuiltinFunctionType.__dict__["__qualname__"].__get__)
 
     def freeze(first, second, op, _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
                _tuple=tuple, _set=set, _frozenset=frozenset, _bytes=bytes, _int=int, _float=float, _complex=complex,
                _mro=type.__dict__["__mro__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
                _qualname=type.__dict__["__qualname__"].__get__, _flags=type.__dict__["__flags__"].__get__,
+               _module=type.__dict__["__module__"].__get__, _issubclass=issubclass,
                _heaptype=HEAPTYPE, _parts=instance_parts, _bases=FROZEN_BASES, _scalars=FROZEN_SCALARS,
                _dumps=marshal.dumps, _nodes=node_budget, _bytes_budget=byte_budget, _exception=Exception,
-               _values=values):
+               _values=values, _enum=enum.Enum, _function=FunctionType, _builtin=BuiltinFunctionType,
+               _function_names=function_names, _builtin_names=builtin_names, _buffers=buffers):
         order, seen, nodes = [], {}, []
 
         def ref(value):
@@ -1429,8 +1472,29 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             for name, value_kind, read in _values:
                 if kind is value_kind:  # a date, a timedelta, a Decimal: rebuilt from its arguments
                     return ("value", name, [ref(item) for item in read(value)])
-            if not _flags(kind) & _heaptype:
-                return None  # a C type other than the builtin data and value types: nothing to rebuild it from
+            # what is compared by identity is named, not rebuilt: the judge looks the very object up by its name
+            if _issubclass(kind, type):  # a class
+                module, qualname = _module(value), _qualname(value)
+                return ("class", module, qualname) if _type(module) is _str and _type(qualname) is _str else None
+            if kind is _function or kind is _builtin:  # a function of a module
+                names = _function_names if kind is _function else _builtin_names
+                module, qualname = names[0](value), names[1](value)
+                return ("function", module, qualname) if _type(module) is _str and _type(qualname) is _str else None
+            if _issubclass(kind, _enum) and _flags(kind) & _heaptype:  # an enum member: its class and its name
+                found, module = named(_cdict(kind).items(), "__module__")
+                qualname, parts = _qualname(kind), _parts(value, kind)
+                if not found or _type(module) is not _str or _type(qualname) is not _str or parts is None \
+                        or parts[0] is None:
+                    return None
+                found, name = named(_dict.items(parts[0]), "_name_")
+                return ("member", module, qualname, name) if found and _type(name) is _str else None
+            for buffer_kind, name, read, tell in _buffers:
+                if kind is buffer_kind:
+                    return ("buffer", name, read(value), tell(value))
+            if not _flags(kind) & _heaptype:  # another C type: nothing to rebuild it from, named for the judge,
+                module, qualname = _module(kind), _qualname(kind)  # which stands in an object that fails any use
+                return ("opaque", module if _type(module) is _str else "?", qualname if _type(qualname) is _str
+                        else "?")
             mro, base, tag, read_value = _mro(kind), None, None, None
             for klass in mro:
                 if not _flags(klass) & _heaptype:
@@ -1459,7 +1523,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             elif tag in ("list", "tuple", "set", "frozenset"):
                 holder = {"list": _list, "tuple": _tuple, "set": _set, "frozenset": _frozenset}[tag]
                 contents = [ref(item) for item in holder.__iter__(value)]
-            elif tag == "object":
+            elif tag == "object" or tag == "iobase":
                 contents = None
             elif read_value is not None:  # a subclass of a value type: its base's arguments, read from C storage
                 contents = [ref(item) for item in read_value(value)]

@@ -25,8 +25,10 @@ library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on s
 
 import datetime
 import decimal
+import enum
 import importlib.abc
 import importlib.util
+import io
 import json
 import marshal
 import math
@@ -34,6 +36,8 @@ import os
 import random
 import string
 import sys
+import threading
+import types
 
 SOURCE_ROOTS = ("", "src/", ".turngym-deps/")  # where a module name is looked for in the untouched tree
 # A class is looked up only in the package's own modules: never a test module, a conftest, a set-up script or a
@@ -45,7 +49,43 @@ VIRTUAL_ROOT = "/nonexistent/turngym-pristine"
 # what integrity.make_dispute writes (FROZEN_SCALARS, FROZEN_BASES; tests/test_swe_judge.py keeps them equal)
 SCALARS = (int, bool, float, complex, str, bytes, type(None))
 BASES = {"dict": dict, "list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "str": str,
-         "bytes": bytes, "int": int, "float": float, "complex": complex, "object": object}
+         "bytes": bytes, "int": int, "float": float, "complex": complex, "object": object,
+         "iobase": io.IOBase.__mro__[1]}
+# objects the judge makes afresh when a pair holds one (state that no equality reads: a lock)
+FRESH = {("_thread", "lock"): threading.Lock, ("_thread", "RLock"): threading.RLock}
+
+
+class OpaqueUsed(Exception):
+    """An untouched ``==`` read what the judge could not rebuild."""
+
+
+class Opaque:
+    """What stands in for an object the judge cannot rebuild (a C type's instance, a standard library class's
+    that is no value): any use of it but its type raises, so an untouched ``==`` holds only when it never reads
+    it (a cache's lock, a handle the class's ``==`` ignores)."""
+
+    __slots__ = ("_what",)
+
+    def __getattribute__(self, name):
+        if name == "__class__":
+            return Opaque
+        raise OpaqueUsed(name)
+
+    def __repr__(self):
+        return f"<not rebuilt: {object.__getattribute__(self, '_what')}>"
+
+    def _used(self, *_):
+        raise OpaqueUsed("an operation")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __bool__ = __len__ = __iter__ = _used
+    __contains__ = __getitem__ = __enter__ = __exit__ = __call__ = __index__ = __int__ = __float__ = _used
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __str__ = __format__ = _used
+
+
+def opaque(what):
+    value = object.__new__(Opaque)
+    object.__setattr__(value, "_what", what)
+    return value
 # the standard library value types integrity.value_kinds freezes by their arguments (a node ("value", name, args),
 # or an instance of a subclass whose tag is the name)
 VALUES = {"datetime.date": datetime.date, "datetime.datetime": datetime.datetime, "datetime.time": datetime.time,
@@ -53,6 +93,10 @@ VALUES = {"datetime.date": datetime.date, "datetime.datetime": datetime.datetime
           "datetime.tzinfo": datetime.tzinfo, "decimal.Decimal": decimal.Decimal}
 VALUE_ARGUMENTS = (int, str, type(None), datetime.timedelta, datetime.timezone)  # what their arguments may be
 VALUE_KINDS = tuple(VALUES.values())
+FUNCTION_NAMES = (types.FunctionType.__dict__["__module__"].__get__,
+                  types.FunctionType.__dict__["__qualname__"].__get__)
+BUILTIN_NAMES = (types.BuiltinFunctionType.__dict__["__module__"].__get__,
+                 types.BuiltinFunctionType.__dict__["__qualname__"].__get__)
 
 
 def new_value(cls, name, arguments):
@@ -132,26 +176,68 @@ def isolate(banned_roots, finder):
         del sys.modules[name]  # nothing of the package may come from anywhere else
 
 
-def resolve(module_name, qualname, finder):
-    """The untouched class called ``module_name``.``qualname``: defined in that module of the package under that
-    name (a name that leads elsewhere, ``tests.test_x`` + ``mock._Call``, is refused)."""
-    if module_name not in finder.package:
-        raise Refused(f"{module_name}.{qualname}: not a module of the untouched package")
+# Standard library classes whose instances the judge rebuilds besides the package's own: value classes whose ``==``
+# compares their own storage (two UUIDs, two paths the repository returned and compared with each other). Any other
+# library class's instance is refused: a generous library ``==`` (mock's ``_Call``) must not vouch for a value.
+LIBRARY_CLASSES = {("uuid", "UUID"), ("fractions", "Fraction"), ("pathlib", "PurePath"), ("pathlib", "PurePosixPath"),
+                   ("pathlib", "PureWindowsPath"), ("pathlib", "Path"), ("pathlib", "PosixPath"),
+                   ("pathlib", "WindowsPath"), ("ipaddress", "IPv4Address"), ("ipaddress", "IPv6Address"),
+                   ("ipaddress", "IPv4Network"), ("ipaddress", "IPv6Network")}
+
+
+def standard_module(module_name, finder):
+    """Whether ``module_name`` is the standard library's (and no module of the untouched tree shadows it): its
+    objects, imported in this fresh process, are the interpreter's own."""
+    top = module_name.split(".")[0]
+    return top in getattr(sys, "stdlib_module_names", ()) and not any(
+        name == top or name.startswith(top + ".") for name in finder.files)
+
+
+def lookup(module_name, qualname, finder, what):
+    """The object called ``module_name``.``qualname`` in a module of the untouched package or of the standard
+    library, walked through the namespaces by name (a ``<locals>`` name has nothing to look up)."""
+    if module_name not in finder.package and not standard_module(module_name, finder):
+        raise Refused(f"{module_name}.{qualname}: not a module of the untouched package or the standard library")
     if "<locals>" in qualname.split("."):
-        raise Refused(f"{module_name}.{qualname}: a class made inside a function has no name to look up")
+        raise Refused(f"{module_name}.{qualname}: a {what} made inside a function has no name to look up")
     path = list(sys.path)
     try:
         value = importlib.import_module(module_name)
     finally:
         sys.path[:] = path  # an import's additions to sys.path (a vendoring trick) are undone
     for part in qualname.split("."):
-        value = vars(value).get(part)
+        namespace = (vars(value) if isinstance(value, types.ModuleType) else
+                     type.__dict__["__dict__"].__get__(value) if isinstance(value, type) else None)
+        value = namespace.get(part) if namespace is not None else None
         if value is None:
-            raise Refused(f"{module_name}.{qualname}: the untouched package has no such class")
-    if not isinstance(value, type) or vars(value).get("__module__") != module_name \
-            or getattr(value, "__qualname__", None) != qualname:
+            raise Refused(f"{module_name}.{qualname}: the untouched package has no such {what}")
+    return value
+
+
+def named_class(module_name, qualname, finder):
+    """The class called ``module_name``.``qualname``, defined in that module under that name (a name that leads
+    elsewhere, ``tests.test_x`` + ``mock._Call``, is refused)."""
+    value = lookup(module_name, qualname, finder, "class")
+    if not isinstance(value, type) or type.__dict__["__module__"].__get__(value) != module_name \
+            or type.__dict__["__qualname__"].__get__(value) != qualname:
         raise Refused(f"{module_name}.{qualname} is not a class the untouched package defines under that name")
     return value
+
+
+def resolve(module_name, qualname, finder):
+    """The untouched class called ``module_name``.``qualname`` whose instance is to be rebuilt: the package's
+    own (not a test module's, a conftest's or a dependency's) or one of :data:`LIBRARY_CLASSES`."""
+    if module_name not in finder.package and (module_name, qualname) not in LIBRARY_CLASSES:
+        raise Refused(f"{module_name}.{qualname}: not a module of the untouched package")
+    return named_class(module_name, qualname, finder)
+
+
+def compares_by_identity(cls):
+    """Whether ``object.__eq__`` decides for ``cls`` (the first class of its MRO that defines ``__eq__``)."""
+    for klass in cls.__mro__:
+        if "__eq__" in type.__dict__["__dict__"].__get__(klass):
+            return klass is object
+    return True
 
 
 def solid_base(cls):
@@ -169,6 +255,7 @@ class Builder:
             raise Refused("a malformed dispute")
         self.nodes, self.finder, self.built, self.open = nodes, finder, {}, set()
         self.instances = []  # every rebuilt instance of a package class (probed one by one)
+        self.members = []  # every enum member, looked up by name (an instance facing one meets its siblings)
 
     def __call__(self, index):
         if type(index) is not int or not 0 <= index < len(self.nodes):
@@ -230,16 +317,74 @@ class Builder:
     def build_frozenset(self, index, items):
         return frozenset(self._items(items))
 
+    def rebuildable_class(self, module, qualname):
+        """The untouched class to rebuild an instance of ``module.qualname`` from, or None for an opaque stand-in:
+        the package's own class; a standard library class that is a value (:data:`LIBRARY_CLASSES`) or compares
+        by identity (a codec's stream reader: nothing it holds can make it equal anything else). What has no
+        class here (a class made inside a function, one the untouched package lacks, a test module's or a
+        dependency's, a standard library class with another ``==``) is never rebuilt: an untouched ``==`` that
+        reads it fails."""
+        try:
+            if module in self.finder.package:
+                return resolve(module, qualname, self.finder)
+            if not standard_module(module, self.finder):
+                return None
+            cls = named_class(module, qualname, self.finder)
+        except Refused:
+            return None
+        return cls if (module, qualname) in LIBRARY_CLASSES or compares_by_identity(cls) else None
+
+    def build_opaque(self, index, module, qualname):
+        if type(module) is not str or type(qualname) is not str:
+            raise Refused("a malformed dispute")
+        make = FRESH.get((module, qualname))
+        return make() if make is not None else opaque(f"{module}.{qualname}")
+
+    def build_buffer(self, index, kind, contents, position):
+        if (kind, type(contents)) not in (("bytes", bytes), ("str", str)) or type(position) is not int:
+            raise Refused("a malformed dispute")
+        value = io.BytesIO(contents) if kind == "bytes" else io.StringIO(contents)
+        value.seek(position)
+        return value
+
+    def build_class(self, index, module, qualname):
+        if type(module) is not str or type(qualname) is not str:
+            raise Refused("a malformed dispute")
+        return named_class(module, qualname, self.finder)
+
+    def build_function(self, index, module, qualname):
+        if type(module) is not str or type(qualname) is not str:
+            raise Refused("a malformed dispute")
+        value = lookup(module, qualname, self.finder, "function")
+        names = (FUNCTION_NAMES if type(value) is types.FunctionType else
+                 BUILTIN_NAMES if type(value) is types.BuiltinFunctionType else None)
+        if names is None or names[0](value) != module or names[1](value) != qualname:
+            raise Refused(f"{module}.{qualname} is not a function defined under that name")
+        return value
+
+    def build_member(self, index, module, qualname, name):
+        if type(name) is not str:
+            raise Refused("a malformed dispute")
+        cls = named_class(module, qualname, self.finder)
+        members = vars(cls).get("_member_map_") if issubclass(cls, enum.Enum) else None
+        if type(members) is not dict or name not in members:
+            raise Refused(f"{module}.{qualname} has no member {name}")
+        value = members[name]
+        self.members.append(value)
+        return value
+
     def build_object(self, index, module, qualname, tag, contents, state, slots):
         if type(module) is not str or type(qualname) is not str or (tag not in BASES and tag not in VALUES):
             raise Refused("a malformed dispute")
-        cls = resolve(module, qualname, self.finder)
+        cls = None if (module, qualname) in FRESH else self.rebuildable_class(module, qualname)
+        if cls is None:
+            return self.build_opaque(index, module, qualname)
         base = BASES.get(tag) or VALUES[tag]
         if solid_base(cls) is not base:
             raise Refused(f"{module}.{qualname}: the untouched class is not built on {tag}")
         if tag in VALUES:
             value = new_value(cls, tag, self._items(contents) if type(contents) is list else None)
-        elif base in (dict, list, set, object):
+        elif base in (dict, list, set, object, BASES["iobase"]):
             value = self.built[index] = base.__new__(cls)
             if base is dict:
                 dict.update(value, self._pairs(contents))
@@ -279,13 +424,13 @@ class Builder:
 def says_equal(a, b):
     try:
         return bool(a == b)
-    except Exception:  # noqa: BLE001 - an == that raises says nothing is equal
+    except Exception:  # noqa: BLE001 - an == that raises (or reads what was not rebuilt) says nothing is equal
         return False
 
 
 def says_in(container, member):
     try:
-        return member in container
+        return bool(member in container)
     except Exception:  # noqa: BLE001
         return False
 
@@ -344,6 +489,9 @@ def variants(value, rng, token, limit=400):
             found.append(kind(list(value)[:-1]))
     elif kind in VALUE_KINDS:
         found += value_variants(value)
+    elif isinstance(value, enum.Enum):  # an enum member: its siblings
+        members = vars(kind).get("_member_map_")
+        found += [m for m in members.values() if m is not value] if type(members) is dict else []
     return found[:limit]
 
 
@@ -390,9 +538,9 @@ def value_variants(value):
     return found
 
 
-def pairs(first, second, instances):
-    """Every (rebuilt instance, builtin value) pair the two sides line up, at any depth: list and tuple items by
-    position, dict values by key (as strict equality pairs them)."""
+def pairs(first, second, instances, members=frozenset()):
+    """Every (rebuilt instance, builtin value or enum member) pair the two sides line up, at any depth: list and
+    tuple items by position, dict values by key (as strict equality pairs them)."""
     found, stack, seen = [], [(first, second)], set()
     while stack:
         a, b = stack.pop()
@@ -400,7 +548,8 @@ def pairs(first, second, instances):
             continue
         seen.add((id(a), id(b)))
         for mine, other in ((a, b), (b, a)):
-            if id(mine) in instances and type(other) in (*SCALARS, list, tuple, dict, set, frozenset, *VALUE_KINDS):
+            if id(mine) in instances and (type(other) in (*SCALARS, list, tuple, dict, set, frozenset, *VALUE_KINDS)
+                                          or id(other) in members):
                 found.append((mine, other))
         # an instance of a builtin container's subclass (the package's dict) lines up by its builtin contents
         left = list.__iter__(a) if isinstance(a, list) else tuple.__iter__(a) if isinstance(a, tuple) else None
@@ -440,7 +589,7 @@ def decide(data, finder):
                 return False, f"an untouched {type(instance).__qualname__} also equals {probe!r}"
     instances = {id(i) for i in build.instances}
     if op == "==":
-        lined_up = pairs(first, second, instances)
+        lined_up = pairs(first, second, instances, {id(m) for m in build.members})
     else:  # `second in first`: the member faces each item, both ways
         lined_up = [(m, second) for m in first if id(m) in instances]
         lined_up += [(second, item) for item in first if id(second) in instances and id(item) not in instances]
