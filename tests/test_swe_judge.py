@@ -863,3 +863,46 @@ def test_an_enum_members_siblings_are_its_probes(tmp_path):
                               "Status.OK)\n")
     target = "tests.test_pkg.T.test_a"
     assert _grade(pristine, [target], pristine) == {target: "FAILED"}
+
+
+# Red team, round 9 (helper-35, against 3c7d7f7), one scenario file each in tests/swe_judge_round9/: names the
+# agent forged (an enum member's _name_, a class's or a function's __qualname__, a standard library enum's
+# module) that led the judge to the expected object; a path whose cache slot held another path's parts; the
+# package's own wildcard facing an expected instance; and honest state the judge could not rebuild then
+# (defaultdict, Counter, deque, OrderedDict, SimpleNamespace, slice, bytearray, a Flag combination, a
+# functools.partial, an itemgetter, a Random, urlsplit's result, str.lower, a module). The wins passed and the
+# honest cases failed under 3c7d7f7, but for six controls that held already (enum_own_eq, the two try_ attacks;
+# logger, weakref_parent, ok_mixed_state).
+ROUND_9 = Path(__file__).parent / "swe_judge_round9"
+
+
+def _round_9(kind: str) -> list[str]:
+    return sorted(path.stem for path in ROUND_9.glob(f"{kind}_*.py"))
+
+
+def _round_9_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
+    import runpy
+
+    scenario = runpy.run_path(str(ROUND_9 / f"{name}.py"))
+    pytest_mode = bool(scenario.get("PYTEST", False))
+    if pytest_mode and not _sandbox_python_has_pytest():
+        pytest.skip("the sandbox's python3 has no pytest")
+    _scenario_tree(tmp_path / "pristine", scenario["PKG"], scenario["TESTS"])
+    return scenario, "tests/test_pkg.py::test_a" if pytest_mode else "tests.test_pkg.T.test_a", pytest_mode
+
+
+@pytest.mark.parametrize("name", _round_9("attack"))
+def test_the_ninth_rounds_attacks_fail(name, tmp_path):
+    scenario, target, pytest_mode = _round_9_scenario(name, tmp_path)
+    pristine = tmp_path / "pristine"
+    _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"])
+    for pristine_tree in (pristine, None):
+        assert _grade(tmp_path / "repo", [target], pristine_tree, pytest_mode) == {target: "FAILED"}
+    assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
+
+
+@pytest.mark.parametrize("name", _round_9("honest"))
+def test_the_ninth_rounds_honest_state_passes_on_the_untouched_package(name, tmp_path):
+    _, target, pytest_mode = _round_9_scenario(name, tmp_path)
+    pristine = tmp_path / "pristine"
+    assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}

@@ -44,7 +44,7 @@ import math
 import os
 import sys
 from numbers import Number
-from types import GetSetDescriptorType, MemberDescriptorType
+from types import GetSetDescriptorType, MemberDescriptorType, MethodDescriptorType, ModuleType, WrapperDescriptorType
 
 TEST_DIR_NAMES = ("test", "tests", "testing")
 CO_NEWLOCALS = 0x0002
@@ -1425,10 +1425,44 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     # in-memory buffers, frozen by their contents and position (a package's spooled file compares its buffer's)
     buffers = ((io.BytesIO, "bytes", io.BytesIO.getvalue, io.BytesIO.tell),
                (io.StringIO, "str", io.StringIO.getvalue, io.StringIO.tell))
+    import collections
+    from types import SimpleNamespace
+
+    # the standard library's C containers a package's state holds (exact types only), read by their own C methods
+    # and descriptors: (kind, tag, read) where read(value, ref) gives the node's fields
+    containers = (
+        (collections.OrderedDict, "odict",
+         lambda value, ref, _items=collections.OrderedDict.items: [[(ref(k), ref(v)) for k, v in _items(value)]]),
+        (collections.defaultdict, "defaultdict",
+         lambda value, ref, _factory=collections.defaultdict.__dict__["default_factory"].__get__, _items=dict.items:
+         [ref(_factory(value)), [(ref(k), ref(v)) for k, v in _items(value)]]),
+        (collections.deque, "deque",
+         lambda value, ref, _iter=collections.deque.__iter__, _maxlen=collections.deque.__dict__["maxlen"].__get__:
+         [[ref(item) for item in _iter(value)], ref(_maxlen(value))]),
+        (bytearray, "bytearray", lambda value, ref, _bytes=bytes: [_bytes(value)]),
+        (slice, "slice", lambda value, ref, _get=tuple(slice.__dict__[n].__get__ for n in ("start", "stop", "step")):
+         [ref(get(value)) for get in _get]),
+        (SimpleNamespace, "namespace",
+         lambda value, ref, _get=SimpleNamespace.__dict__["__dict__"].__get__: [ref(_get(value))]))
     # a function's and a builtin's name, read by their own C descriptors (no code of theirs runs)
     function_names = (FunctionType.__dict__["__module__"].__get__, FunctionType.__dict__["__qualname__"].__get__)
     builtin_names = (BuiltinFunctionType.__dict__["__module__"].__get__,
                      BuiltinFunctionType.__dict__["__qualname__"].__get__)
+
+    def located(module_name, qualname, _modules=sys.modules, _type=type, _str=str, _dict=dict,
+                _module_dict=ModuleType.__dict__["__dict__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
+                _module_kind=ModuleType, _issubclass=issubclass):
+        """The object that ``module_name``.``qualname`` names in this process (the module's namespace, then each
+        class's own dict, read by the C descriptors), or None."""
+        value = _dict.get(_modules, module_name) if _type(_modules) is _dict else None
+        for part in qualname.split("."):
+            kind = _type(value)
+            namespace = _module_dict(value) if kind is _module_kind else _cdict(value) if _issubclass(kind, type) \
+                else None
+            if namespace is None:
+                return None
+            value = namespace.get(part)
+        return value
 
     def freeze(first, second, op, _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
                _tuple=tuple, _set=set, _frozenset=frozenset, _bytes=bytes, _int=int, _float=float, _complex=complex,
@@ -1438,8 +1472,16 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                _heaptype=HEAPTYPE, _parts=instance_parts, _bases=FROZEN_BASES, _scalars=FROZEN_SCALARS,
                _dumps=marshal.dumps, _nodes=node_budget, _bytes_budget=byte_budget, _exception=Exception,
                _values=values, _enum=enum.Enum, _function=FunctionType, _builtin=BuiltinFunctionType,
-               _function_names=function_names, _builtin_names=builtin_names, _buffers=buffers):
-        order, seen, nodes = [], {}, []
+               _function_names=function_names, _builtin_names=builtin_names, _buffers=buffers,
+               _located=located, _flag=enum.Flag, _containers=containers, _module_kind=ModuleType,
+               _module_dict=ModuleType.__dict__["__dict__"].__get__, _modules=sys.modules,
+               _descriptors=tuple((kind, kind.__dict__["__objclass__"].__get__, kind.__dict__["__name__"].__get__)
+                                  for kind in (MethodDescriptorType, WrapperDescriptorType))):
+        order, seen, nodes, claimed = [], {}, [], {}
+
+        def claim(node, value):
+            """``node`` for ``value``, or None when another object of the pair already carries its name."""
+            return node if claimed.setdefault(node, _id(value)) == _id(value) else None
 
         def ref(value):
             index = seen.get(_id(value))
@@ -1472,25 +1514,55 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             for name, value_kind, read in _values:
                 if kind is value_kind:  # a date, a timedelta, a Decimal: rebuilt from its arguments
                     return ("value", name, [ref(item) for item in read(value)])
-            # what is compared by identity is named, not rebuilt: the judge looks the very object up by its name
-            if _issubclass(kind, type):  # a class
-                module, qualname = _module(value), _qualname(value)
-                return ("class", module, qualname) if _type(module) is _str and _type(qualname) is _str else None
-            if kind is _function or kind is _builtin:  # a function of a module
-                names = _function_names if kind is _function else _builtin_names
+            # what is compared by identity is named, not rebuilt: the judge looks the very object up by its name.
+            # A name is the object's to say (__qualname__, _name_ are writable), so it must lead back to the very
+            # object here (else an opaque stand-in), and no two objects of a pair may carry one name (a forgery:
+            # refused; red team, round 9: a wrong member whose _name_ said OK, a class renamed to the expected one)
+            if _issubclass(kind, type) or kind is _function or kind is _builtin:  # a class, a module's function
+                names = (_module, _qualname) if _issubclass(kind, type) else \
+                    _function_names if kind is _function else _builtin_names
                 module, qualname = names[0](value), names[1](value)
-                return ("function", module, qualname) if _type(module) is _str and _type(qualname) is _str else None
+                if _type(module) is not _str or _type(qualname) is not _str:
+                    return None
+                if _located(module, qualname) is not value:
+                    return ("opaque", module, qualname)
+                return claim(("class" if _issubclass(kind, type) else "function", module, qualname), value)
+            if kind is _module_kind:  # a module (a backend held as state): by its name, if it is that module
+                name = _dict.get(_module_dict(value), "__name__")
+                if _type(name) is not _str or _dict.get(_modules, name) is not value:
+                    return ("opaque", "?", "module")
+                return claim(("module", name), value)
+            for descriptor_kind, read_owner, read_name in _descriptors:  # str.lower: its class and its name there
+                if kind is descriptor_kind:
+                    owner, name = read_owner(value), read_name(value)
+                    if not _issubclass(_type(owner), type) or _type(name) is not _str or \
+                            _cdict(owner).get(name) is not value:
+                        return ("opaque", "?", "descriptor")
+                    return claim(("descriptor", ref(owner), name), value)
             if _issubclass(kind, _enum) and _flags(kind) & _heaptype:  # an enum member: its class and its name
                 found, module = named(_cdict(kind).items(), "__module__")
                 qualname, parts = _qualname(kind), _parts(value, kind)
                 if not found or _type(module) is not _str or _type(qualname) is not _str or parts is None \
                         or parts[0] is None:
                     return None
+                if _located(module, qualname) is not kind:  # an enum made inside a function: nothing to look up
+                    return ("opaque", module, qualname)
                 found, name = named(_dict.items(parts[0]), "_name_")
-                return ("member", module, qualname, name) if found and _type(name) is _str else None
+                members = _cdict(kind).get("_member_map_")
+                if found and _type(name) is _str and _type(members) is _dict and _dict.get(members, name) is value:
+                    return claim(("member", module, qualname, name), value)
+                found, number = named(_dict.items(parts[0]), "_value_")
+                members = _cdict(kind).get("_value2member_map_")  # a Flag's combination: by its value
+                if _issubclass(kind, _flag) and found and _type(number) is _int and _type(members) is _dict \
+                        and _dict.get(members, number) is value:
+                    return claim(("flag", module, qualname, number), value)
+                return None
             for buffer_kind, name, read, tell in _buffers:
                 if kind is buffer_kind:
                     return ("buffer", name, read(value), tell(value))
+            for container_kind, tag, read in _containers:
+                if kind is container_kind:
+                    return (tag, *read(value, ref))
             if not _flags(kind) & _heaptype:  # another C type: nothing to rebuild it from, named for the judge,
                 module, qualname = _module(kind), _qualname(kind)  # which stands in an object that fails any use
                 return ("opaque", module if _type(module) is _str else "?", qualname if _type(qualname) is _str

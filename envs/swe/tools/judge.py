@@ -23,6 +23,7 @@ library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on s
 ``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
 """
 
+import collections
 import datetime
 import decimal
 import enum
@@ -178,11 +179,15 @@ def isolate(banned_roots, finder):
 
 # Standard library classes whose instances the judge rebuilds besides the package's own: value classes whose ``==``
 # compares their own storage (two UUIDs, two paths the repository returned and compared with each other). Any other
-# library class's instance is refused: a generous library ``==`` (mock's ``_Call``) must not vouch for a value.
-LIBRARY_CLASSES = {("uuid", "UUID"), ("fractions", "Fraction"), ("pathlib", "PurePath"), ("pathlib", "PurePosixPath"),
-                   ("pathlib", "PureWindowsPath"), ("pathlib", "Path"), ("pathlib", "PosixPath"),
-                   ("pathlib", "WindowsPath"), ("ipaddress", "IPv4Address"), ("ipaddress", "IPv6Address"),
-                   ("ipaddress", "IPv4Network"), ("ipaddress", "IPv6Network")}
+# library class's instance with an ``==`` of its own stands opaque: a generous library ``==`` (mock's ``_Call``)
+# must not vouch for a value.
+LIBRARY_CLASSES = {  # and the state each is rebuilt from: its own slots, never a cache (round 9: a path whose
+    # _cached_cparts slot held another path's parts was rebuilt with it, and PurePath's == reads the cache)
+    ("uuid", "UUID"): ("int", "is_safe"), ("fractions", "Fraction"): ("_numerator", "_denominator"),
+    **{("pathlib", name): ("_drv", "_root", "_parts") for name in (
+        "PurePath", "PurePosixPath", "PureWindowsPath", "Path", "PosixPath", "WindowsPath")},
+    ("ipaddress", "IPv4Address"): ("_ip",), ("ipaddress", "IPv6Address"): ("_ip", "_scope_id"),
+    ("collections", "Counter"): ()}
 
 
 def standard_module(module_name, finder):
@@ -232,11 +237,12 @@ def resolve(module_name, qualname, finder):
     return named_class(module_name, qualname, finder)
 
 
-def compares_by_identity(cls):
-    """Whether ``object.__eq__`` decides for ``cls`` (the first class of its MRO that defines ``__eq__``)."""
+def compares_in_c(cls):
+    """Whether a C type's ``__eq__`` decides for ``cls`` (the first class of its MRO that defines ``__eq__``):
+    identity (``object``'s) or a builtin type's storage (a standard library namedtuple: ``tuple``'s)."""
     for klass in cls.__mro__:
         if "__eq__" in type.__dict__["__dict__"].__get__(klass):
-            return klass is object
+            return not klass.__flags__ & (1 << 9)
     return True
 
 
@@ -256,6 +262,7 @@ class Builder:
         self.nodes, self.finder, self.built, self.open = nodes, finder, {}, set()
         self.instances = []  # every rebuilt instance of a package class (probed one by one)
         self.members = []  # every enum member, looked up by name (an instance facing one meets its siblings)
+        self.index_of = {}  # id of each rebuilt object: its node
 
     def __call__(self, index):
         if type(index) is not int or not 0 <= index < len(self.nodes):
@@ -271,6 +278,7 @@ class Builder:
         value = getattr(self, "build_" + node[0], self.malformed)(index, *node[1:])
         self.open.discard(index)
         self.built[index] = value
+        self.index_of.setdefault(id(value), index)
         return value
 
     def malformed(self, *_):
@@ -319,8 +327,9 @@ class Builder:
 
     def rebuildable_class(self, module, qualname):
         """The untouched class to rebuild an instance of ``module.qualname`` from, or None for an opaque stand-in:
-        the package's own class; a standard library class that is a value (:data:`LIBRARY_CLASSES`) or compares
-        by identity (a codec's stream reader: nothing it holds can make it equal anything else). What has no
+        the package's own class; a standard library class that is a value (:data:`LIBRARY_CLASSES`) or whose
+        ``==`` is C code (identity: a codec's stream reader, nothing it holds can make it equal anything else; a
+        builtin's storage: ``urlsplit``'s namedtuple). What has no
         class here (a class made inside a function, one the untouched package lacks, a test module's or a
         dependency's, a standard library class with another ``==``) is never rebuilt: an untouched ``==`` that
         reads it fails."""
@@ -332,7 +341,7 @@ class Builder:
             cls = named_class(module, qualname, self.finder)
         except Refused:
             return None
-        return cls if (module, qualname) in LIBRARY_CLASSES or compares_by_identity(cls) else None
+        return cls if (module, qualname) in LIBRARY_CLASSES or compares_in_c(cls) else None
 
     def build_opaque(self, index, module, qualname):
         if type(module) is not str or type(qualname) is not str:
@@ -345,6 +354,63 @@ class Builder:
             raise Refused("a malformed dispute")
         value = io.BytesIO(contents) if kind == "bytes" else io.StringIO(contents)
         value.seek(position)
+        return value
+
+    def build_odict(self, index, items):
+        value = self.built[index] = collections.OrderedDict()
+        value.update(self._pairs(items))
+        return value
+
+    def build_defaultdict(self, index, factory, items):
+        made = self(factory)
+        if made is not None and not callable(made):
+            raise Refused("a malformed dispute")
+        value = self.built[index] = collections.defaultdict(made)
+        value.update(self._pairs(items))
+        return value
+
+    def build_deque(self, index, items, maxlen):
+        length = self(maxlen)
+        if length is not None and type(length) is not int:
+            raise Refused("a malformed dispute")
+        value = self.built[index] = collections.deque(maxlen=length)
+        value.extend(self._items(items))
+        return value
+
+    def build_bytearray(self, index, contents):
+        if type(contents) is not bytes:
+            raise Refused("a malformed dispute")
+        return bytearray(contents)
+
+    def build_slice(self, index, start, stop, step):
+        return slice(self(start), self(stop), self(step))
+
+    def build_namespace(self, index, state):
+        value = self.built[index] = types.SimpleNamespace()
+        attributes = self(state)
+        if type(attributes) is not dict or any(type(k) is not str for k in attributes):
+            raise Refused("a malformed dispute")
+        vars(value).update(attributes)
+        return value
+
+    def build_module(self, index, name):
+        if type(name) is not str:
+            raise Refused("a malformed dispute")
+        if name not in self.finder.package and not standard_module(name, self.finder):
+            return opaque(f"module {name}")
+        path = list(sys.path)
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path[:] = path
+
+    def build_descriptor(self, index, owner, name):
+        cls = self(owner)
+        if not isinstance(cls, type) or type(name) is not str:
+            raise Refused("a malformed dispute")
+        value = type.__dict__["__dict__"].__get__(cls).get(name)
+        if type(value) not in (types.MethodDescriptorType, types.WrapperDescriptorType):
+            raise Refused(f"{cls.__qualname__}.{name} is no method of a builtin type")
         return value
 
     def build_class(self, index, module, qualname):
@@ -373,6 +439,16 @@ class Builder:
         self.members.append(value)
         return value
 
+    def build_flag(self, index, module, qualname, number):
+        if type(number) is not int:
+            raise Refused("a malformed dispute")
+        cls = named_class(module, qualname, self.finder)
+        if not issubclass(cls, enum.Flag):
+            raise Refused(f"{module}.{qualname} is no Flag")
+        value = cls(number)  # the untouched Flag's own combination of that value
+        self.members.append(value)
+        return value
+
     def build_object(self, index, module, qualname, tag, contents, state, slots):
         if type(module) is not str or type(qualname) is not str or (tag not in BASES and tag not in VALUES):
             raise Refused("a malformed dispute")
@@ -385,7 +461,10 @@ class Builder:
         if tag in VALUES:
             value = new_value(cls, tag, self._items(contents) if type(contents) is list else None)
         elif base in (dict, list, set, object, BASES["iobase"]):
-            value = self.built[index] = base.__new__(cls)
+            try:
+                value = self.built[index] = base.__new__(cls)
+            except TypeError:  # a C class of 3.11's heap types (functools.partial, random.Random): not made so
+                return self.build_opaque(index, module, qualname)
             if base is dict:
                 dict.update(value, self._pairs(contents))
             elif base is list:
@@ -399,6 +478,11 @@ class Builder:
                 raise Refused("a malformed dispute")
             value = base.__new__(cls, contents)
         self.built[index] = value
+        kept = LIBRARY_CLASSES.get((module, qualname)) if module not in self.finder.package else None
+        if kept is not None:  # a library value class: its own slots only, no __dict__ (caches live there too)
+            state = -1
+            slots = [pair for pair in slots if type(pair) is tuple and len(pair) == 2 and pair[0] in kept] \
+                if type(slots) is list else slots
         if state != -1:
             attributes = self(state)
             if type(attributes) is not dict:
@@ -540,8 +624,9 @@ def value_variants(value):
 
 def pairs(first, second, instances, members=frozenset()):
     """Every (rebuilt instance, builtin value or enum member) pair the two sides line up, at any depth: list and
-    tuple items by position, dict values by key (as strict equality pairs them)."""
-    found, stack, seen = [], [(first, second)], set()
+    tuple items by position, dict values by key (as strict equality pairs them); and, second, every (rebuilt
+    instance, rebuilt instance) pair, both ways."""
+    found, couples, stack, seen = [], [], [(first, second)], set()
     while stack:
         a, b = stack.pop()
         if (id(a), id(b)) in seen:
@@ -551,6 +636,8 @@ def pairs(first, second, instances, members=frozenset()):
             if id(mine) in instances and (type(other) in (*SCALARS, list, tuple, dict, set, frozenset, *VALUE_KINDS)
                                           or id(other) in members):
                 found.append((mine, other))
+            elif id(mine) in instances and id(other) in instances and mine is not other:
+                couples.append((mine, other))
         # an instance of a builtin container's subclass (the package's dict) lines up by its builtin contents
         left = list.__iter__(a) if isinstance(a, list) else tuple.__iter__(a) if isinstance(a, tuple) else None
         right = list.__iter__(b) if isinstance(b, list) else tuple.__iter__(b) if isinstance(b, tuple) else None
@@ -560,7 +647,73 @@ def pairs(first, second, instances, members=frozenset()):
                 stack += zip(left, right)
         elif isinstance(a, dict) and isinstance(b, dict):
             stack += [(dict.__getitem__(a, k), dict.__getitem__(b, k)) for k in dict.keys(a) if dict.__contains__(b, k)]
-    return found
+    return found, couples
+
+
+LEAF_NODES = ("v", "buffer", "bytearray")  # what holds data itself: a scalar, a buffer's or a bytearray's contents
+
+
+def changed_leaf(node, rng, token):
+    """A leaf node with its data one edit away, or None."""
+    position = {"v": 1, "buffer": 2, "bytearray": 1}[node[0]]
+    found = variants(node[position], rng, token, 1)
+    return (*node[:position], found[0], *node[position + 1:]) if found else None
+
+
+def leaves(nodes, index, cap=256):
+    """The leaf nodes (:data:`LEAF_NODES`) of what node ``index`` holds, at any depth (its items, contents,
+    ``__dict__``, slots; a dict's values): at most ``cap``, nearest first."""
+    found, queue, seen = [], [index], {index}
+    while queue and len(found) < cap:
+        node = nodes[queue.pop(0)]
+        kind, children = node[0], []
+        if kind in ("list", "tuple", "set", "frozenset"):
+            children = node[1]
+        elif kind == "dict":  # its values: a key changed is another attribute, not another value
+            children = [pair[1] for pair in node[1] if type(pair) is tuple and len(pair) == 2]
+        elif kind == "value":
+            children = node[2]
+        elif kind in ("odict", "deque"):
+            children = [i for item in node[1] for i in (item[1:] if type(item) is tuple else (item,))]
+        elif kind == "defaultdict":
+            children = [item[1] for item in node[2] if type(item) is tuple and len(item) == 2]
+        elif kind == "namespace":
+            children = [node[1]]
+        elif kind == "object":
+            contents, state, slots = node[4], node[5], node[6]
+            if type(contents) is list:
+                children = [item[1] if type(item) is tuple and len(item) == 2 else item for item in contents]
+            children = [*children, *([state] if state != -1 else []), *(i for _, i in slots)]
+        for child in children:
+            if type(child) is int and 0 <= child < len(nodes) and child not in seen:
+                seen.add(child)
+                if nodes[child][0] in LEAF_NODES:
+                    found.append(child)
+                else:
+                    queue.append(child)
+    return found[:cap]
+
+
+def indifferent(mine, other, build, nodes, finder, rng, token):
+    """Whether the untouched ``mine == other`` holds whatever ``other`` (a rebuilt instance) holds: with each of
+    its leaves (:func:`leaves`) changed in turn, a fresh rebuild of it still equals ``mine`` (round 9: the
+    package's own wildcard, equal to any ``Version``, stood in for the expected one). An ``==`` that reads any
+    one of those leaves is not indifferent."""
+    index = build.index_of.get(id(other))
+    spots = leaves(nodes, index) if index is not None else []
+    for spot in spots:
+        changed = changed_leaf(nodes[spot], rng, token)
+        if changed is None:
+            return False
+        table = list(nodes)
+        table[spot] = changed
+        try:
+            rebuilt = Builder(table, finder)(index)
+        except Exception:  # noqa: BLE001 - a change the class cannot hold: not indifferent to it
+            return False
+        if not says_equal(mine, rebuilt):
+            return False
+    return bool(spots)
 
 
 def decide(data, finder):
@@ -589,10 +742,16 @@ def decide(data, finder):
                 return False, f"an untouched {type(instance).__qualname__} also equals {probe!r}"
     instances = {id(i) for i in build.instances}
     if op == "==":
-        lined_up = pairs(first, second, instances, {id(m) for m in build.members})
+        lined_up, couples = pairs(first, second, instances, {id(m) for m in build.members})
     else:  # `second in first`: the member faces each item, both ways
         lined_up = [(m, second) for m in first if id(m) in instances]
         lined_up += [(second, item) for item in first if id(second) in instances and id(item) not in instances]
+        couples = [(a, b) for item in first for a, b in ((item, second), (second, item))
+                   if id(a) in instances and id(b) in instances and a is not b]
+    for mine, other in couples:  # an instance against another, whatever that one holds
+        if indifferent(mine, other, build, nodes, finder, rng, token):
+            return False, (f"an untouched {type(mine).__qualname__} equals a {type(other).__qualname__} whatever "
+                           "it holds")
     for mine, other in lined_up:  # each instance against values that differ from what it faces
         for probe in variants(other, rng, token):
             if says_equal(mine, probe):
