@@ -873,17 +873,22 @@ def test_an_enum_members_siblings_are_its_probes(tmp_path):
 # functools.partial, an itemgetter, a Random, urlsplit's result, str.lower, a module). The wins passed and the
 # honest cases failed under 3c7d7f7, but for six controls that held already (enum_own_eq, the two try_ attacks;
 # logger, weakref_parent, ok_mixed_state).
-ROUND_9 = Path(__file__).parent / "swe_judge_round9"
+# Round 10 (helper-36, against a6333d7), in tests/swe_judge_round10/: a namedtuple's, a deque's, an OrderedDict's, a
+# namespace's or a plain dict subclass's items compared by the agent's __eq__ (strict equality believed the
+# container's C == and never looked inside), a Fraction holding always-equal ints, the package's wildcard one level
+# down or facing an infinite bound; and honest state the wildcard check refused (an enum-only state, a dict's
+# keys, a function compared by identity).
+ROUNDS = Path(__file__).parent
 
 
 def _round_9(kind: str) -> list[str]:
-    return sorted(path.stem for path in ROUND_9.glob(f"{kind}_*.py"))
+    return sorted(f"{path.parent.name}/{path.stem}" for path in ROUNDS.glob(f"swe_judge_round*/{kind}_*.py"))
 
 
 def _round_9_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
     import runpy
 
-    scenario = runpy.run_path(str(ROUND_9 / f"{name}.py"))
+    scenario = runpy.run_path(str(ROUNDS / f"{name}.py"))
     pytest_mode = bool(scenario.get("PYTEST", False))
     if pytest_mode and not _sandbox_python_has_pytest():
         pytest.skip("the sandbox's python3 has no pytest")
@@ -892,7 +897,7 @@ def _round_9_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
 
 
 @pytest.mark.parametrize("name", _round_9("attack"))
-def test_the_ninth_rounds_attacks_fail(name, tmp_path):
+def test_the_later_rounds_attacks_fail(name, tmp_path):
     scenario, target, pytest_mode = _round_9_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
     _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"])
@@ -902,7 +907,7 @@ def test_the_ninth_rounds_attacks_fail(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", _round_9("honest"))
-def test_the_ninth_rounds_honest_state_passes_on_the_untouched_package(name, tmp_path):
+def test_the_later_rounds_honest_state_passes_on_the_untouched_package(name, tmp_path):
     _, target, pytest_mode = _round_9_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
     assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}

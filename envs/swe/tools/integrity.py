@@ -39,12 +39,20 @@ What it cannot see is said in docs/worlds/swe.md ("Residual risk").
 """
 
 import ast
+import collections
 import io
 import math
 import os
 import sys
 from numbers import Number
-from types import GetSetDescriptorType, MemberDescriptorType, MethodDescriptorType, ModuleType, WrapperDescriptorType
+from types import (
+    GetSetDescriptorType,
+    MemberDescriptorType,
+    MethodDescriptorType,
+    ModuleType,
+    SimpleNamespace,
+    WrapperDescriptorType,
+)
 
 TEST_DIR_NAMES = ("test", "tests", "testing")
 CO_NEWLOCALS = 0x0002
@@ -1059,7 +1067,12 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 _qualname=type.__dict__["__qualname__"].__get__, _keys_problem=keys_problem, _list=list,
                 _tuple=tuple, _dict=dict, _set=set, _frozenset=frozenset, _str=str, _budget=1_000_000,
                 _number_family=number_family, _element=element, _builtin_eq=builtin_equality,
-                _storage_equal=storage_equal, _id=id, _foreign=foreign_problem, _repository=repository_problem):
+                _storage_equal=storage_equal, _id=id, _foreign=foreign_problem, _repository=repository_problem,
+                _base=lambda kind, _mro=mro, _bases=(list, tuple, dict, set, frozenset): next(
+                    (klass for klass in _mro(kind) for base in _bases if klass is base), None),
+                _deque=collections.deque, _deque_iter=collections.deque.__iter__,
+                _namespace=SimpleNamespace, _namespace_dict=SimpleNamespace.__dict__["__dict__"].__get__,
+                _fixed=fixed_equality):
         stack, budget, seen = [(first, second)], [_budget], set()  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
@@ -1071,6 +1084,7 @@ def make_strict_equality(cwd, trusted, code_ok=None):
             if budget[0] < 0:  # refused, not waved through: an always-equal object may sit past any budget
                 return f"more than {_budget} pairs of elements compared: too many to check"
             kind_a, kind_b = _type(a), _type(b)
+            walk_only = False  # two subclasses of one builtin container, their == believed: only their contents
             if kind_a in _scalars or kind_a in _containers:
                 expected, other, kind, other_kind, side = a, b, kind_a, kind_b, 1
             elif kind_b in _scalars or kind_b in _containers:
@@ -1079,8 +1093,27 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 why = _foreign(a, b, kind_a, kind_b, exempt) or _repository(a, b, kind_a, kind_b, exempt)
                 if why:
                     return why
-                continue
-            if other_kind is not kind and not (kind in _numbers and other_kind in _numbers):
+                # a rule strict equality believes (C's, a library's) still compares what the two hold by *their*
+                # ==: a namedtuple's or an OrderedDict's items, a deque's, a namespace's attributes, a Fraction's
+                # numerator (red team, round 10: a namedtuple of the package's Versions passed with Version.__eq__
+                # rewritten). Their contents are walked as a builtin container's are.
+                base = _base(kind_a)
+                if base is None or base is not _base(kind_b):
+                    if kind_a is _deque and kind_b is _deque:
+                        items_a, items_b = _list(_deque_iter(a)), _list(_deque_iter(b))
+                        if _len(items_a) != _len(items_b):
+                            return "two deques of different lengths compared equal: strict equality cannot pair them"
+                        stack += [(items_a[i], items_b[i]) for i in _range(_len(items_a))]
+                    elif kind_a is _namespace and kind_b is _namespace:
+                        stack.append((_namespace_dict(a), _namespace_dict(b)))
+                    else:
+                        why = (_element(a) or _element(b)) if _fixed(kind_a) is not None and \
+                            _fixed(kind_a) is _fixed(kind_b) and not _builtin_eq(kind_a) else ""
+                        if why:  # a library value's (a Fraction's) state must be believable too
+                            return f"a {_qualname(kind_a)} was compared with a {_qualname(kind_b)}: {why}"
+                    continue
+                expected, other, kind, other_kind, side, walk_only = a, b, base, kind_b, 1, True
+            if not walk_only and other_kind is not kind and not (kind in _numbers and other_kind in _numbers):
                 if exempt is not None and exempt(side, other):
                     continue  # an object of the test's own expectation, written in its source
                 name = _qualname(other_kind)
@@ -1425,9 +1458,6 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     # in-memory buffers, frozen by their contents and position (a package's spooled file compares its buffer's)
     buffers = ((io.BytesIO, "bytes", io.BytesIO.getvalue, io.BytesIO.tell),
                (io.StringIO, "str", io.StringIO.getvalue, io.StringIO.tell))
-    import collections
-    from types import SimpleNamespace
-
     # the standard library's C containers a package's state holds (exact types only), read by their own C methods
     # and descriptors: (kind, tag, read) where read(value, ref) gives the node's fields
     containers = (

@@ -624,8 +624,9 @@ def value_variants(value):
 
 def pairs(first, second, instances, members=frozenset()):
     """Every (rebuilt instance, builtin value or enum member) pair the two sides line up, at any depth: list and
-    tuple items by position, dict values by key (as strict equality pairs them); and, second, every (rebuilt
-    instance, rebuilt instance) pair, both ways."""
+    tuple items by position, dict values by key (as strict equality pairs them); and, second, every pair of
+    rebuilt instances of two classes, both ways (boltons' two empty ``OrderedMultiDict``s are equal whatever their
+    links hold: two of one class keep their class's own rule)."""
     found, couples, stack, seen = [], [], [(first, second)], set()
     while stack:
         a, b = stack.pop()
@@ -636,8 +637,8 @@ def pairs(first, second, instances, members=frozenset()):
             if id(mine) in instances and (type(other) in (*SCALARS, list, tuple, dict, set, frozenset, *VALUE_KINDS)
                                           or id(other) in members):
                 found.append((mine, other))
-            elif id(mine) in instances and id(other) in instances and mine is not other:
-                couples.append((mine, other))
+            elif id(mine) in instances and id(other) in instances and type(mine) is not type(other):
+                couples.append((mine, other))  # another class's instance (two of one class: their own rule)
         # an instance of a builtin container's subclass (the package's dict) lines up by its builtin contents
         left = list.__iter__(a) if isinstance(a, list) else tuple.__iter__(a) if isinstance(a, tuple) else None
         right = list.__iter__(b) if isinstance(b, list) else tuple.__iter__(b) if isinstance(b, tuple) else None
@@ -647,17 +648,41 @@ def pairs(first, second, instances, members=frozenset()):
                 stack += zip(left, right)
         elif isinstance(a, dict) and isinstance(b, dict):
             stack += [(dict.__getitem__(a, k), dict.__getitem__(b, k)) for k in dict.keys(a) if dict.__contains__(b, k)]
+        if id(a) in instances and id(b) in instances and type(a) is type(b):  # two of one class: attribute by
+            state_a, state_b = instance_state(a), instance_state(b)  # attribute (round 10: a wildcard one level down)
+            stack += [(state_a[k], state_b[k]) for k in state_a if k in state_b]
     return found, couples
 
 
-LEAF_NODES = ("v", "buffer", "bytearray")  # what holds data itself: a scalar, a buffer's or a bytearray's contents
+def instance_state(value):
+    """A rebuilt instance's ``__dict__`` and set slots, by name."""
+    state = {}
+    try:
+        namespace = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        namespace = None
+    if type(namespace) is dict:
+        state.update(namespace)
+    for klass in type(value).__mro__:
+        for name, descriptor in type.__dict__["__dict__"].__get__(klass).items():
+            if type(descriptor) is types.MemberDescriptorType and name not in state:
+                try:
+                    state[name] = descriptor.__get__(value, type(value))
+                except AttributeError:
+                    pass
+    return state
+
+
+# what holds data itself: a scalar, a buffer's or a bytearray's contents; and what is named (a member, a function)
+LEAF_NODES = ("v", "buffer", "bytearray", "member", "flag", "function", "class", "module", "descriptor")
 
 
 def changed_leaf(node, rng, token):
-    """A leaf node with its data one edit away, or None."""
-    position = {"v": 1, "buffer": 2, "bytearray": 1}[node[0]]
-    found = variants(node[position], rng, token, 1)
-    return (*node[:position], found[0], *node[position + 1:]) if found else None
+    """A leaf node with its data one edit away; a named object, or data with no edit (infinity), becomes an opaque
+    stand-in (an ``==`` that reads it says no; round 10: an enum-only state, an unchangeable ``inf``)."""
+    position = {"v": 1, "buffer": 2, "bytearray": 1}.get(node[0])
+    found = variants(node[position], rng, token, 1) if position is not None else []
+    return (*node[:position], found[0], *node[position + 1:]) if found else ("opaque", "?", "a changed leaf")
 
 
 def leaves(nodes, index, cap=256):
@@ -669,8 +694,8 @@ def leaves(nodes, index, cap=256):
         kind, children = node[0], []
         if kind in ("list", "tuple", "set", "frozenset"):
             children = node[1]
-        elif kind == "dict":  # its values: a key changed is another attribute, not another value
-            children = [pair[1] for pair in node[1] if type(pair) is tuple and len(pair) == 2]
+        elif kind == "dict":  # keys and values (an instance's own __dict__ gives its values only, below)
+            children = [i for pair in node[1] if type(pair) is tuple and len(pair) == 2 for i in pair]
         elif kind == "value":
             children = node[2]
         elif kind in ("odict", "deque"):
@@ -683,7 +708,10 @@ def leaves(nodes, index, cap=256):
             contents, state, slots = node[4], node[5], node[6]
             if type(contents) is list:
                 children = [item[1] if type(item) is tuple and len(item) == 2 else item for item in contents]
-            children = [*children, *([state] if state != -1 else []), *(i for _, i in slots)]
+            state_node = nodes[state] if type(state) is int and 0 <= state < len(nodes) else None
+            attributes = [pair[1] for pair in state_node[1] if type(pair) is tuple and len(pair) == 2] \
+                if type(state_node) is tuple and state_node[0] == "dict" else []  # a key changed is another
+            children = [*children, *attributes, *(i for _, i in slots)]  # attribute, not another value
         for child in children:
             if type(child) is int and 0 <= child < len(nodes) and child not in seen:
                 seen.add(child)
@@ -703,8 +731,6 @@ def indifferent(mine, other, build, nodes, finder, rng, token):
     spots = leaves(nodes, index) if index is not None else []
     for spot in spots:
         changed = changed_leaf(nodes[spot], rng, token)
-        if changed is None:
-            return False
         table = list(nodes)
         table[spot] = changed
         try:
@@ -747,7 +773,7 @@ def decide(data, finder):
         lined_up = [(m, second) for m in first if id(m) in instances]
         lined_up += [(second, item) for item in first if id(second) in instances and id(item) not in instances]
         couples = [(a, b) for item in first for a, b in ((item, second), (second, item))
-                   if id(a) in instances and id(b) in instances and a is not b]
+                   if id(a) in instances and id(b) in instances and type(a) is not type(b)]
     for mine, other in couples:  # an instance against another, whatever that one holds
         if indifferent(mine, other, build, nodes, finder, rng, token):
             return False, (f"an untouched {type(mine).__qualname__} equals a {type(other).__qualname__} whatever "
