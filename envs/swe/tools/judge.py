@@ -12,13 +12,18 @@ slots; no code of the objects runs) and the runner's parent hands the frozen pai
    working tree is taken off ``sys.path``;
 2. rebuilds each object as pickle does, without running ``__init__``: ``base.__new__(cls)`` of the untouched
    class with the same qualified name and builtin base, its base's contents, ``__dict__`` and slots; a standard
-   library value (a date, a Decimal: ``VALUES``) from its constructor's arguments;
+   library value (a date, a Decimal: ``VALUES``) from its constructor's arguments; a standard library container
+   (an ``OrderedDict``, a ``deque``, a buffer) from its contents; an enum member, a class, a function or a module
+   looked up by name in the untouched package or the standard library; a lock afresh; and anything else (a class
+   made inside a function, one the untouched package lacks, a C type) as an opaque stand-in whose every use
+   raises, so an untouched ``==`` that reads it says no;
 3. compares the pair with ``==`` (or checks ``member in container`` for ``assertIn``), then refuses the pair
    when an untouched object also equals a probe that differs (a fresh ``object()``, a token string, the other
-   side with an element added or dropped): an untouched class that equals anything cannot vouch for a value.
+   side with an element added or dropped, an enum member's siblings), or equals an instance of another class
+   whatever that one holds: an untouched class that equals anything cannot vouch for a value.
 
-It prints one JSON line: ``[[held, why], ...]``, one per dispute. Anything it cannot do (a class the untouched
-package lacks, a layout that differs, an exception) refuses the pair; the test then fails as before. Standard
+It prints one JSON line: ``[[held, why], ...]``, one per dispute. Anything it cannot do (a layout that differs,
+a malformed dispute, an exception) refuses the pair; the test then fails as before. Standard
 library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on standard input:
 ``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
 """
