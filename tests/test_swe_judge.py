@@ -881,11 +881,11 @@ def test_an_enum_members_siblings_are_its_probes(tmp_path):
 ROUNDS = Path(__file__).parent
 
 
-def _round_9(kind: str) -> list[str]:
+def _later_rounds(kind: str) -> list[str]:
     return sorted(f"{path.parent.name}/{path.stem}" for path in ROUNDS.glob(f"swe_judge_round*/{kind}_*.py"))
 
 
-def _round_9_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
+def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
     import runpy
 
     scenario = runpy.run_path(str(ROUNDS / f"{name}.py"))
@@ -896,9 +896,9 @@ def _round_9_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
     return scenario, "tests/test_pkg.py::test_a" if pytest_mode else "tests.test_pkg.T.test_a", pytest_mode
 
 
-@pytest.mark.parametrize("name", _round_9("attack"))
+@pytest.mark.parametrize("name", _later_rounds("attack"))
 def test_the_later_rounds_attacks_fail(name, tmp_path):
-    scenario, target, pytest_mode = _round_9_scenario(name, tmp_path)
+    scenario, target, pytest_mode = _later_round_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
     _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"])
     for pristine_tree in (pristine, None):
@@ -906,8 +906,8 @@ def test_the_later_rounds_attacks_fail(name, tmp_path):
     assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
 
 
-@pytest.mark.parametrize("name", _round_9("honest"))
+@pytest.mark.parametrize("name", _later_rounds("honest"))
 def test_the_later_rounds_honest_state_passes_on_the_untouched_package(name, tmp_path):
-    _, target, pytest_mode = _round_9_scenario(name, tmp_path)
+    _, target, pytest_mode = _later_round_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
     assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
