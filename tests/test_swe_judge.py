@@ -294,29 +294,48 @@ def test_a_refused_objects_eq_never_runs_against_the_expectation(trees):
         assert not marker.exists()
 
 
-@pytest.mark.parametrize(("module", "qualname"), [
-    ("tests.test_pkg", "TestPkg"), ("tests.test_pkg", "unittest.mock._Call"), ("pkg", "Multi.__init__"),
-    ("pkg", "re.Pattern")])
-def test_the_judge_rebuilds_only_classes_the_package_defines_under_that_name(module, qualname, tmp_path):
-    """A test module's import runs its own code (a conftest or test module puts folders on sys.path, which the
-    tests can fill: red team, round 5), and a name that walks into another module reaches library classes that
-    compare generously (``mock._Call``): the judge looks classes up in the package's own modules only, and the
-    class must carry the name it was looked up by. Anything else stands as an object that fails any use, and no
-    test module is imported."""
+def _judge_one(pristine, sources, nodes, agent_tree):
     import json
     import marshal
 
-    pristine = _package(tmp_path / "pristine")
-    marker = tmp_path / "test-module-imported"
-    sources = {str(p.relative_to(pristine)): p.read_text() for p in pristine.rglob("*.py")}
-    sources["tests/test_pkg.py"] = f"open({str(marker)!r}, 'w').close()\n" + sources["tests/test_pkg.py"]
-    frozen = marshal.dumps((1, [("object", module, qualname, "object", None, -1, []), ("v", 1)], (0, 1), "=="))
+    frozen = marshal.dumps((1, nodes, (0, 1), "=="))
     request = json.dumps({"root": str(pristine), "sources": sources, "disputes": [frozen.hex()]})
-    done = subprocess.run(["/usr/bin/python3", "-B", "-s", str(TOOLS_DIR / "judge.py"), str(tmp_path / "repo")],
+    done = subprocess.run(["/usr/bin/python3", "-B", "-s", str(TOOLS_DIR / "judge.py"), str(agent_tree)],
                           input=request, capture_output=True, text=True, timeout=60, check=False)
     (held, why), = json.loads(done.stdout.splitlines()[-1])
+    return held, why
+
+
+@pytest.mark.parametrize(("module", "qualname"), [
+    ("tests.test_pkg", "unittest.mock._Call"), ("pkg", "Multi.__init__"), ("pkg", "re.Pattern")])
+def test_the_judge_rebuilds_only_classes_the_package_defines_under_that_name(module, qualname, tmp_path):
+    """A name that walks into another module reaches library classes that compare generously (``mock._Call``,
+    red team, round 5): the class must carry the name it was looked up by. Anything else stands as an object
+    that fails any use."""
+    pristine = _package(tmp_path / "pristine")
+    sources = {str(p.relative_to(pristine)): p.read_text() for p in pristine.rglob("*.py")}
+    held, why = _judge_one(pristine, sources, [("object", module, qualname, "object", None, -1, []), ("v", 1)],
+                           tmp_path / "repo")
     assert held is False and "says they differ" in why, why
+
+
+def test_a_test_module_the_judge_imports_cannot_reach_the_agents_tree(tmp_path):
+    """The judge imports a test module from the untouched sources to rebuild a class it defines (cachetools' test
+    subclasses), and the module's own code runs: a folder it puts on sys.path that leads into the agent's tree
+    (red team, round 5) yields no module, so no code of the agent's runs in the judge."""
+    pristine = _package(tmp_path / "pristine")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    marker = tmp_path / "planted-ran"
+    (repo / "planted.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    sources = {str(p.relative_to(pristine)): p.read_text() for p in pristine.rglob("*.py")}
+    sources["tests/test_pkg.py"] = (f"import sys\nsys.path.insert(0, {str(repo)!r})\ntry:\n    import planted\n"
+                                    "except ImportError:\n    pass\n\n\nclass Helper:\n    pass\n\n\n"
+                                    + sources["tests/test_pkg.py"])
+    held, why = _judge_one(pristine, sources, [("object", "tests.test_pkg", "Helper", "object", None, -1, []),
+                                               ("object", "tests.test_pkg", "Helper", "object", None, -1, [])], repo)
     assert not marker.exists()
+    assert held is False and "says they differ" in why, why  # two Helpers: object's == is identity
 
 
 def test_the_untouched_sources_are_read_before_any_test_runs(trees):
@@ -437,12 +456,14 @@ ROUND_6 = {
 }
 
 
-def _scenario_tree(root, package, tests):
-    """A scenario's tree: ``pkg/__init__.py`` and ``tests/test_pkg.py`` under ``root``."""
+def _scenario_tree(root, package, tests, tests_package=True):
+    """A scenario's tree: ``pkg/__init__.py`` and ``tests/test_pkg.py`` under ``root`` (and ``tests/__init__.py``
+    unless ``tests_package`` is false)."""
     (root / "pkg").mkdir(parents=True)
     (root / "tests").mkdir()
     (root / "pkg" / "__init__.py").write_text(package)
-    (root / "tests" / "__init__.py").write_text("")
+    if tests_package:
+        (root / "tests" / "__init__.py").write_text("")
     (root / "tests" / "test_pkg.py").write_text(tests)
     return root
 
@@ -878,6 +899,10 @@ def test_an_enum_members_siblings_are_its_probes(tmp_path):
 # container's C == and never looked inside), a Fraction holding always-equal ints, the package's wildcard one level
 # down or facing an infinite bound; and honest state the wildcard check refused (an enum-only state, a dict's
 # keys, a function compared by identity).
+# Round 11 (gold runs on cachetools, after round 10), in tests/swe_judge_round11/: a test module's own subclass of a
+# package class and its helper class (the judge rebuilt no test module's class), in a test package and in a folder
+# pytest imports without one; and two attacks on that: the test class rewritten at run time, a test module's
+# always-equal helper returned as the answer.
 ROUNDS = Path(__file__).parent
 
 
@@ -892,7 +917,7 @@ def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
     pytest_mode = bool(scenario.get("PYTEST", False))
     if pytest_mode and not _sandbox_python_has_pytest():
         pytest.skip("the sandbox's python3 has no pytest")
-    _scenario_tree(tmp_path / "pristine", scenario["PKG"], scenario["TESTS"])
+    _scenario_tree(tmp_path / "pristine", scenario["PKG"], scenario["TESTS"], not scenario.get("NO_INIT"))
     return scenario, "tests/test_pkg.py::test_a" if pytest_mode else "tests.test_pkg.T.test_a", pytest_mode
 
 
@@ -900,7 +925,7 @@ def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
 def test_the_later_rounds_attacks_fail(name, tmp_path):
     scenario, target, pytest_mode = _later_round_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
-    _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"])
+    _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"], not scenario.get("NO_INIT"))
     for pristine_tree in (pristine, None):
         assert _grade(tmp_path / "repo", [target], pristine_tree, pytest_mode) == {target: "FAILED"}
     assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
@@ -911,3 +936,71 @@ def test_the_later_rounds_honest_state_passes_on_the_untouched_package(name, tmp
     _, target, pytest_mode = _later_round_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
     assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
+
+
+def _judge_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("judge_under_test", TOOLS_DIR / "judge.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LOCAL_CLASSES = '''
+import fractions
+
+
+class T:
+    def test_a(self):
+        if True:
+            class Int(fractions.Fraction):
+                def __add__(self, other):
+                    return Int(fractions.Fraction.__add__(self, other))
+        return Int
+
+    def test_b(self):
+        class Twice:
+            pass
+
+        class Twice:
+            pass
+
+    def helper(self):
+        def inner():
+            class Deep:
+                pass
+'''
+
+
+@pytest.mark.parametrize(("qualname", "found"), [
+    ("T.test_a.<locals>.Int", "Int"),  # through an if block
+    ("T.helper.<locals>.inner.<locals>.Deep", "Deep"),
+    ("T.test_b.<locals>.Twice", None),  # defined twice: which one is not known
+    ("T.test_a.Int", None),  # a function's attribute is no definition
+    ("T.<locals>.Int", None),  # a class has no locals
+    ("T.test_a", None),  # a function, not a class
+    ("T.test_c.<locals>.Int", None),
+])
+def test_a_local_class_is_found_by_its_qualified_name(qualname, found):
+    definition = _judge_module().local_class_definition(LOCAL_CLASSES, qualname)
+    assert (definition.name if definition is not None else None) == found
+
+
+def test_pytest_names_a_test_module_from_the_first_folder_without_init():
+    judge = _judge_module()
+    sources = {"tests/unit/__init__.py": "", "tests/unit/test_x.py": "", "tests/test_y.py": "", "pkg/__init__.py": "",
+               "test_top.py": ""}
+    assert judge.pytest_module_name("tests/unit/test_x.py", sources) == "unit.test_x"
+    assert judge.pytest_module_name("tests/test_y.py", sources) == "test_y"
+    assert judge.pytest_module_name("test_top.py", sources) == "test_top"
+    finder = judge.PristineFinder(sources)
+    assert {"unit.test_x", "test_y", "tests.test_y", "tests.unit.test_x", "test_top"} <= finder.tests
+    assert "pkg" in finder.package and "pkg" not in finder.tests
+    assert finder.files["unit"] == ("tests/unit/__init__.py", True)  # the package pytest imports unit.test_x from
+
+
+def test_a_test_folders_alias_never_shadows_the_standard_library():
+    judge = _judge_module()
+    finder = judge.PristineFinder({"testing/unittest.py": "", "testing/test_ok.py": ""})
+    assert "unittest" not in finder.files and "test_ok" in finder.files

@@ -1632,6 +1632,12 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             else:  # str, bytes, int, float, complex: an exact copy of the builtin value, made in C
                 contents = {"str": _str.__str__, "bytes": _bytes.__bytes__, "int": _int.__int__,
                             "float": _float.__float__, "complex": _complex.__complex__}[tag](value)
+            if "<locals>" in qualname and _len(mro) > 1:  # a class made inside a function (a test's Fraction
+                parent = mro[1]  # subclass): its base, by name, for the judge to rebuild it as (judge.local_base)
+                parent_module, parent_qualname = _module(parent), _qualname(parent)
+                if _type(parent_module) is _str and _type(parent_qualname) is _str and \
+                        _located(parent_module, parent_qualname) is parent:
+                    return ("object", module, qualname, tag, contents, state, slots, (parent_module, parent_qualname))
             return ("object", module, qualname, tag, contents, state, slots)
 
         try:

@@ -11,12 +11,13 @@ slots; no code of the objects runs) and the runner's parent hands the frozen pai
    test ran (a file the tests later rewrite plays no part), ahead of every other path entry; the agent's
    working tree is taken off ``sys.path``;
 2. rebuilds each object as pickle does, without running ``__init__``: ``base.__new__(cls)`` of the untouched
-   class with the same qualified name and builtin base, its base's contents, ``__dict__`` and slots; a standard
-   library value (a date, a Decimal: ``VALUES``) from its constructor's arguments; a standard library container
-   (an ``OrderedDict``, a ``deque``, a buffer) from its contents; an enum member, a class, a function or a module
-   looked up by name in the untouched package or the standard library; a lock afresh; and anything else (a class
-   made inside a function, one the untouched package lacks, a C type) as an opaque stand-in whose every use
-   raises, so an untouched ``==`` that reads it says no;
+   class (the package's or its test modules') with the same qualified name and builtin base, its base's
+   contents, ``__dict__`` and slots; a standard library value (a date, a Decimal: ``VALUES``) from its
+   constructor's arguments; a standard library container (an ``OrderedDict``, a ``deque``, a buffer) from its
+   contents; an enum member, a class, a function or a module looked up by name in the untouched package, its
+   test modules or the standard library; a lock afresh; and anything else (a class made inside a function, one
+   the untouched tree lacks, a dependency's, a C type) as an opaque stand-in whose every use raises, so an
+   untouched ``==`` that reads it says no;
 3. compares the pair with ``==`` (or checks ``member in container`` for ``assertIn``), then refuses the pair
    when an untouched object also equals a probe that differs (a fresh ``object()``, a token string, the other
    side with an element added or dropped, an enum member's siblings), or equals an instance of another class
@@ -28,11 +29,13 @@ library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on s
 ``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
 """
 
+import ast
 import collections
 import datetime
 import decimal
 import enum
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import io
 import json
@@ -46,10 +49,15 @@ import threading
 import types
 
 SOURCE_ROOTS = ("", "src/", ".turngym-deps/")  # where a module name is looked for in the untouched tree
-# A class is looked up only in the package's own modules: never a test module, a conftest, a set-up script or a
-# dependency (a test module's import puts folders on sys.path and imports pytest; a library class such as
-# mock's _Call compares generously; red team, round 5)
+# The package's own modules: never a test module, a conftest, a set-up script or a dependency. A class is looked up
+# in these and in the test modules (below), never in a set-up script or a dependency (a library class such as
+# mock's _Call compares generously; red team, round 5: a test module's ``from unittest import mock`` is no
+# definition, named_class refuses a name that leads elsewhere; an import's additions to sys.path are undone)
 NOT_THE_PACKAGE = ("test", "tests", "testing", "conftest", "setup", "noxfile", "__main__", "docs", "doc")
+# The untouched tree's test modules and conftests are the tests' own code, as trusted as the package's (the grader
+# restores them before every grading): a class they define is rebuilt from them (cachetools' test subclass of
+# TTLCache and its Timer; a test class that compares generously meets the same probes as a package class)
+TEST_PARTS = ("test", "tests", "testing", "conftest")
 # pristine modules' __file__: the copy on disk is the tests' to write, so nothing may be found beside it
 VIRTUAL_ROOT = "/nonexistent/turngym-pristine"
 # what integrity.make_dispute writes (FROZEN_SCALARS, FROZEN_BASES; tests/test_swe_judge.py keeps them equal)
@@ -119,15 +127,80 @@ def new_value(cls, name, arguments):
     return base.__new__(cls, *arguments)
 
 
+# methods a class made inside a function may override and still be rebuilt as its base (Builder.local_base): no
+# equality of a base is expected to read them
+UNREAD_BY_EQUALITY = frozenset({
+    "__init__", "__repr__", "__str__", "__format__", "__del__", "__call__", "__neg__", "__pos__", "__abs__",
+    *(f"__{r}{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
+      for r in ("", "r", "i"))})
+
+
+def local_class_definition(source, qualname):
+    """The ``ast.ClassDef`` that ``qualname`` (``T.test_x.<locals>.Int``) names in a module's source: each name
+    defined once where the previous part leads (a module's or class's body, a function's body after
+    ``<locals>``, through ``if``, ``for``, ``with`` and ``try`` blocks); None when it is not exactly one class."""
+    try:
+        node = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    parts = qualname.split(".")
+    for position, part in enumerate(parts):
+        if part == "<locals>":
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return None
+            continue
+        if position and parts[position - 1] != "<locals>" and not isinstance(node, ast.ClassDef):
+            return None  # a function's attribute is no definition
+        found = [child for child in _definitions(node.body) if child.name == part]
+        if len(found) != 1:
+            return None
+        node = found[0]
+    return node if isinstance(node, ast.ClassDef) else None
+
+
+def _definitions(body):
+    """The classes and functions a block defines, through its nested blocks but not into other definitions."""
+    stack = list(body)
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield statement
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stack += [child for child in getattr(statement, field, ()) if isinstance(child, ast.AST)]
+        for case in getattr(statement, "cases", ()):
+            stack += case.body
+
+
+def _last_name(expression):
+    """``Fraction`` for ``fractions.Fraction`` or ``Fraction``; None for anything else."""
+    if isinstance(expression, ast.Attribute):
+        return expression.attr
+    return expression.id if isinstance(expression, ast.Name) else None
+
+
 class Refused(Exception):
     """Why a frozen pair cannot be rebuilt or believed."""
+
+
+def pytest_module_name(path, sources):
+    """The name pytest's default import mode gives the test module at ``path``: relative to the first folder up
+    from it that holds no ``__init__.py`` (``tests/test_x.py`` without ``tests/__init__.py`` is ``test_x``)."""
+    parts = path[:-len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    start = len(parts) - 1
+    while start > 0 and "/".join(parts[:start]) + "/__init__.py" in sources:
+        start -= 1
+    return ".".join(parts[start:])
 
 
 class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Modules of the untouched tree, from the sources in memory, ahead of every other finder."""
 
     def __init__(self, sources):
-        self.sources, self.files, self.package = sources, {}, set()
+        self.sources, self.files, self.package, self.tests = sources, {}, set(), set()
+        aliases = {}
         for path in sources:
             for prefix in SOURCE_ROOTS:
                 if not path.startswith(prefix):
@@ -140,10 +213,21 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 else:
                     continue
                 self.files.setdefault(name, (path, package))
+                if prefix == ".turngym-deps/":
+                    continue
                 parts = name.split(".")
-                if prefix != ".turngym-deps/" and not any(
-                        p in NOT_THE_PACKAGE or p.startswith("test_") or p.endswith("_test") for p in parts):
+                if not any(p in NOT_THE_PACKAGE or p.startswith("test_") or p.endswith("_test") for p in parts):
                     self.package.add(name)
+                elif any(p in TEST_PARTS or p.startswith("test_") or p.endswith("_test") for p in parts):
+                    self.tests.add(name)
+                    alias = pytest_module_name(path, sources)
+                    if alias != name:
+                        aliases.setdefault(alias, []).append((path, package))
+        for alias, found in aliases.items():  # a test folder without __init__.py: pytest's name for its module
+            if len(found) == 1 and alias not in self.files and \
+                    alias.split(".")[0] not in getattr(sys, "stdlib_module_names", ()):
+                self.files[alias] = found[0]
+                self.tests.add(alias)
 
     def find_spec(self, name, path=None, target=None):
         found = self.files.get(name)
@@ -167,6 +251,22 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(code, vars(module))  # noqa: S102 - the base commit's own source
 
 
+class TreeGuard(importlib.abc.MetaPathFinder):
+    """Refuses a module that ``sys.path`` would find inside a banned tree: a test module or conftest the judge
+    imports may put folders on ``sys.path`` while it runs (red team, round 5), and none may lead into the agent's
+    tree."""
+
+    def __init__(self, inside):
+        self.inside = inside
+
+    def find_spec(self, name, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        places = [spec.origin] if spec is not None and spec.origin else []
+        places += list(spec.submodule_search_locations or ()) if spec is not None else []
+        if any(self.inside(place) for place in places):
+            raise ImportError(f"{name}: found inside a tree the judge may not read")
+
+
 def isolate(banned_roots, finder):
     """The agent's tree, the copy of the untouched tree and this tools directory off ``sys.path``; the untouched
     package first."""
@@ -178,6 +278,7 @@ def isolate(banned_roots, finder):
 
     sys.path[:] = [entry for entry in sys.path if not inside(entry)]
     sys.meta_path.insert(0, finder)
+    sys.meta_path.insert(1, TreeGuard(inside))
     for name in [n for n in sys.modules if n.split(".")[0] in {m.split(".")[0] for m in finder.files}]:
         del sys.modules[name]  # nothing of the package may come from anywhere else
 
@@ -206,7 +307,8 @@ def standard_module(module_name, finder):
 def lookup(module_name, qualname, finder, what):
     """The object called ``module_name``.``qualname`` in a module of the untouched package or of the standard
     library, walked through the namespaces by name (a ``<locals>`` name has nothing to look up)."""
-    if module_name not in finder.package and not standard_module(module_name, finder):
+    if module_name not in finder.package and module_name not in finder.tests and \
+            not standard_module(module_name, finder):
         raise Refused(f"{module_name}.{qualname}: not a module of the untouched package or the standard library")
     if "<locals>" in qualname.split("."):
         raise Refused(f"{module_name}.{qualname}: a {what} made inside a function has no name to look up")
@@ -236,8 +338,9 @@ def named_class(module_name, qualname, finder):
 
 def resolve(module_name, qualname, finder):
     """The untouched class called ``module_name``.``qualname`` whose instance is to be rebuilt: the package's
-    own (not a test module's, a conftest's or a dependency's) or one of :data:`LIBRARY_CLASSES`."""
-    if module_name not in finder.package and (module_name, qualname) not in LIBRARY_CLASSES:
+    own or its tests' (not a dependency's or a set-up script's) or one of :data:`LIBRARY_CLASSES`."""
+    if module_name not in finder.package and module_name not in finder.tests and \
+            (module_name, qualname) not in LIBRARY_CLASSES:
         raise Refused(f"{module_name}.{qualname}: not a module of the untouched package")
     return named_class(module_name, qualname, finder)
 
@@ -332,14 +435,13 @@ class Builder:
 
     def rebuildable_class(self, module, qualname):
         """The untouched class to rebuild an instance of ``module.qualname`` from, or None for an opaque stand-in:
-        the package's own class; a standard library class that is a value (:data:`LIBRARY_CLASSES`) or whose
-        ``==`` is C code (identity: a codec's stream reader, nothing it holds can make it equal anything else; a
-        builtin's storage: ``urlsplit``'s namedtuple). What has no
-        class here (a class made inside a function, one the untouched package lacks, a test module's or a
-        dependency's, a standard library class with another ``==``) is never rebuilt: an untouched ``==`` that
-        reads it fails."""
+        the package's own class or its tests'; a standard library class that is a value (:data:`LIBRARY_CLASSES`)
+        or whose ``==`` is C code (identity: a codec's stream reader, nothing it holds can make it equal anything
+        else; a builtin's storage: ``urlsplit``'s namedtuple). What has no class here (a class made inside a
+        function, one the untouched tree lacks, a dependency's, a standard library class with another ``==``) is
+        never rebuilt: an untouched ``==`` that reads it fails."""
         try:
-            if module in self.finder.package:
+            if module in self.finder.package or module in self.finder.tests:
                 return resolve(module, qualname, self.finder)
             if not standard_module(module, self.finder):
                 return None
@@ -347,6 +449,31 @@ class Builder:
         except Refused:
             return None
         return cls if (module, qualname) in LIBRARY_CLASSES or compares_in_c(cls) else None
+
+    def local_base(self, module, qualname, parent):
+        """The untouched class to rebuild an instance of a class made inside a function as: its base ``parent``,
+        when the untouched tree defines that class in ``module`` (:func:`local_class_definition`) on that base
+        alone, with no class attribute and no method that the base's ``==`` could read (only ``__init__``,
+        representation and arithmetic, or names the base lacks). cachetools' ``test_weakref`` makes
+        ``class Int(fractions.Fraction)`` with an ``__add__`` and compares its instances with ints. Else None."""
+        if type(parent) is not tuple or len(parent) != 2 or any(type(part) is not str for part in parent):
+            raise Refused("a malformed dispute")
+        if module not in self.finder.package and module not in self.finder.tests:
+            return None
+        base = self.rebuildable_class(*parent)
+        definition = local_class_definition(self.finder.sources[self.finder.files[module][0]], qualname)
+        if base is None or definition is None or definition.decorator_list or definition.keywords or \
+                len(definition.bases) != 1 or _last_name(definition.bases[0]) != parent[1].rpartition(".")[2]:
+            return None
+        inherited = {name for klass in base.__mro__[:-1] for name in type.__dict__["__dict__"].__get__(klass)}
+        for statement in definition.body:
+            if isinstance(statement, ast.Pass) or (isinstance(statement, ast.Expr) and isinstance(
+                    statement.value, ast.Constant) and isinstance(statement.value.value, str)):
+                continue
+            if not isinstance(statement, ast.FunctionDef) or statement.decorator_list or (
+                    statement.name in inherited and statement.name not in UNREAD_BY_EQUALITY):
+                return None
+        return base
 
     def build_opaque(self, index, module, qualname):
         if type(module) is not str or type(qualname) is not str:
@@ -401,7 +528,8 @@ class Builder:
     def build_module(self, index, name):
         if type(name) is not str:
             raise Refused("a malformed dispute")
-        if name not in self.finder.package and not standard_module(name, self.finder):
+        if name not in self.finder.package and name not in self.finder.tests and \
+                not standard_module(name, self.finder):
             return opaque(f"module {name}")
         path = list(sys.path)
         try:
@@ -454,10 +582,14 @@ class Builder:
         self.members.append(value)
         return value
 
-    def build_object(self, index, module, qualname, tag, contents, state, slots):
+    def build_object(self, index, module, qualname, tag, contents, state, slots, parent=None):
         if type(module) is not str or type(qualname) is not str or (tag not in BASES and tag not in VALUES):
             raise Refused("a malformed dispute")
         cls = None if (module, qualname) in FRESH else self.rebuildable_class(module, qualname)
+        kind = (module, qualname)
+        if cls is None and parent is not None:  # a class made inside a function: as its base, when it may be
+            cls = self.local_base(module, qualname, parent)
+            kind = parent
         if cls is None:
             return self.build_opaque(index, module, qualname)
         base = BASES.get(tag) or VALUES[tag]
@@ -483,7 +615,7 @@ class Builder:
                 raise Refused("a malformed dispute")
             value = base.__new__(cls, contents)
         self.built[index] = value
-        kept = LIBRARY_CLASSES.get((module, qualname)) if module not in self.finder.package else None
+        kept = LIBRARY_CLASSES.get(kind) if kind[0] not in self.finder.package else None
         if kept is not None:  # a library value class: its own slots only, no __dict__ (caches live there too)
             state = -1
             slots = [pair for pair in slots if type(pair) is tuple and len(pair) == 2 and pair[0] in kept] \
