@@ -3,6 +3,7 @@
     turngym swe synth cachetools==5.3.3 toolz==0.12.1 --out DIR           # packages (or local directories)
     turngym swe synth --packages-file recipes/configs/swe-synth-packages.txt --out DIR
     turngym swe synth --manifest recipes/configs/swe-synth-scale-v1.manifest.json --out DIR   # regenerate + check
+    turngym swe report DIR                                                  # a set's report.json as tables
 """
 
 from __future__ import annotations
@@ -83,6 +84,19 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from turngym.envs.swe.synth.report import render
+
+    folder = Path(args.set).expanduser()
+    if not (folder / "report.json").is_file():
+        raise ValueError(f"{folder}: no report.json here; give the --out folder of `turngym swe synth`")
+    summary = json.loads((folder / "report.json").read_text())
+    manifest = folder / "manifest.json"
+    splits = json.loads(manifest.read_text()).get("splits", {}).get("repositories", {}) if manifest.is_file() else {}
+    print(render(summary, splits), end="")
+    return 0
+
+
 def add(sub) -> None:
     p = sub.add_parser("swe", help="SWE task sets: synthesize tasks from real Python packages")
     swe = p.add_subparsers(dest="swe_command", required=True)
@@ -111,3 +125,7 @@ def add(sub) -> None:
                         "vllm:NAME; its replies are checked as the procedural statements are, and cached")
     s.add_argument("--statement-base-url", help="the endpoint of --statement-writer openai:MODEL")
     s.set_defaults(func=cmd_synth)
+    r = swe.add_parser("report", help="a synthesized set's report.json as markdown tables: packages, drops, false "
+                                      "alarms, cost, and what the tasks are")
+    r.add_argument("set", help="the --out folder of `turngym swe synth`")
+    r.set_defaults(func=cmd_report)

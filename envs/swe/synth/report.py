@@ -1,0 +1,101 @@
+"""A synthesized set's ``report.json`` as the tables a reader looks at (``turngym swe report DIR``).
+
+The synthesis writes everything it did into ``report.json`` (per package and for the set); this module only
+arranges it: one row per package (tests, bugs screened and kept, tasks, the main drop reasons, the grader's false
+alarms and disagreements with pytest, seconds per validation), the set's totals, and what the tasks are
+(repositories, splits, modifier kinds, tiers, FAIL_TO_PASS counts). Markdown, so it pastes into the docs.
+"""
+
+from __future__ import annotations
+
+import statistics as stats
+from collections import Counter
+from typing import Any
+
+# FAIL_TO_PASS counts in the buckets the docs use (the synthesis caps the list at max_f2p = 20)
+F2P_BUCKETS = ((1, 1), (2, 5), (6, 10), (11, 19), (20, 10**9))
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    align = ["---:" if rows and all(isinstance(r[i], (int, float)) for r in rows) else "---"
+             for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _top(counts: dict[str, int], n: int = 3) -> str:
+    if not counts:
+        return "-"
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = "; ".join(f"{reason} {count}" for reason, count in ranked[:n])
+    rest = sum(count for _, count in ranked[n:])
+    return shown + (f"; other {rest}" if rest else "")
+
+
+def _median(values: list[float]) -> str:
+    return f"{stats.median(values):.1f}" if values else "-"
+
+
+def f2p_buckets(histogram: dict[str, int]) -> dict[str, int]:
+    """FAIL_TO_PASS counts (``{"1": 59, "2": 16, ...}``) summed into :data:`F2P_BUCKETS`."""
+    found: Counter = Counter()
+    for count, tasks in histogram.items():
+        for low, high in F2P_BUCKETS:
+            if low <= int(count) <= high:
+                label = str(low) if low == high else (f"{low}+" if high >= 10**9 else f"{low}-{high}")
+                found[label] += tasks
+    return {label: found[label] for label in
+            (str(lo) if lo == hi else (f"{lo}+" if hi >= 10**9 else f"{lo}-{hi}") for lo, hi in F2P_BUCKETS)}
+
+
+def package_rows(summary: dict, splits: dict[str, str]) -> list[list[Any]]:
+    """One row per package, in the order it was synthesized; ``splits``: each repository's split."""
+    tasks = summary.get("statistics", {}).get("repositories", {})
+    rows = []
+    for p in summary["packages"]:
+        if p["status"] != "ok":
+            rows.append([p["spec"], splits.get(p["name"], "-"), "-", "-", "-", 0,
+                         f"package dropped: {p['reason']}", "-", "-", "-"])
+            continue
+        alarms = len(p.get("false_alarms", []))
+        disagreements = p.get("gold_disagreements", {})
+        rows.append([
+            p["spec"], splits.get(p["name"], "-"),
+            f"{p['tests_kept']}/{p['tests_collected']}"
+            + (f" ({p['tests_flaky']} flaky)" if p.get("tests_flaky") else ""),
+            p["screened"], p["kept_mutations"], tasks.get(p["name"], 0), _top(p.get("drops", {})),
+            f"{alarms} of {len(p.get('validation_seconds', []))}",
+            f"{len(disagreements)} tests" if disagreements else "0",
+            _median(p.get("validation_seconds", []))])
+    return rows
+
+
+def render(summary: dict, splits: dict[str, str] | None = None) -> str:
+    """The report as markdown: packages, totals, and what the tasks are. ``splits``: each repository's split (the
+    manifest's ``splits.repositories``)."""
+    st = summary.get("statistics", {})
+    parts = ["### Packages", "", _table(
+        ["package", "split", "tests kept/collected", "bugs screened", "bugs kept", "tasks", "drops (most common)",
+         "false alarms (of validations)", "gold disagreements", "s per validation (median)"], package_rows(summary, splits or {}))]
+    validations = summary.get("gold_gradings", 0)
+    alarms = len(summary.get("false_alarms", []))
+    rate = f"{alarms} of {validations} ({100 * alarms / validations:.1f} %)" if validations else "no validation"
+    parts += ["", "### The set", "", _table(["what", "value"], [
+        ["tasks", summary.get("tasks", 0)],
+        ["packages with tasks", sum(1 for n in st.get("repositories", {}).values() if n)],
+        ["splits", ", ".join(f"{k} {v}" for k, v in summary.get("splits", {}).items())],
+        ["grader false alarms (void gradings of the gold patch or the bug)", rate],
+        ["tests the grader disagrees with pytest on (untouched code)", len(summary.get("gold_disagreements", {}))],
+        ["seconds per validation (mean)", summary.get("seconds_per_validation") or "-"],
+        ["drops", _top(summary.get("drops", {}), n=10)]])]
+    if st.get("modifiers"):
+        parts += ["", "### The tasks", "",
+                  _table(["modifier", "tasks"], [[k, v] for k, v in sorted(st["modifiers"].items(),
+                                                                          key=lambda kv: (-kv[1], kv[0]))]), "",
+                  _table(["tier", "tasks"], [[k, v] for k, v in st.get("tiers", {}).items()]), "",
+                  _table(["FAIL_TO_PASS tests", "tasks"],
+                         [[k, v] for k, v in f2p_buckets(st.get("fail_to_pass", {}).get("histogram", {})).items()]),
+                  "", f"FAIL_TO_PASS median {st.get('fail_to_pass', {}).get('median', 0)}; runner modes: "
+                  + ", ".join(f"{k} {v}" for k, v in st.get("runner", {}).items())]
+    return "\n".join(parts) + "\n"

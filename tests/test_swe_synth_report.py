@@ -1,0 +1,49 @@
+"""``turngym swe report``: a synthesized set's report.json as markdown tables (envs/swe/synth/report.py)."""
+
+from __future__ import annotations
+
+import json
+
+from turngym.envs.swe.synth.report import f2p_buckets, render
+
+SUMMARY = {
+    "packages": [
+        {"spec": "a==1", "name": "a", "status": "ok", "tests_kept": 10, "tests_collected": 12, "tests_flaky": 2,
+         "screened": 40, "kept_mutations": 9, "drops": {"no test fails": 25, "the bug hangs the tests": 1,
+                                                        "validate: PASS_TO_PASS fails on the bug": 4, "x": 1},
+         "false_alarms": [{"instance_id": "a.1", "alarms": ["..."]}], "gold_disagreements": {"t::u": 2},
+         "validation_seconds": [3.0, 5.0, 10.0]},
+        {"spec": "b==2", "name": "b", "status": "dropped", "reason": "no test files"},
+    ],
+    "tasks": 7, "splits": {"train": 6, "eval_seen": 1}, "gold_gradings": 3, "false_alarms": [{"instance_id": "a.1"}],
+    "gold_disagreements": {"a-1: t::u": 2}, "seconds_per_validation": 6.0, "drops": {"no test fails": 25},
+    "statistics": {"repositories": {"a": 7}, "modifiers": {"op_swap": 2, "remove_cond": 5},
+                   "tiers": {"easy": 3, "hard": 4}, "runner": {"pytest": 7},
+                   "fail_to_pass": {"median": 3, "histogram": {"1": 2, "3": 1, "5": 1, "6": 1, "19": 1, "20": 1}}},
+}
+
+
+def test_fail_to_pass_counts_fall_into_the_docs_buckets():
+    assert f2p_buckets({"1": 2, "3": 1, "5": 1, "6": 1, "19": 1, "20": 1}) == {
+        "1": 2, "2-5": 2, "6-10": 1, "11-19": 1, "20+": 1}
+
+
+def test_the_report_has_a_row_per_package_and_the_sets_totals():
+    text = render(SUMMARY, {"a": "train", "b": "eval"})
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["a==1"] == ("| a==1 | train | 10/12 (2 flaky) | 40 | 9 | 7 | no test fails 25; "
+                            "validate: PASS_TO_PASS fails on the bug 4; the bug hangs the tests 1; other 1 | "
+                            "1 of 3 | 1 tests | 5.0 |")
+    assert rows["b==2"].startswith("| b==2 | eval | - | - | - | 0 | package dropped: no test files |")
+    assert "| grader false alarms (void gradings of the gold patch or the bug) | 1 of 3 (33.3 %) |" in text
+    assert "| remove_cond | 5 |\n| op_swap | 2 |" in text  # most common first
+    assert "FAIL_TO_PASS median 3; runner modes: pytest 7" in text
+
+
+def test_the_cli_reads_a_sets_folder(tmp_path, capsys):
+    from turngym.recipes.cli import main
+
+    (tmp_path / "report.json").write_text(json.dumps(SUMMARY))
+    (tmp_path / "manifest.json").write_text(json.dumps({"splits": {"repositories": {"a": "test"}}}))
+    assert main(["swe", "report", str(tmp_path)]) == 0
+    assert "| a==1 | test |" in capsys.readouterr().out
