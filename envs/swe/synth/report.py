@@ -77,7 +77,8 @@ def render(summary: dict, splits: dict[str, str] | None = None) -> str:
     st = summary.get("statistics", {})
     parts = ["### Packages", "", _table(
         ["package", "split", "tests kept/collected", "bugs screened", "bugs kept", "tasks", "drops (most common)",
-         "false alarms (of validations)", "gold disagreements", "s per validation (median)"], package_rows(summary, splits or {}))]
+         "false alarms (of validations)", "gold disagreements", "s per validation (median)"],
+        package_rows(summary, splits or {}))]
     validations = summary.get("gold_gradings", 0)
     alarms = len(summary.get("false_alarms", []))
     rate = f"{alarms} of {validations} ({100 * alarms / validations:.1f} %)" if validations else "no validation"
