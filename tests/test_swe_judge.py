@@ -456,14 +456,17 @@ ROUND_6 = {
 }
 
 
-def _scenario_tree(root, package, tests, tests_package=True):
+def _scenario_tree(root, package, tests, tests_package=True, files=None):
     """A scenario's tree: ``pkg/__init__.py`` and ``tests/test_pkg.py`` under ``root`` (and ``tests/__init__.py``
-    unless ``tests_package`` is false)."""
+    unless ``tests_package`` is false; ``files``: more files, by path)."""
     (root / "pkg").mkdir(parents=True)
     (root / "tests").mkdir()
     (root / "pkg" / "__init__.py").write_text(package)
     if tests_package:
         (root / "tests" / "__init__.py").write_text("")
+    for relative, text in (files or {}).items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
     (root / "tests" / "test_pkg.py").write_text(tests)
     return root
 
@@ -917,7 +920,8 @@ def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
     pytest_mode = bool(scenario.get("PYTEST", False))
     if pytest_mode and not _sandbox_python_has_pytest():
         pytest.skip("the sandbox's python3 has no pytest")
-    _scenario_tree(tmp_path / "pristine", scenario["PKG"], scenario["TESTS"], not scenario.get("NO_INIT"))
+    _scenario_tree(tmp_path / "pristine", scenario["PKG"], scenario["TESTS"], not scenario.get("NO_INIT"),
+                   scenario.get("FILES"))
     return scenario, "tests/test_pkg.py::test_a" if pytest_mode else "tests.test_pkg.T.test_a", pytest_mode
 
 
@@ -925,7 +929,8 @@ def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
 def test_the_later_rounds_attacks_fail(name, tmp_path):
     scenario, target, pytest_mode = _later_round_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
-    _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"], not scenario.get("NO_INIT"))
+    _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"], not scenario.get("NO_INIT"),
+                   {**scenario.get("FILES", {}), **scenario.get("AGENT_FILES", {})})
     for pristine_tree in (pristine, None):
         assert _grade(tmp_path / "repo", [target], pristine_tree, pytest_mode) == {target: "FAILED"}
     assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
@@ -1004,3 +1009,38 @@ def test_a_test_folders_alias_never_shadows_the_standard_library():
     judge = _judge_module()
     finder = judge.PristineFinder({"testing/unittest.py": "", "testing/test_ok.py": ""})
     assert "unittest" not in finder.files and "test_ok" in finder.files
+
+
+def test_a_submodule_of_a_package_the_judge_serves_comes_from_memory_or_nowhere():
+    """Red team, round 11: an editable install's finder (appended to sys.meta_path by a .pth) handed the judge the
+    agent's ``pkg/_speedups.py``, an optional module the untouched tree lacks."""
+    judge = _judge_module()
+    finder = judge.PristineFinder({"pkg/__init__.py": "", "pkg/core.py": ""})
+    assert finder.find_spec("pkg.core") is not None
+    with pytest.raises(ModuleNotFoundError):
+        finder.find_spec("pkg._speedups")
+    assert finder.find_spec("json") is None  # anything else is another finder's
+
+
+def test_the_judge_keeps_only_the_interpreters_own_finders(tmp_path):
+    script = textwrap.dedent(f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("judge", {str(TOOLS_DIR / "judge.py")!r})
+        judge = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(judge)
+
+        class Planted:
+            def find_spec(self, name, path=None, target=None):
+                return None
+
+        sys.meta_path.append(Planted())
+        sys.path_hooks.append(lambda entry: None)
+        judge.isolate([{str(tmp_path)!r}], judge.PristineFinder({{}}))
+        print(sorted(type(f).__name__ if not isinstance(f, type) else f.__name__ for f in sys.meta_path))
+        print(len(sys.path_hooks))
+    """)
+    done = subprocess.run(["/usr/bin/python3", "-B", "-s", "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    finders, hooks = done.stdout.split("\n")[:2]
+    assert finders == str(sorted(["BuiltinImporter", "FrozenImporter", "PathFinder", "PristineFinder", "TreeGuard"]))
+    assert int(hooks) <= 2  # zipimport's and FileFinder's

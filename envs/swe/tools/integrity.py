@@ -40,6 +40,7 @@ What it cannot see is said in docs/worlds/swe.md ("Residual risk").
 
 import ast
 import collections
+import functools
 import io
 import math
 import os
@@ -1473,7 +1474,13 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
         (slice, "slice", lambda value, ref, _get=tuple(slice.__dict__[n].__get__ for n in ("start", "stop", "step")):
          [ref(get(value)) for get in _get]),
         (SimpleNamespace, "namespace",
-         lambda value, ref, _get=SimpleNamespace.__dict__["__dict__"].__get__: [ref(_get(value))]))
+         lambda value, ref, _get=SimpleNamespace.__dict__["__dict__"].__get__: [ref(_get(value))]),
+        (functools.partial, "partial",  # its function, arguments and keywords (toolz's curry holds one)
+         lambda value, ref, _get=tuple(functools.partial.__dict__[n].__get__ for n in ("func", "args", "keywords")):
+         [ref(get(value)) for get in _get]),
+        # (not a mappingproxy: only the collector reads what one shows without running the mapping's code, and the
+        # runner's audit hook forbids that, as a class's __dict__ proxy leads to the class's writable dict)
+        )
     # a function's and a builtin's name, read by their own C descriptors (no code of theirs runs)
     function_names = (FunctionType.__dict__["__module__"].__get__, FunctionType.__dict__["__qualname__"].__get__)
     builtin_names = (BuiltinFunctionType.__dict__["__module__"].__get__,
@@ -1554,7 +1561,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                 module, qualname = names[0](value), names[1](value)
                 if _type(module) is not _str or _type(qualname) is not _str:
                     return None
-                if _located(module, qualname) is not value:
+                if _located(module, qualname) is not value:  # no name leads to it (made inside a function):
+                    if kind is _function or kind is type:  # their == is C's identity, which nothing can change
+                        return ("identity", module, qualname)  # (a metaclass's may): a stand-in equal to itself
                     return ("opaque", module, qualname)
                 return claim(("class" if _issubclass(kind, type) else "function", module, qualname), value)
             if kind is _module_kind:  # a module (a backend held as state): by its name, if it is that module
@@ -1593,6 +1602,8 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             for container_kind, tag, read in _containers:
                 if kind is container_kind:
                     return (tag, *read(value, ref))
+            if kind is object:  # a sentinel, object(): compared by identity, as the judge's stand-in is
+                return ("identity", "builtins", "object")
             if not _flags(kind) & _heaptype:  # another C type: nothing to rebuild it from, named for the judge,
                 module, qualname = _module(kind), _qualname(kind)  # which stands in an object that fails any use
                 return ("opaque", module if _type(module) is _str else "?", qualname if _type(qualname) is _str
@@ -1670,7 +1681,8 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
     its own expectation are excused (see :meth:`Guard.test_written`)."""
     rewriter = getattr(rewrite_module, "AssertionRewriter", None)
     original = getattr(rewriter, "visit_Compare", None)
-    if original is None:
+    original_assert = getattr(rewriter, "visit_Assert", None)
+    if original is None or original_assert is None:
         return False
 
     def _turngym_refused(left, right, caller, spans, _guard=guard, _problem=problem):
@@ -1741,7 +1753,21 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
             return True
         raise AssertionError("strict equality: " + refused[0][1])
 
-    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast):
+    def visit_Assert(self, assert_, _original=original_assert, _type=type, _ast=ast, _id=id):
+        """Note the comparisons whose True passes the assert (its test, or a term of a top-level ``and``): only
+        those go to the judge before they run; any other (under ``not``, ``or``, a call) is checked after it
+        held, as a refused pair never passes."""
+        positive, stack = set(), [assert_.test]
+        while stack:
+            node = stack.pop()
+            if _type(node) is _ast.Compare:
+                positive.add(_id(node))
+            elif _type(node) is _ast.BoolOp and _type(node.op) is _ast.And:
+                stack.extend(node.values)
+        self._turngym_positive = positive
+        return _original(self, assert_)
+
+    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast, _id=id):
         before = _len(self.statements)
         sides = (comp.left, comp.comparators[0]) if _len(comp.ops) == 1 else (None, None)
         names = [(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
@@ -1766,7 +1792,9 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
                 strict = _ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_strict", ctx=_ast.Load()),
                                    args=[value.left, value.comparators[0]] + spans, keywords=[])
                 compared = _ast.BoolOp(op=_ast.And(), values=[value, strict])
-                if _getattr(self, "variable", None) is not None:
+                if _getattr(self, "variable", None) is not None and _id(comp) in _getattr(
+                        self, "_turngym_positive", ()):  # (only where True passes the assert: toolz's own
+                    # `assert not (f1 == g1)` failed at once when its pair went to the judge)
                     # `@py_assertN = @pytest_ar._turngym_freeze(left, right, ...)` just before the comparison, and
                     # the comparison `@py_assertN is not None or (left == right and _turngym_strict(...))`
                     judged = self.variable()
@@ -1785,6 +1813,7 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
     rewrite_module._turngym_freeze = _turngym_freeze
     rewrite_module._turngym_in = _turngym_in
     rewriter.visit_Compare = visit_Compare
+    rewriter.visit_Assert = visit_Assert
     return True
 
 

@@ -34,6 +34,7 @@ import collections
 import datetime
 import decimal
 import enum
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -47,6 +48,7 @@ import string
 import sys
 import threading
 import types
+import zipimport
 
 SOURCE_ROOTS = ("", "src/", ".turngym-deps/")  # where a module name is looked for in the untouched tree
 # The package's own modules: never a test module, a conftest, a set-up script or a dependency. A class is looked up
@@ -96,6 +98,27 @@ class Opaque:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __str__ = __format__ = _used
 
 
+class Identity(Opaque):
+    """What stands in for a function or a class that has no name to look up (made inside a function): their ``==``
+    is identity, so the stand-in equals itself only (the same object on both sides of the pair is one node of the
+    frozen table, one stand-in), hashes by identity, and any other use raises (toolz's curried local functions)."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name):
+        if name == "__class__":
+            return Identity
+        raise OpaqueUsed(name)
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    __hash__ = object.__hash__
+
+
 def opaque(what):
     value = object.__new__(Opaque)
     object.__setattr__(value, "_what", what)
@@ -129,8 +152,8 @@ def new_value(cls, name, arguments):
 
 # methods a class made inside a function may override and still be rebuilt as its base (Builder.local_base): no
 # equality of a base is expected to read them
-UNREAD_BY_EQUALITY = frozenset({
-    "__init__", "__repr__", "__str__", "__format__", "__del__", "__call__", "__neg__", "__pos__", "__abs__",
+UNREAD_BY_EQUALITY = frozenset({  # (not __str__, __repr__ or __format__: an == may compare str(self); round 11)
+    "__init__", "__del__", "__call__", "__neg__", "__pos__", "__abs__",
     *(f"__{r}{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
       for r in ("", "r", "i"))})
 
@@ -198,8 +221,9 @@ def pytest_module_name(path, sources):
 class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Modules of the untouched tree, from the sources in memory, ahead of every other finder."""
 
-    def __init__(self, sources):
+    def __init__(self, sources, graded=()):
         self.sources, self.files, self.package, self.tests = sources, {}, set(), set()
+        self.graded, self.graded_imported = [g for g in graded if type(g) is str], False
         aliases = {}
         for path in sources:
             for prefix in SOURCE_ROOTS:
@@ -229,10 +253,48 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 self.files[alias] = found[0]
                 self.tests.add(alias)
 
+    def reachable(self, name):
+        """Whether the test module ``name`` is one the graded test files bring in (round 11: any other test module's
+        import runs code the graded test never ran, such as a switch of the package's mode): a graded file itself,
+        under its dotted or pytest's name, a conftest in a folder above one, or a module that importing the graded
+        files imported from the untouched tree."""
+        if name in self.entry_names():
+            return True
+        if not self.graded_imported:
+            self.graded_imported = True
+            for path in self.graded:
+                dotted = path[:-len(".py")].replace("/", ".")
+                path_list = list(sys.path)
+                try:
+                    importlib.import_module(pytest_module_name(path, self.sources)
+                                            if pytest_module_name(path, self.sources) in self.files else dotted)
+                except Exception:  # noqa: BLE001, S110 - a module that does not import here brings nothing in
+                    pass
+                finally:
+                    sys.path[:] = path_list
+        module = sys.modules.get(name)
+        spec = getattr(module, "__spec__", None) if module is not None else None
+        return spec is not None and spec.loader is self
+
+    def entry_names(self):
+        names = set()
+        for path in self.graded:
+            if path not in self.sources or not path.endswith(".py"):
+                continue
+            folders = path.split("/")[:-1]
+            for depth in range(len(folders) + 1):
+                conftest = "/".join([*folders[:depth], "conftest.py"])
+                for candidate in ([conftest] if conftest in self.sources else []) + ([path] if depth == 0 else []):
+                    names |= {candidate[:-len(".py")].replace("/", "."), pytest_module_name(candidate, self.sources)}
+        return names
+
     def find_spec(self, name, path=None, target=None):
         found = self.files.get(name)
         if found is None:
-            return None
+            parent = name.rpartition(".")[0]
+            if parent and self.files.get(parent, (None, False))[1]:  # a submodule of a package served from memory
+                raise ModuleNotFoundError(f"the untouched tree has no module {name}", name=name)  # comes from
+            return None  # memory or nowhere (round 11: an editable install's finder served the agent's file)
         relative, package = found
         spec = importlib.util.spec_from_loader(name, self, origin=os.path.join(VIRTUAL_ROOT, relative),
                                                is_package=package)
@@ -277,8 +339,14 @@ def isolate(banned_roots, finder):
         return any(real == b or real.startswith(b + os.sep) for b in banned)
 
     sys.path[:] = [entry for entry in sys.path if not inside(entry)]
-    sys.meta_path.insert(0, finder)
-    sys.meta_path.insert(1, TreeGuard(inside))
+    # only the interpreter's own finders and path hooks: a .pth may add others (setuptools' editable-install finder
+    # maps the package to the agent's tree; round 11)
+    standard = (importlib.machinery.BuiltinImporter, importlib.machinery.FrozenImporter,
+                importlib.machinery.PathFinder)
+    sys.meta_path[:] = [finder, TreeGuard(inside), *(f for f in sys.meta_path if f in standard)]
+    sys.path_hooks[:] = [hook for hook in sys.path_hooks if hook is zipimport.zipimporter
+                         or getattr(hook, "__qualname__", "").startswith("FileFinder.path_hook")]
+    sys.path_importer_cache.clear()
     for name in [n for n in sys.modules if n.split(".")[0] in {m.split(".")[0] for m in finder.files}]:
         del sys.modules[name]  # nothing of the package may come from anywhere else
 
@@ -287,13 +355,15 @@ def isolate(banned_roots, finder):
 # compares their own storage (two UUIDs, two paths the repository returned and compared with each other). Any other
 # library class's instance with an ``==`` of its own stands opaque: a generous library ``==`` (mock's ``_Call``)
 # must not vouch for a value.
+ENVIRON = ("os", "_Environ")  # os.environ's class: toolz's test_environ compares a dict it made with os.environ
 LIBRARY_CLASSES = {  # and the state each is rebuilt from: its own slots, never a cache (round 9: a path whose
     # _cached_cparts slot held another path's parts was rebuilt with it, and PurePath's == reads the cache)
     ("uuid", "UUID"): ("int", "is_safe"), ("fractions", "Fraction"): ("_numerator", "_denominator"),
     **{("pathlib", name): ("_drv", "_root", "_parts") for name in (
         "PurePath", "PurePosixPath", "PureWindowsPath", "Path", "PosixPath", "WindowsPath")},
     ("ipaddress", "IPv4Address"): ("_ip",), ("ipaddress", "IPv6Address"): ("_ip", "_scope_id"),
-    ("collections", "Counter"): ()}
+    ("collections", "Counter"): (),
+    ENVIRON: ()}  # rebuilt from its data with this process's own codecs (Builder.build_object)
 
 
 def standard_module(module_name, finder):
@@ -310,6 +380,8 @@ def lookup(module_name, qualname, finder, what):
     if module_name not in finder.package and module_name not in finder.tests and \
             not standard_module(module_name, finder):
         raise Refused(f"{module_name}.{qualname}: not a module of the untouched package or the standard library")
+    if module_name in finder.tests and not finder.reachable(module_name):
+        raise Refused(f"{module_name}.{qualname}: a test module the graded tests do not import")
     if "<locals>" in qualname.split("."):
         raise Refused(f"{module_name}.{qualname}: a {what} made inside a function has no name to look up")
     path = list(sys.path)
@@ -338,11 +410,20 @@ def named_class(module_name, qualname, finder):
 
 def resolve(module_name, qualname, finder):
     """The untouched class called ``module_name``.``qualname`` whose instance is to be rebuilt: the package's
-    own or its tests' (not a dependency's or a set-up script's) or one of :data:`LIBRARY_CLASSES`."""
+    own or its tests' (not a dependency's or a set-up script's) or one of :data:`LIBRARY_CLASSES`. A class whose
+    ``==`` a test module defines is not rebuilt: the tests' own matchers (an unordered or approximate match) are
+    generous on purpose, and the agent chooses what a rebuilt one holds (round 11); one the test writes as its
+    expectation is excused before it gets here."""
     if module_name not in finder.package and module_name not in finder.tests and \
             (module_name, qualname) not in LIBRARY_CLASSES:
         raise Refused(f"{module_name}.{qualname}: not a module of the untouched package")
-    return named_class(module_name, qualname, finder)
+    cls = named_class(module_name, qualname, finder)
+    for klass in cls.__mro__:
+        owner = type.__dict__["__module__"].__get__(klass)
+        own = type.__dict__["__dict__"].__get__(klass)
+        if owner in finder.tests and ("__eq__" in own or "__ne__" in own):
+            raise Refused(f"{module_name}.{qualname}: a test module's class with an == of its own")
+    return cls
 
 
 def compares_in_c(cls):
@@ -450,6 +531,19 @@ class Builder:
             return None
         return cls if (module, qualname) in LIBRARY_CLASSES or compares_in_c(cls) else None
 
+    def environ(self, index, cls, state):
+        """An ``os._Environ`` from its frozen ``_data`` (bytes to bytes) and this process's own key and value codecs
+        (the frozen ones are functions made inside ``os._createenviron``, with no name to look up)."""
+        attributes = self(state) if state != -1 else None
+        data = attributes.get("_data") if type(attributes) is dict else None
+        if type(data) is not dict or any(type(k) is not bytes or type(v) is not bytes for k, v in data.items()):
+            raise Refused("an os._Environ without its bytes data")
+        codecs = os.environ
+        value = self.built[index] = cls(dict(data), codecs.encodekey, codecs.decodekey, codecs.encodevalue,
+                                        codecs.decodevalue)
+        self.instances.append(value)
+        return value
+
     def local_base(self, module, qualname, parent):
         """The untouched class to rebuild an instance of a class made inside a function as: its base ``parent``,
         when the untouched tree defines that class in ``module`` (:func:`local_class_definition`) on that base
@@ -480,6 +574,13 @@ class Builder:
             raise Refused("a malformed dispute")
         make = FRESH.get((module, qualname))
         return make() if make is not None else opaque(f"{module}.{qualname}")
+
+    def build_identity(self, index, module, qualname):
+        if type(module) is not str or type(qualname) is not str:
+            raise Refused("a malformed dispute")
+        value = object.__new__(Identity)
+        object.__setattr__(value, "_what", f"{module}.{qualname}")
+        return value
 
     def build_buffer(self, index, kind, contents, position):
         if (kind, type(contents)) not in (("bytes", bytes), ("str", str)) or type(position) is not int:
@@ -517,6 +618,13 @@ class Builder:
     def build_slice(self, index, start, stop, step):
         return slice(self(start), self(stop), self(step))
 
+    def build_partial(self, index, func, args, keywords):
+        made, arguments, named = self(func), self(args), self(keywords)
+        if not callable(made) or type(arguments) is not tuple or type(named) is not dict or \
+                any(type(k) is not str for k in named):
+            raise Refused("a malformed dispute")
+        return functools.partial(made, *arguments, **named)
+
     def build_namespace(self, index, state):
         value = self.built[index] = types.SimpleNamespace()
         attributes = self(state)
@@ -529,7 +637,8 @@ class Builder:
         if type(name) is not str:
             raise Refused("a malformed dispute")
         if name not in self.finder.package and name not in self.finder.tests and \
-                not standard_module(name, self.finder):
+                not standard_module(name, self.finder) or name in self.finder.tests and \
+                not self.finder.reachable(name):
             return opaque(f"module {name}")
         path = list(sys.path)
         try:
@@ -615,6 +724,8 @@ class Builder:
                 raise Refused("a malformed dispute")
             value = base.__new__(cls, contents)
         self.built[index] = value
+        if kind == ENVIRON:
+            return self.environ(index, cls, state)
         kept = LIBRARY_CLASSES.get(kind) if kind[0] not in self.finder.package else None
         if kept is not None:  # a library value class: its own slots only, no __dict__ (caches live there too)
             state = -1
@@ -811,7 +922,7 @@ def instance_state(value):
 
 
 # what holds data itself: a scalar, a buffer's or a bytearray's contents; and what is named (a member, a function)
-LEAF_NODES = ("v", "buffer", "bytearray", "member", "flag", "function", "class", "module", "descriptor")
+LEAF_NODES = ("v", "buffer", "bytearray", "member", "flag", "function", "class", "module", "descriptor", "identity")
 
 
 def changed_leaf(node, rng, token):
@@ -932,7 +1043,8 @@ def decide(data, finder):
 
 def main(argv):
     request = json.loads(sys.stdin.buffer.read())
-    finder = PristineFinder(request["sources"])
+    graded = request.get("graded")
+    finder = PristineFinder(request["sources"], graded if type(graded) is list else ())
     isolate([*argv, request["root"]], finder)
     sys.setrecursionlimit(20_000)
     verdicts = [decide(data, finder) for data in request["disputes"]]

@@ -73,6 +73,7 @@ JUDGE = os.path.join(HERE, "judge.py")
 # The package's untouched tree (TURNGYM_PRISTINE, extracted by the grading script from the base commit): its .py
 # sources, read into memory by main() before any code under test runs, for the judge of strict equality's disputes.
 PRISTINE = [None]
+GRADED = []  # the test files graded now, relative to the tree: the only test modules the judge may import
 PRISTINE_LIMIT = 64 << 20  # bytes of source: a larger tree is not read (disputes then fail as before)
 JUDGE_TIMEOUT = 120
 
@@ -686,6 +687,60 @@ def _no_dump():
         pass
 
 
+def _subreaper():
+    """prctl(PR_SET_CHILD_SUBREAPER, 1): a process the code under test leaves behind (a daemon, a double fork)
+    becomes this process's child when its parent ends, so :func:`reap_descendants` can find and end it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _children(pid):
+    """The pids whose parent is ``pid``, read from /proc (a command name may hold spaces and parentheses)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == str(pid).encode():
+            found.append(int(entry))
+    return found
+
+
+def reap_descendants(rounds=200):
+    """Kill and reap every process left under this one once a test child has ended; True when none is left. The
+    judge runs only after this: a thread or a process of the code under test that is still alive can open the
+    judge's standard output through /proc and write its verdict (red team, round 11)."""
+    import signal
+    import time
+
+    for _ in range(rounds):
+        children = _children(os.getpid())
+        if not children:
+            return True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        time.sleep(0.005)
+    return not _children(os.getpid())
+
+
 class Child:
     """A test process driven a step at a time: its payload first, then each step once the last one ended.
     Its events are read as they come on a private pipe; its own output is kept for the log."""
@@ -699,7 +754,7 @@ class Child:
         self.output = []
         self.reader = threading.Thread(target=lambda: self.output.append(self.process.stdout.read()), daemon=True)
         self.reader.start()
-        self.alarms = []
+        self.alarms, self.outlived = [], False
         self.send(json.dumps(payload))
 
     def send(self, line):
@@ -732,6 +787,7 @@ class Child:
         if self.alarms:
             self.process.kill()
         code = self.process.wait()
+        self.outlived = not reap_descendants()  # nothing of the code under test runs past its child
         self.reader.join()
         self.events.close()
         for line in (self.output[0] if self.output else b"").decode("utf-8", "replace").splitlines():
@@ -937,14 +993,17 @@ def run_steps(command, payload, steps, emit, events_class=StepEvents, env=None):
                                        "was rewritten in place (its live bytecode or constants changed)")
         if void:
             break
-        if events.disputes:
-            events.settle(judge_disputes)
         found.append(events)
     code = child.close(emit)
     if child.alarms:
         return found, child.alarms[0], True
     if void:
         return found, void, True
+    for events in found:  # judged only now: no process of the code under test is left to touch the judge
+        if events.disputes:
+            events.settle(judge_disputes if not child.outlived else
+                          lambda disputes: [(False, "a process of the code under test outlived its test run")]
+                          * len(disputes))
     return found, "", len(found) == len(steps) and code in (0, 1, 2, 5)  # pytest: tests failed, none ran...
 
 
@@ -1081,6 +1140,7 @@ def run_unittest(test_ids, emit, verdict):
         trusted = integrity.trusted_hashes(cwd, list(groups))
         for path, (module, tests) in groups.items():
             plan = FilePlan(path, module, tests, files, integrity, files.rng)
+            GRADED[:] = [os.path.relpath(path, cwd)]
             statuses, void = run_file(plan, trusted, emit)
             if void:
                 return void
@@ -1276,6 +1336,7 @@ def run_pytest(test_ids, plugins, emit, verdict):
         config_path = _write_private(cwd, config[1], config[0]) if config else None
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        GRADED[:] = sorted(os.path.relpath(p, cwd) for p in by_file if os.path.isfile(p))
         payload = {"files": sorted(p for p in by_file if os.path.isfile(p)), "trusted": trusted,
                    "args": pytest_arguments(cwd, config_path, plugins), "strict": STRICT[0],
                    "pristine": PRISTINE[0] is not None}
@@ -1352,28 +1413,30 @@ def read_pristine(root, emit):
     return {"root": os.path.abspath(root), "sources": sources}
 
 
-JUDGED = {}  # a frozen pair's verdict, by its data: both harnesses send the same pairs
+JUDGED = {}  # a frozen pair's verdict, by the graded files and its data: both harnesses send the same pairs
 
 
 def judge_disputes(disputes):
     """``[(held, why)]`` for frozen pairs, decided by ``judge.py`` in a fresh process on the untouched sources;
     every pair is refused when there is no untouched tree or the judge fails."""
-    verdicts = [JUDGED.get(d) for d in disputes]
+    graded = tuple(GRADED)
+    verdicts = [JUDGED.get((graded, d)) for d in disputes]
     wanted = [d for d, v in zip(disputes, verdicts) if v is None]
     if wanted and PRISTINE[0] is None:
         return [(False, "no untouched tree to judge it")] * len(disputes)
     if wanted:
-        request = json.dumps({**PRISTINE[0], "disputes": list(dict.fromkeys(wanted))}).encode()
+        request = json.dumps({**PRISTINE[0], "graded": list(graded),
+                              "disputes": list(dict.fromkeys(wanted))}).encode()
         try:
             done = subprocess.run([sys.executable, "-B", "-s", JUDGE, os.getcwd()], input=request,
                                   capture_output=True, timeout=JUDGE_TIMEOUT, cwd="/", check=False)
             answers = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
             for data, (held, why) in zip(dict.fromkeys(wanted), answers):
-                JUDGED[data] = (held is True, str(why)[:300])
+                JUDGED[graded, data] = (held is True, str(why)[:300])
         except (OSError, ValueError, IndexError, TypeError, subprocess.TimeoutExpired) as error:
             why = f"the judge failed ({type(error).__name__})"
-            return [JUDGED.get(d, (False, why)) for d in disputes]
-    return [JUDGED.get(d, (False, "the judge gave no verdict")) for d in disputes]
+            return [JUDGED.get((graded, d), (False, why)) for d in disputes]
+    return [JUDGED.get((graded, d), (False, "the judge gave no verdict")) for d in disputes]
 
 
 def main(argv):
@@ -1391,6 +1454,7 @@ def main(argv):
     def verdict(status, test_id):
         emit("\n" + prefix + status + " " + test_id)
 
+    _subreaper()
     PRISTINE[0] = read_pristine(os.environ.get("TURNGYM_PRISTINE", ""), emit)
     if argv[:1] == [LOOSE]:
         argv, STRICT[0] = argv[1:], False
