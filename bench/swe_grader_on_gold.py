@@ -31,17 +31,19 @@ from turngym.envs.swe.synth.source import LAYOUT, cache_root
 NONCE = "b3nchn0nce"
 
 
-def kept_tests(package: str, root: Path, layout: str = LAYOUT) -> tuple[Path, list[str]]:
-    """The package's repository in the cache and the test ids its baseline kept."""
+def kept_tests(package: str, root: Path, layout: str = LAYOUT) -> tuple[Path, list[str], list[str]]:
+    """The package's repository in the cache, the test ids its baseline kept and the package's support files (the
+    modules its test classes take code from, which a task restores and the runner trusts: ``--support``)."""
     repository = root / "repos" / layout / package
     baseline = root / "work" / layout / package / "baseline.json"
     if not repository.is_dir() or not baseline.is_file():
         raise SystemExit(f"{package}: not in the synthesis cache ({repository}, {baseline}); run `turngym swe synth "
                          f"{package.rsplit('-', 1)[0]}=={package.rsplit('-', 1)[-1]}` first")
-    return repository, json.loads(baseline.read_text())["kept"]
+    data = json.loads(baseline.read_text())
+    return repository, data["kept"], list(data.get("support", ()))
 
 
-def grade(repository: Path, ids: list[str], pristine: Path | None) -> dict:
+def grade(repository: Path, ids: list[str], pristine: Path | None, support: list[str] = ()) -> dict:
     """Every id through the runner (``--pytest``) on a fresh copy of ``repository``: statuses and seconds."""
     with tempfile.TemporaryDirectory(prefix="turngym-gold-") as scratch:
         copy = Path(scratch) / "repo"
@@ -50,7 +52,9 @@ def grade(repository: Path, ids: list[str], pristine: Path | None) -> dict:
         if pristine is not None:
             env["TURNGYM_PRISTINE"] = str(pristine)
         start = time.monotonic()
-        done = subprocess.run(["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "unittest_runner.py"), "--pytest", *ids],
+        flags = [flag for path in support for flag in ("--support", path)]
+        done = subprocess.run(["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "unittest_runner.py"), *flags,
+                               "--pytest", *ids],
                               cwd=copy, input=f"{NONCE}\n".encode(), capture_output=True, env=env, check=False)
         seconds = time.monotonic() - start
     statuses = parse_test_log(done.stdout.decode(errors="replace"), ids, prefix=NONCE)
@@ -70,7 +74,7 @@ def main() -> None:
     parser.add_argument("--layout", default=LAYOUT, help=f"the cache's preparation layout (default {LAYOUT}, this "
                         "version's; an older one's repositories and baselines, while they are still cached)")
     args = parser.parse_args()
-    repository, ids = kept_tests(args.package, cache_root(), args.layout)
+    repository, ids, support = kept_tests(args.package, cache_root(), args.layout)
     ids = ids[: args.limit] if args.limit else ids
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").is_file() else "?"
     print(f"{args.package}: {len(ids)} kept tests; load average before: {load}")
@@ -78,7 +82,7 @@ def main() -> None:
     for label, pristine in (("plain", None), ("pristine", repository)):
         if args.only and args.only != label:
             continue
-        runs[label] = grade(repository, ids, pristine)
+        runs[label] = grade(repository, ids, pristine, support)
         row = runs[label]
         print(f"  {label:8s} {row['seconds']:7.1f} s  {row['counts']}  not passed: {row['not_passed'] or 'none'}")
     if len(runs) == 2:

@@ -1197,3 +1197,59 @@ def test_the_packages_own_version_is_found_by_importlib_metadata_in_the_sandbox(
     with make_sandbox("bwrap", SandboxSpec(repo_dir=repo, name="own-metadata"), workspace_root=tmp_path) as box:
         run = box.exec("python3 -m pytest -q -p no:cacheprovider tests", timeout=120)
         assert run.ok, run.output
+
+
+@needs_bwrap
+def test_a_package_that_ships_its_tests_assertions_is_graded_with_them_restored(tmp_path):
+    """pyparsing 3.1.2: its test classes inherit assertion methods from the package (``pyparsing/testing.py``), code
+    the agent could rewrite; the runner voided every grading of its 1,672 kept tests on the untouched code ("not
+    code of the test files"). Such a file is now found at baseline (the test classes' bases), never mutated,
+    restored at grading like a test file (``test_patch``) and trusted by the runner (``--support``)."""
+    package = make_tiny_package(tmp_path / "src")
+    _package(package.parent, package.name, {
+        "tinystats/testing.py": """\
+            from tinystats.core import mean
+
+
+            class StatsAsserts:
+                def assertMean(self, values, expected):
+                    self.assertEqual(mean(values), expected)
+            """,
+        "tests/test_mixin.py": """\
+            import unittest
+
+            from tinystats.testing import StatsAsserts
+
+
+            class TestWithMixin(StatsAsserts, unittest.TestCase):
+                def test_mean_through_the_mixin(self):
+                    self.assertMean([2, 4], 3)
+
+                def test_mean_of_four(self):
+                    self.assertMean([1, 1, 1, 5], 2)
+            """})
+    config = SynthConfig(seed=0, max_candidates=12)
+    summary = synthesize([str(package)], tmp_path / "out", config, root=tmp_path / "cache")
+    (report,) = summary["packages"]
+    assert report["status"] == "ok", report["reason"]
+    assert summary["false_alarms"] == [] and summary["tasks"] >= 1, summary
+    baseline = json.loads(next((tmp_path / "cache" / "work").glob("*/*/baseline.json")).read_text())
+    assert baseline["support"] == ["tinystats/testing.py"]
+    records = [json.loads(line) for line in (tmp_path / "out" / "tasks.jsonl").read_text().splitlines()]
+    assert not any("tinystats/testing.py" in patch_paths(r["setup_patch"]) for r in records)  # never mutated
+    for record in records:
+        assert "--support tinystats/testing.py" in record["test_cmd"]
+        assert "tinystats/testing.py" in patch_paths(record["test_patch"])  # restored at grading
+    mixin_tasks = [r for r in records if any("test_mixin" in t for t in r["FAIL_TO_PASS"] + r["PASS_TO_PASS"])]
+    assert mixin_tasks  # graded through the mixin, and validated (no void grading)
+
+
+def test_support_files_are_the_packages_own_modules_the_test_classes_take_code_from():
+    from turngym.envs.swe.synth.pipeline import support_files, test_command
+
+    found = ["tests/test_unit.py", "pyparsing/testing.py", "conftest.py", "src/pkg/helpers.py", "pkg/x_test.py",
+             "testing/util.py", "pkg/tests/base.py"]
+    assert support_files(found) == ["pyparsing/testing.py", "src/pkg/helpers.py"]
+    assert test_command("pytest") == "python3 /opt/turngym/unittest_runner.py --pytest {tests}"  # none: as before
+    assert test_command("unittest", ["pyparsing/testing.py"]) == (
+        "python3 /opt/turngym/unittest_runner.py --support pyparsing/testing.py {tests}")

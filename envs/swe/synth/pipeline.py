@@ -43,6 +43,7 @@ import logging
 import multiprocessing
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -78,6 +79,7 @@ from turngym.envs.tasks import canonical_json, sha256_text
 logger = logging.getLogger(__name__)
 
 RUNNER = "/opt/turngym/unittest_runner.py"
+TEST_FOLDERS = ("test", "tests", "testing")  # as the runner's integrity.TEST_DIR_NAMES
 GRADED_MARK = "# turngym-synth: this file grades the task (restored to its base version before grading)\n"
 MAX_COVERING_TESTS = 300
 NETWORK_HINTS = ("Network is unreachable", "Temporary failure in name resolution", "Name or service not known",
@@ -215,10 +217,27 @@ def _runner_mode(repo: Path, test_ids: list[str]) -> str:
     return "unittest"
 
 
-def test_command(mode: str) -> str:
-    """The runner, in its pytest or unittest mode. No PYTHONPATH: it would put the agent's tree before the standard
-    library in the runner's own process (the root conftest.py places the package after it instead)."""
-    return f"python3 {RUNNER} {'--pytest ' if mode == 'pytest' else ''}{{tests}}"
+def test_command(mode: str, support: list[str] = ()) -> str:
+    """The runner, in its pytest or unittest mode, told which support files of the package the grading restores
+    (``--support``). No PYTHONPATH: it would put the agent's tree before the standard library in the runner's own
+    process (the root conftest.py places the package after it instead)."""
+    flags = "".join(f"--support {shlex.quote(path)} " for path in support)
+    return f"python3 {RUNNER} {flags}{'--pytest ' if mode == 'pytest' else ''}{{tests}}"
+
+
+def support_files(classes_from: list[str]) -> list[str]:
+    """The package's own files among those the test classes' bases come from: a module of assertions the package
+    ships for its tests (pyparsing's ``testing.py``). Its code runs as the tests' code, so the grading restores it
+    like a test file, the runner trusts it (``--support``), and no bug is ever made in it. Test files, test
+    folders and conftests are the tests' already."""
+    found = []
+    for path in classes_from:
+        parts = path.split("/")
+        if path.endswith(".py") and parts[-1] != "conftest.py" and not parts[-1].startswith("test_") \
+                and not parts[-1].endswith("_test.py") and not any(
+                part in TEST_FOLDERS or part.startswith("test") for part in parts[:-1]):
+            found.append(path)
+    return sorted(found)
 
 
 # --------------------------------------------------------------------------- stages
@@ -254,12 +273,12 @@ def baseline(session: TestSession, work: Path, report: PackageReport, config: Sy
         report.reason = f"no test passes in the sandbox: {_first_error(runs[0].log)}"
         return None
     try:
-        trace = session.trace(kept, timeout=config.suite_timeout)
+        trace, classes_from = session.trace(kept, timeout=config.suite_timeout)
     except (TimeoutError, RuntimeError, ValueError) as error:
         report.reason = f"tracing the tests failed: {_short(str(error))}"
         return None
     data = {"collected": ids, "kept": kept, "flaky": flaky, "collection_errors": report.collection_errors,
-            "suite_seconds": min(r.seconds for r in runs), "trace": trace,
+            "suite_seconds": min(r.seconds for r in runs), "trace": trace, "support": support_files(classes_from),
             "network": any(h in runs[0].log for h in NETWORK_HINTS)}
     data["seconds"] = time.monotonic() - start
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -269,9 +288,11 @@ def baseline(session: TestSession, work: Path, report: PackageReport, config: Sy
 def candidate_mutations(repo: Path, base: dict, source_key: str, config: SynthConfig) -> tuple[list, dict, int]:
     """``(mutations, tests by unit, covered units)``: deterministic, interleaved by modifier kind."""
     covering: dict[tuple[str, int], set[str]] = {}
+    support = set(base.get("support", ()))
     for test, calls in base["trace"].items():
         for file, line in calls:
-            covering.setdefault((file, int(line)), set()).add(test)
+            if file not in support:  # restored at grading: a bug there would be undone (support_files)
+                covering.setdefault((file, int(line)), set()).add(test)
     units: list[tuple[mods.Span, str, list[str]]] = []
     for path in source_files(repo):
         try:
@@ -366,8 +387,10 @@ def choose_tests(row: dict, covering: list[str], config: SynthConfig, seed: int)
 
 
 def build_record(source_name: str, source_version: str, repo: Path, mutation: mods.Mutation, row: dict,
-                 config: SynthConfig, covering: list[str] | None = None) -> tuple[dict | None, str]:
-    """The SWE-bench record of a screened mutation, or ``(None, drop reason)``."""
+                 config: SynthConfig, covering: list[str] | None = None,
+                 support: list[str] = ()) -> tuple[dict | None, str]:
+    """The SWE-bench record of a screened mutation, or ``(None, drop reason)``; ``support``: the package's files
+    the tests take code from (:func:`support_files`), restored at grading like the tests."""
     seed = mods.seed_for(config.seed, mutation.key)
     f2p, p2p = choose_tests(row, covering or [], config, seed)
     changed = changed_lines(mutation.original, mutation.mutated)
@@ -377,7 +400,8 @@ def build_record(source_name: str, source_version: str, repo: Path, mutation: mo
         return None, "the statement would quote the changed line"
     setup_patch = make_patch({mutation.path: (mutation.original, mutation.mutated)})
     gold = make_patch({mutation.path: (mutation.mutated, mutation.original)})
-    graded_files = sorted({_test_file(t) for t in f2p + p2p})
+    support = list(support)
+    graded_files = sorted({_test_file(t) for t in f2p + p2p} | set(support))
     tests = {}
     for path in graded_files:
         text = (repo / path).read_text(encoding="utf-8")
@@ -396,7 +420,7 @@ def build_record(source_name: str, source_version: str, repo: Path, mutation: mo
         "FAIL_TO_PASS": f2p,
         "PASS_TO_PASS": p2p,
         "hints_text": "",
-        "test_cmd": test_command(mode),
+        "test_cmd": test_command(mode, support),
         "difficulty": mutation.modifier,
         "difficulty_label": {"modifier": mutation.modifier, "lines_changed": lines_changed,
                              "fail_to_pass": len(f2p), "failing_tests": len(row["f2p"]), "files_touched": 1,
@@ -627,6 +651,7 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
         return report, []
     drops: Counter[str] = Counter()
     candidates: list[dict] = []
+    support = list(base.get("support", ()))
     for mutation in mutations:  # in the seeded order, whatever order an interrupted run screened them in
         key, row = mutation.key, screened.get(mutation.key)
         if row is None:
@@ -635,7 +660,8 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
         if "drop" in row:
             drops[row["drop"]] += 1
             continue
-        record, reason = build_record(source.name, source.version, repo, mutation, row, config, tests_of.get(key, []))
+        record, reason = build_record(source.name, source.version, repo, mutation, row, config, tests_of.get(key, []),
+                                      support)
         if record is None:
             drops[reason] += 1
             continue
@@ -646,7 +672,7 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
         rows: dict[str, dict] = {}
         records = validate_candidates(candidates, repo, work, config, report, drops, workers, rows_out=rows)
         records = regrade_candidates(candidates, records, rows, mutations, screened, source, repo, work, config,
-                                     report, drops, workers, tests_of)
+                                     report, drops, workers, tests_of, support)
         report.seconds["validate"] = time.monotonic() - t0
         report.validated = len(records)
     else:
@@ -659,7 +685,8 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
 
 def regrade_candidates(candidates: list[dict], records: list[dict], rows: dict[str, dict], mutations: list,
                        screened: dict[str, dict], source: Any, repo: Path, work: Path, config: SynthConfig,
-                       report: PackageReport, drops: Counter, workers: int, tests_of: dict) -> list[dict]:
+                       report: PackageReport, drops: Counter, workers: int, tests_of: dict,
+                       support: list[str] = ()) -> list[dict]:
     """``records`` with the tasks dropped only for tests the grader's own runs cannot judge
     (:func:`tests_to_leave_out`) rebuilt without those tests and validated once more, in the candidates' order.
 
@@ -681,7 +708,7 @@ def regrade_candidates(candidates: list[dict], records: list[dict], rows: dict[s
         screen = {**screen, "f2p": [t for t in screen["f2p"] if t not in left_out],
                   "p2p": [t for t in screen["p2p"] if t not in left_out]}
         again, _ = build_record(source.name, source.version, repo, mutation, screen, config,
-                                tests_of.get(mutation.key, []))
+                                tests_of.get(mutation.key, []), support)
         if again is not None:
             rebuilt.append(again)
             first_drops[row["drop"]] += 1

@@ -76,9 +76,21 @@ def pytest_runtest_protocol(item, nextitem):
         _seen[item.nodeid] = sorted(_now)
         _now = None
 
+_support = set()
+
+def pytest_collection_modifyitems(session, config, items):
+    # the repository's files the test classes take code from (a mixin of assertions the package ships)
+    for item in items:
+        for klass in getattr(getattr(item, "cls", None), "__mro__", ()):
+            name = getattr(sys.modules.get(getattr(klass, "__module__", "") or ""), "__file__", None)
+            if isinstance(name, str):
+                path = os.path.normpath(os.path.abspath(name))
+                if path.startswith(ROOT + os.sep):
+                    _support.add(os.path.relpath(path, ROOT))
+
 def pytest_sessionfinish(session):
     with open(OUT, "w") as out:
-        json.dump(_seen, out)
+        json.dump({"tests": _seen, "classes_from": sorted(_support)}, out)
 '''
 
 
@@ -167,8 +179,9 @@ class TestSession:
                                                                  ids, timeout)
         return Run(parse_test_log(log, ids), log, seconds, timed_out, code, flooded=flooded)
 
-    def trace(self, ids: list[str], timeout: float) -> dict[str, list[tuple[str, int]]]:
-        """Which functions of the repository each test runs: ``{test id: [(file, first line), ...]}``."""
+    def trace(self, ids: list[str], timeout: float) -> tuple[dict[str, list[tuple[str, int]]], list[str]]:
+        """Which functions of the repository each test runs, ``{test id: [(file, first line), ...]}``, and the
+        repository's files that the test classes' bases come from (the tests' own, and a mixin the package ships)."""
         self.sandbox.exec(f"cat > {TRACE_PLUGIN}", stdin=TRACE_SOURCE.encode(), timeout=60)
         env = f"TURNGYM_TRACE_OUT={TRACE_OUT}"
         log, _, _, timed_out, _ = self.pytest([*PYTEST_OPTIONS, "-q", "--tb=no", "-p", "turngym_synth_trace"], ids,
@@ -179,7 +192,8 @@ class TestSession:
         if not size.ok:
             raise RuntimeError(f"the trace plugin wrote nothing: {log[-500:]}")
         data = json.loads(self.read_bytes(TRACE_OUT, int(size.output.strip().splitlines()[-1])))
-        return {test: [tuple(x) for x in calls] for test, calls in data.items()}
+        return ({test: [tuple(x) for x in calls] for test, calls in data["tests"].items()},
+                [str(f) for f in data["classes_from"]])
 
     def read_bytes(self, path: str, size: int) -> bytes:
         """A file of the sandbox, read in chunks that stay under its output limit (a large suite's trace is
