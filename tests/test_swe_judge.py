@@ -158,11 +158,13 @@ def _package(root: Path, package: str = PACKAGE) -> Path:
     return root
 
 
-def _grade(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool = False) -> dict[str, str]:
+def _grade(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool = False,
+           support: tuple[str, ...] = ()) -> dict[str, str]:
     env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}
     if pristine is not None:
         env["TURNGYM_PRISTINE"] = str(pristine)
-    command = ["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "unittest_runner.py")]
+    command = ["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "unittest_runner.py"),
+               *(flag for path in support for flag in ("--support", path))]
     done = subprocess.run(command + (["--pytest"] if pytest_mode else []) + ids, input="n0nce\n", cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     found = {}
@@ -906,6 +908,10 @@ def test_an_enum_members_siblings_are_its_probes(tmp_path):
 # package class and its helper class (the judge rebuilt no test module's class), in a test package and in a folder
 # pytest imports without one; and two attacks on that: the test class rewritten at run time, a test module's
 # always-equal helper returned as the answer.
+# Round 12 (helper-38, against 0b5b50d), in tests/swe_judge_round12/: an always-true __eq__ compiled under a restored
+# test file's own path (its co_filename was believed); a helper's or support file's globals rewritten at run time
+# (a shadowed builtin); a `testsuite/` folder's matcher (the runner's test code, the judge's package); an always-true
+# __ne__ under assertNotEqual and `assert a != b`; and an honest pair in a non-positive position.
 ROUNDS = Path(__file__).parent
 
 
@@ -922,7 +928,8 @@ def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:
         pytest.skip("the sandbox's python3 has no pytest")
     _scenario_tree(tmp_path / "pristine", scenario["PKG"], scenario["TESTS"], not scenario.get("NO_INIT"),
                    scenario.get("FILES"))
-    return scenario, "tests/test_pkg.py::test_a" if pytest_mode else "tests.test_pkg.T.test_a", pytest_mode
+    default = "tests/test_pkg.py::test_a" if pytest_mode else "tests.test_pkg.T.test_a"
+    return scenario, scenario.get("ID", default), pytest_mode
 
 
 @pytest.mark.parametrize("name", _later_rounds("attack"))
@@ -931,16 +938,19 @@ def test_the_later_rounds_attacks_fail(name, tmp_path):
     pristine = tmp_path / "pristine"
     _scenario_tree(tmp_path / "repo", scenario["AGENT"], scenario["TESTS"], not scenario.get("NO_INIT"),
                    {**scenario.get("FILES", {}), **scenario.get("AGENT_FILES", {})})
-    for pristine_tree in (pristine, None):
-        assert _grade(tmp_path / "repo", [target], pristine_tree, pytest_mode) == {target: "FAILED"}
-    assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
+    support = tuple(scenario.get("SUPPORT", ()))
+    for pristine_tree in (pristine, None):  # failed, errored or the grading void (reward 0 each way)
+        assert _grade(tmp_path / "repo", [target], pristine_tree, pytest_mode, support)[target] in (
+            "FAILED", "ERROR", "TAMPERED")
+    assert _grade(pristine, [target], pristine, pytest_mode, support) == {target: "PASSED"}
 
 
 @pytest.mark.parametrize("name", _later_rounds("honest"))
 def test_the_later_rounds_honest_state_passes_on_the_untouched_package(name, tmp_path):
-    _, target, pytest_mode = _later_round_scenario(name, tmp_path)
+    scenario, target, pytest_mode = _later_round_scenario(name, tmp_path)
     pristine = tmp_path / "pristine"
-    assert _grade(pristine, [target], pristine, pytest_mode) == {target: "PASSED"}
+    assert _grade(pristine, [target], pristine, pytest_mode, tuple(scenario.get("SUPPORT", ()))) == {
+        target: "PASSED"}
 
 
 def _judge_module():
@@ -1044,3 +1054,22 @@ def test_the_judge_keeps_only_the_interpreters_own_finders(tmp_path):
     finders, hooks = done.stdout.split("\n")[:2]
     assert finders == str(sorted(["BuiltinImporter", "FrozenImporter", "PathFinder", "PristineFinder", "TreeGuard"]))
     assert int(hooks) <= 2  # zipimport's and FileFinder's
+
+
+def test_site_start_up_modules_the_agent_plants_never_reach_the_graded_tree(tmp_path):
+    """Red team, round 12: where an editable install's .pth puts the repository on sys.path, Python's site imports
+    a ``sitecustomize.py`` found there at start-up, inside the runner itself; the grading copy keeps the base
+    version of such files, as of conftest.py (``PROTECTED_NAMES``)."""
+    from turngym.envs.swe.workspace import PROTECTED_NAMES
+
+    agent, graded = tmp_path / "agent", tmp_path / "graded"
+    for root in (agent, graded):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "__init__.py").write_text("")
+    for name in ("sitecustomize.py", "usercustomize.py"):
+        (agent / name).write_text("import os\n")
+        (agent / "pkg" / name).write_text("import os\n")
+    args = [arg for name in PROTECTED_NAMES for arg in ("--protect-name", name)]
+    subprocess.run(["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "tree.py"), "copy", str(agent), str(graded),
+                    *args], check=True, capture_output=True, timeout=60)
+    assert sorted(p.name for p in graded.rglob("*.py")) == ["__init__.py"]

@@ -62,8 +62,10 @@ PATCH_MARK = "TURNGYM_PATCH"
 # reported whole. A cap that cut the patch silently let a big first file push the real change out of it.
 MAX_PATCH_BYTES = 200_000
 NEUTRAL_ATTRIBUTES = "* !text !eol !filter !diff !merge !ident !working-tree-encoding !export-subst"
-# restored to their base versions wherever they are: files that configure the test runner itself
-PROTECTED_NAMES = ("conftest.py",)
+# restored to their base versions wherever they are: files that configure the test runner itself, and the modules
+# Python's site imports at start-up from any folder on sys.path (an editable install's .pth can put the agent's
+# tree there: its sitecustomize.py ran inside the runner; red team, round 12)
+PROTECTED_NAMES = ("conftest.py", "sitecustomize.py", "usercustomize.py")
 # restored to their base versions: pytest.ini, and the read-only folders of the tests' requirements
 PROTECTED_PATHS = ("pytest.ini", *READ_ONLY_DIRS)
 TEST_DIR_NAMES = ("test", "tests", "testing")

@@ -865,8 +865,10 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                 filename = code.co_filename
                 if _type(filename) is not _str:
                     return "<an __eq__ whose code names no file>"
-                if _isabs(filename) and _realpath(filename).startswith(_root):
-                    return "" if _abspath(filename) in _trusted else filename
+                if _isabs(filename) and _realpath(filename).startswith(_root):  # a trusted file's code only if it
+                    # is that file's (round 12: an always-true __eq__ compiled under the test file's own path)
+                    return "" if _abspath(filename) in _trusted and _code_ok is not None and _code_ok(code) \
+                        else filename
                 if _code_ok is not None and not _code_ok(code):
                     return f"{filename} (its code is not that file's)"
                 known = _library.get(_id(klass))
@@ -1203,10 +1205,11 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
     builtin_kinds = (str, bytes, int, float, complex, bool, type(None), list, tuple, dict, set, frozenset)
     original = {name: getattr(test_case, name) for name in (
         "assertEqual", "assertDictEqual", "assertListEqual", "assertTupleEqual", "assertSetEqual",
-        "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertIn", "assertCountEqual")}
+        "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertIn", "assertCountEqual",
+        "assertNotEqual")}
 
-    def check(self, first, second, msg, caller, names, original, args, operations=(), _guard=guard, _problem=problem,
-              _framework=framework_file, _abspath=os.path.abspath, _dispute=dispute, _type=type,
+    def check(self, first, second, msg, caller, names, original, args, operations=(), op="==", _guard=guard,
+              _problem=problem, _framework=framework_file, _abspath=os.path.abspath, _dispute=dispute, _type=type,
               _overrides=problem.overrides):
         """Run the equality assertion ``original(*args)`` unless strict equality refuses the pair (not when
         unittest's own ``assertEqual`` is the caller: it checks for itself). The rule is applied *before* the
@@ -1232,7 +1235,7 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
 
         why = refused()
         if why:
-            frozen = _dispute.freeze(first, second, "==") if _dispute is not None else b""
+            frozen = _dispute.freeze(first, second, op) if _dispute is not None else b""
             if frozen:
                 _dispute(frozen, why)  # the parent's judge decides, with the package's untouched ==
                 return
@@ -1245,6 +1248,11 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
     def assertEqual(self, first, second, msg=None, _original=original["assertEqual"], _check=check,
                     _getframe=sys._getframe):
         _check(self, first, second, msg, _getframe(1), ("first", "second"), _original, (self, first, second, msg))
+
+    def assertNotEqual(self, first, second, msg=None, _original=original["assertNotEqual"], _check=check,
+                       _getframe=sys._getframe):  # round 12: an always-true __ne__ passed assertNotEqual
+        _check(self, first, second, msg, _getframe(1), ("first", "second"), _original, (self, first, second, msg),
+               (), "!=")
 
     def assertDictEqual(self, d1, d2, msg=None, _original=original["assertDictEqual"], _check=check,
                         _getframe=sys._getframe):
@@ -1336,7 +1344,8 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         _count_equal(self, first, second, msg)
 
     for function in (assertEqual, assertDictEqual, assertListEqual, assertTupleEqual, assertSetEqual,
-                     assertSequenceEqual, assertMultiLineEqual, assertAlmostEqual, assertIn, assertCountEqual):
+                     assertSequenceEqual, assertMultiLineEqual, assertAlmostEqual, assertIn, assertCountEqual,
+                     assertNotEqual):
         setattr(test_case, function.__name__, function)
 
 
@@ -1691,7 +1700,7 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
             why = _problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side])))
         return why
 
-    def _turngym_freeze(left, right, left_span=None, right_span=None, _getframe=sys._getframe,
+    def _turngym_freeze(left, right, left_span=None, right_span=None, op="==", _getframe=sys._getframe,
                         _refused=_turngym_refused, _dispute=dispute):
         """Before the assert's ``left == right`` (see ``strict_assertions``' ``check``): None when strict equality
         believes the pair, and the comparison runs; True when it refuses it and a judge takes it (the frozen
@@ -1701,7 +1710,7 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
         why = _refused(left, right, _getframe(1), (left_span, right_span))
         if not why:
             return None
-        frozen = _dispute.freeze(left, right, "==") if _dispute is not None else b""
+        frozen = _dispute.freeze(left, right, op) if _dispute is not None else b""
         if frozen:
             _dispute(frozen, why)
             return True
@@ -1717,6 +1726,33 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
         if why:
             raise AssertionError("strict equality: " + why)
         return True
+
+    def _turngym_prefreeze(left, right, left_span=None, right_span=None, op="==", _getframe=sys._getframe,
+                           _refused=_turngym_refused, _dispute=dispute):
+        """Before a comparison whose True does not by itself pass the assert (under ``not``, ``or``, a call:
+        ``assert (v == Version("1.2")) is True``): None when strict equality believes the pair, the frozen pair
+        when it refuses it and a judge can take it, False when none can. Frozen before the objects' ``==`` runs
+        (an ``__eq__`` may copy the expectation into its object); :func:`_turngym_settle` uses it only if the
+        comparison then holds (round 12: boltons-like honest pairs raised here)."""
+        why = _refused(left, right, _getframe(1), (left_span, right_span))
+        if not why:
+            return None
+        frozen = _dispute.freeze(left, right, op) if _dispute is not None else b""
+        return (frozen, why) if frozen else False
+
+    def _turngym_settle(frozen, left, right, left_span=None, right_span=None, _getframe=sys._getframe,
+                        _refused=_turngym_refused, _dispute=dispute, _type=type, _tuple=tuple):
+        """After ``left == right`` held (see :func:`_turngym_prefreeze`): True, having sent a refused pair to the
+        judge, whose refusal fails the test afterwards; an ``AssertionError`` when no judge can take it."""
+        if frozen is None:
+            why = _refused(left, right, _getframe(1), (left_span, right_span))
+            if why:
+                raise AssertionError("strict equality: " + why)
+            return True
+        if _type(frozen) is _tuple and _dispute is not None:
+            _dispute(frozen[0], frozen[1])
+            return True
+        raise AssertionError("strict equality: the pair cannot be judged")
 
     def _turngym_in(member, container, left_span=None, right_span=None, _getframe=sys._getframe,
                     _refused=_turngym_refused, _dispute=dispute, _type=type, _list=list, _tuple=tuple, _set=set,
@@ -1786,8 +1822,9 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
                                         ctx=_ast.Load()),
                     args=[value.left, value.comparators[0]] + [_ast.Constant(value=n) for n in names], keywords=[])
             elif _type(statement) is _ast.Assign and _type(value) is _ast.Compare and _len(value.ops) == 1 \
-                    and _type(value.ops[0]) is _ast.Eq:
+                    and _type(value.ops[0]) in (_ast.Eq, _ast.NotEq):  # (!=: round 12, an always-true __ne__)
                 spans = [_ast.Constant(value=n) for n in names]
+                operator = [_ast.Constant(value="==" if _type(value.ops[0]) is _ast.Eq else "!=")]
                 pytest_ar = _ast.Name(id="@pytest_ar", ctx=_ast.Load())
                 strict = _ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_strict", ctx=_ast.Load()),
                                    args=[value.left, value.comparators[0]] + spans, keywords=[])
@@ -1801,17 +1838,31 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
                     self.statements.insert(index - 1, _ast.Assign(
                         targets=[_ast.Name(id=judged, ctx=_ast.Store())],
                         value=_ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_freeze", ctx=_ast.Load()),
-                                        args=[value.left, value.comparators[0]] + spans, keywords=[])))
+                                        args=[value.left, value.comparators[0]] + spans + operator, keywords=[])))
                     index += 1  # the statement moved one down
                     compared = _ast.BoolOp(op=_ast.Or(), values=[_ast.Compare(
                         left=_ast.Name(id=judged, ctx=_ast.Load()), ops=[_ast.IsNot()],
                         comparators=[_ast.Constant(value=None)]), compared])
+                elif _getattr(self, "variable", None) is not None:  # True does not pass the assert by itself
+                    held = self.variable()  # `@py_assertN = _turngym_prefreeze(...)`, then
+                    self.statements.insert(index - 1, _ast.Assign(  # `left == right and _turngym_settle(...)`
+                        targets=[_ast.Name(id=held, ctx=_ast.Store())],
+                        value=_ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_prefreeze",
+                                                           ctx=_ast.Load()),
+                                        args=[value.left, value.comparators[0]] + spans + operator, keywords=[])))
+                    index += 1
+                    compared = _ast.BoolOp(op=_ast.And(), values=[value, _ast.Call(
+                        func=_ast.Attribute(value=pytest_ar, attr="_turngym_settle", ctx=_ast.Load()),
+                        args=[_ast.Name(id=held, ctx=_ast.Load()), value.left, value.comparators[0]] + spans,
+                        keywords=[])])
                 statement.value = compared
         return found
 
     rewrite_module._turngym_strict = _turngym_strict
     rewrite_module._turngym_freeze = _turngym_freeze
     rewrite_module._turngym_in = _turngym_in
+    rewrite_module._turngym_prefreeze = _turngym_prefreeze
+    rewrite_module._turngym_settle = _turngym_settle
     rewriter.visit_Compare = visit_Compare
     rewriter.visit_Assert = visit_Assert
     return True
@@ -1920,7 +1971,7 @@ class Guard:
             "index": _index, "parse": ast.parse, "class_keys": _class_keys, "any": any, "all": all,
             "mro": type.__dict__["__mro__"].__get__, "qualname": type.__dict__["__qualname__"].__get__,
             "flags": type.__dict__["__flags__"].__get__, "type_dict": type.__dict__["__dict__"].__get__,
-            "walk": ast.walk, "enumerate": enumerate,
+            "walk": ast.walk, "enumerate": enumerate, "dict": dict, "top_level": _top_level,
         }
         self.builtins_items = tuple(vars(builtins).items())
         self.builtin_names = frozenset(key for key, _ in self.builtins_items if type(key) is str)
@@ -1958,6 +2009,7 @@ class Guard:
         self.test_case = test_case
         self.require_test_case = require_test_case
         self.compiled = {}  # path -> (codes kept alive, index, class keys)
+        self.helper_info = {}  # path of a restored helper or support file -> what its top level binds
         self.graded = {}  # module name -> (module, its dict, top-level info, path)
         self.graded_ids = frozenset()
         self.graded_keep = ()
@@ -2341,14 +2393,54 @@ class Guard:
             return False
         else:
             path = b["abspath"](code.co_filename)
+            graded = False
             for _, namespace, _, graded_path in self.graded.values():
-                if graded_path == path and function.__globals__ is not namespace:
-                    return False
+                if graded_path == path:
+                    graded = True
+                    if function.__globals__ is not namespace:
+                        return False
+            if not graded and path in self.trusted and self.helper_globals(function.__globals__, path):
+                return False
         if owner is not None and "__class__" in code.co_freevars:
             cell = function.__closure__[code.co_freevars.index("__class__")].cell_contents
             if cell is not owner:
                 return False
         return True
+
+    def helper_globals(self, namespace, path):
+        """Why the globals of a restored helper or support file's function (``tests/helpers.py``, pyparsing's
+        ``testing.py``) are not its file's, or '': a function the file defines replaced, or a builtin it never
+        binds shadowed (round 12: the package set ``testing.zip`` to an empty iterator, and the support mixin
+        compared nothing). The graded modules get the fuller check (:meth:`module_ok`)."""
+        b = self.b
+        if b["type"](namespace) is not b["dict"]:
+            return f"{path}: its globals are not a dict"
+        info = self.helper_info.get(path)
+        if info is None:
+            try:
+                with b["open"](path, "rb") as handle:
+                    source = handle.read()
+            except OSError:
+                return f"{path} cannot be read"
+            if b["sha256"](source) != self.trusted.get(path):
+                raise Tampered(f"{path} changed on disk during the grading")
+            try:
+                info = self.helper_info[path] = b["top_level"](b["parse"](source))
+            except (SyntaxError, ValueError):
+                return f"{path} does not parse"
+        defs, _, _, module_names = info
+        for key, value in b["tuple"](namespace.items()):
+            if b["type"](key) is not b["str"]:
+                return f"{path} has a global that is not a string"
+            if key in defs:
+                if b["type"](value) is not b["FunctionType"] or value.__code__.co_name != key or \
+                        value.__code__.co_firstlineno != defs[key] or \
+                        b["abspath"](value.__code__.co_filename) != path or not self.code_ok(value.__code__):
+                    return f"{path}: {key} is not the function the file defines"
+            elif module_names is not None and key in self.builtin_names and key not in module_names[0] \
+                    and not key.startswith("__") and value is not self.builtins_dict.get(key):
+                return f"{path}: {key} shadows the builtin {key}, and the file binds no {key}"
+        return ""
 
     def _is_test_file(self, code):
         b = self.b

@@ -59,7 +59,8 @@ NOT_THE_PACKAGE = ("test", "tests", "testing", "conftest", "setup", "noxfile", "
 # The untouched tree's test modules and conftests are the tests' own code, as trusted as the package's (the grader
 # restores them before every grading): a class they define is rebuilt from them (cachetools' test subclass of
 # TTLCache and its Timer; a test class that compares generously meets the same probes as a package class)
-TEST_PARTS = ("test", "tests", "testing", "conftest")
+TEST_PARTS = ("test", "tests", "testing", "conftest")  # and, as the runner's integrity.test_dirs, any part that
+# starts with "test" (round 12: a `testsuite/` folder was the runner's test code and the judge's package)
 # pristine modules' __file__: the copy on disk is the tests' to write, so nothing may be found beside it
 VIRTUAL_ROOT = "/nonexistent/turngym-pristine"
 # what integrity.make_dispute writes (FROZEN_SCALARS, FROZEN_BASES; tests/test_swe_judge.py keeps them equal)
@@ -240,9 +241,9 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 if prefix == ".turngym-deps/":
                     continue
                 parts = name.split(".")
-                if not any(p in NOT_THE_PACKAGE or p.startswith("test_") or p.endswith("_test") for p in parts):
+                if not any(p in NOT_THE_PACKAGE or p.startswith("test") or p.endswith("_test") for p in parts):
                     self.package.add(name)
-                elif any(p in TEST_PARTS or p.startswith("test_") or p.endswith("_test") for p in parts):
+                elif any(p in TEST_PARTS or p.startswith("test") or p.endswith("_test") for p in parts):
                     self.tests.add(name)
                     alias = pytest_module_name(path, sources)
                     if alias != name:
@@ -760,6 +761,13 @@ def says_equal(a, b):
         return False
 
 
+def says_unequal(a, b):
+    try:
+        return bool(a != b)
+    except Exception:  # noqa: BLE001 - an != that raises (or reads what was not rebuilt) upholds nothing
+        return False
+
+
 def says_in(container, member):
     try:
         return bool(member in container)
@@ -996,9 +1004,9 @@ def decide(data, finder):
         version, nodes, roots, op = marshal.loads(bytes.fromhex(data))
     except Exception:  # noqa: BLE001
         return False, "a malformed dispute"
-    if version != 1 or type(roots) is not tuple or len(roots) != 2 or op not in ("==", "in"):
+    if version != 1 or type(roots) is not tuple or len(roots) != 2 or op not in ("==", "in", "!="):
         return False, "a malformed dispute"
-    holds = says_equal if op == "==" else says_in
+    holds = says_equal if op == "==" else says_in if op == "in" else says_unequal
     try:
         build = Builder(nodes, finder)
         first, second = build(roots[0]), build(roots[1])
@@ -1007,7 +1015,10 @@ def decide(data, finder):
     except Exception as error:  # noqa: BLE001
         return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
     if not holds(first, second):
-        return False, f"the untouched package's own == says they differ ({op})"
+        return False, (f"the untouched package's own == says they differ ({op})" if op != "!=" else
+                       "the untouched package's own != says they are equal")
+    if op == "!=":  # the untouched classes say they differ: no generous object can make two values differ
+        return True, ""
     rng = random.Random(os.urandom(16))  # drawn anew for each judge process: no state can know the probes
     token = "".join(rng.choice(string.ascii_letters) for _ in range(12))
     for instance in build.instances:  # an untouched class that equals anything vouches for nothing

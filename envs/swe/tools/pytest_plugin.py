@@ -401,10 +401,13 @@ def main(result_fd, integrity_path, own_module):
                   "compare as the objects define it", file=sys.stderr)
         strict_parts = [integrity.strict_functions(
             *[getattr(unittest.TestCase, name) for name in ("assertEqual", "assertIn", "assertCountEqual",
-                                                            "assertDictEqual", "assertAlmostEqual")],
+                                                            "assertDictEqual", "assertAlmostEqual",
+                                                            "assertNotEqual")],
             getattr(rewrite_module, "_turngym_strict", None), getattr(rewrite_module, "_turngym_freeze", None),
-            getattr(rewrite_module, "_turngym_in", None),
-            getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Compare", None))]
+            getattr(rewrite_module, "_turngym_in", None), getattr(rewrite_module, "_turngym_prefreeze", None),
+            getattr(rewrite_module, "_turngym_settle", None),
+            getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Compare", None),
+            getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Assert", None))]
     own = integrity.own_codes(own_module, integrity)
     own_ids = frozenset(id(c) for c in own)
 

@@ -253,7 +253,8 @@ class _Graded:
                                                                                            self.guard.code_ok),
                                         self.guard, dispute)
             self.strict_parts = integrity.strict_functions(*[getattr(unittest.TestCase, name) for name in (
-                "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual")])
+                "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual",
+                "assertNotEqual")])
         self.code, self.info = self.guard.compile_graded(self.path, source)
         self.unittest = unittest
         self.import_module = importlib.import_module
