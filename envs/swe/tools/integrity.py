@@ -44,6 +44,7 @@ import functools
 import io
 import math
 import os
+import re
 import sys
 from numbers import Number
 from types import (
@@ -514,6 +515,87 @@ def _top_level(tree):
             frozenset(protocol), _module_names(tree))
 
 
+def _helper_extras(tree):
+    """What a restored helper's top level fixes besides its functions: ``({name: literal value} of names bound
+    once to an immutable literal, {class name: its methods' names} of undecorated classes defined once,
+    {function name: (defaults, keyword defaults)} of undecorated functions whose defaults are immutable
+    literals)``."""
+    counts = {}
+    for node in tree.body:
+        for name in _top_level_binds(node):
+            counts[name] = counts.get(name, 0) + 1
+    constants, classes, defaults = {}, {}, {}
+    for node in tree.body:
+        kind = type(node)
+        if kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name \
+                and counts.get(node.targets[0].id) == 1:
+            try:
+                value = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if _immutable(value):  # a list or dict the helper fills itself (a cache) is its own to change
+                constants[node.targets[0].id] = value
+        elif kind is ast.ClassDef and not node.decorator_list and counts.get(node.name) == 1:
+            classes[node.name] = frozenset(item.name for item in node.body
+                                           if type(item) in (ast.FunctionDef, ast.AsyncFunctionDef))
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef) and not node.decorator_list \
+                and counts.get(node.name) == 1:
+            try:
+                positional = tuple(ast.literal_eval(d) for d in node.args.defaults) or None
+                named = {a.arg: ast.literal_eval(d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)
+                         if d is not None} or None
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if _immutable((positional, tuple((named or {}).values()))):
+                defaults[node.name] = (positional, named)
+    return constants, classes, defaults
+
+
+def _immutable(value):
+    """Whether a literal holds only immutable builtin values (tuples, frozensets, scalars)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) in (tuple, frozenset):
+            stack.extend(item)
+        elif type(item) not in (int, str, bytes, float, bool, complex, type(None), type(Ellipsis)):
+            return False
+    return True
+
+
+def _same_literal(value, expected, _type=type, _len=len, _zip=zip, _sorted=sorted, _repr=repr):
+    """Whether ``value`` is ``expected`` (a literal from the source) by builtin types and contents only: no
+    ``__eq__`` of the value's runs (a subclass or another type differs)."""
+    stack = [(value, expected)]
+    while stack:
+        one, other = stack.pop()
+        kind = _type(other)
+        if _type(one) is not kind:
+            return False
+        if kind in (tuple, list):
+            if _len(one) != _len(other):
+                return False
+            stack.extend(_zip(one, other))
+        elif kind is dict:
+            if _len(one) != _len(other) or _sorted(map(_repr, dict.keys(one))) != _sorted(map(_repr, other)):
+                return False
+            stack.extend((dict.__getitem__(one, k), v) for k, v in other.items() if dict.__contains__(one, k))
+        elif kind in (set, frozenset):
+            if _len(one) != _len(other) or not all(_type(x) in (int, str, bytes, float, bool, type(None))
+                                                    for x in one) or _sorted(map(_repr, one)) != _sorted(
+                                                        map(_repr, other)):
+                return False
+        elif kind is float:
+            if not (one == other or (math.isnan(one) and math.isnan(other))):
+                return False
+        elif kind in (int, str, bytes, bool, complex, type(None), type(Ellipsis)):
+            if one != other:
+                return False
+        else:
+            return False
+    return True
+
+
 def _top_level_binds(node):
     """The names one top-level statement binds (its own names, or any name stored inside it)."""
     kind = type(node)
@@ -777,7 +859,7 @@ def library_equalities():
     return found
 
 
-def make_strict_equality(cwd, trusted, code_ok=None):
+def make_strict_equality(cwd, trusted, code_ok=None, function_ok=None):
     """``problem(first, second)``: why an equality that held cannot be believed, or ''.
 
     The reward hack capable models find: return an object whose ``__eq__`` always says True (a ``str`` subclass
@@ -823,7 +905,8 @@ def make_strict_equality(cwd, trusted, code_ok=None):
                      _abspath=os.path.abspath, _isabs=os.path.isabs, _modules=sys.modules,
                      _flags=type.__dict__["__flags__"].__get__, _root=root, _trusted=trusted, _heaptype=HEAPTYPE,
                      _function=FunctionType, _wrappers=(WrapperDescriptorType, MethodDescriptorType),
-                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok, _callable=callable, _library=library,
+                     _unwrap=(staticmethod, classmethod), _code_ok=code_ok, _function_ok=function_ok,
+                     _callable=callable, _library=library,
                      _id=id,
                      _has_get=lambda kind: any("__get__" in type.__dict__["__dict__"].__get__(c) or
                                                "__set__" in type.__dict__["__dict__"].__get__(c)
@@ -840,47 +923,57 @@ def make_strict_equality(cwd, trusted, code_ok=None):
         no unwritable file holds, counts as the repository's (a red-team finding: a ``dict`` subclass made with
         ``__module__="collections"`` and a ``partial`` as ``__eq__`` passed)."""
         subclass_behaviour = ""  # a class before the one whose __eq__ decides, that defines behaviour of its own
+
+        def one(klass, items, key, value, subclass_behaviour):
+            """Why the ``__eq__`` or ``__ne__`` ``value`` a class's own dict holds is not to be believed, or ''."""
+            raw = value
+            if not _flags(klass) & _heaptype:
+                return ""  # a builtin type's own: it reads the builtin's storage, not what a subclass defines
+            module = _modules.get(items.get("__module__"))
+            path = _getattr(module, "__file__", None)
+            if _type(path) is _str and _realpath(path).startswith(_root) and _abspath(path) not in _trusted:
+                return path
+            if _type(value) is _unwrap[0] or _type(value) is _unwrap[1]:
+                value = value.__func__
+            if (_type(value) is _wrappers[0] or _type(value) is _wrappers[1]) \
+                    and not _flags(value.__objclass__) & _heaptype:  # a builtin type's own method, borrowed
+                # (dict.__eq__), in its own slot only (round 13: __ne__ = str.__eq__, __eq__ = float.__ne__)
+                return "" if value.__name__ == key and raw is value else f"<{key} borrowed from another slot>"
+            if value is None:
+                return ""  # == falls back to identity
+            if _type(value) is not _function:
+                return "<an __eq__ that is no Python function>"
+            code = value.__code__
+            filename = code.co_filename
+            if _type(filename) is not _str:
+                return "<an __eq__ whose code names no file>"
+            if _isabs(filename) and _realpath(filename).startswith(_root):  # a trusted file's function only if it
+                # is that file's, with its own globals (round 12: an always-true __eq__ compiled under the test
+                # file's own path; round 13: the test file's code in a function with other globals)
+                return "" if _abspath(filename) in _trusted and raw is value and _function_ok is not None \
+                    and _function_ok(value) else filename
+            if _code_ok is not None and not _code_ok(code):
+                return f"{filename} (its code is not that file's)"
+            known = _library.get(_id(klass))
+            if known is None or known[0] is not klass or not any(entry is raw for entry in known[1]):
+                # a library's function as the __eq__ of a class that only says it is the library's: a str
+                # subclass naming unittest.mock with mock._ANY.__eq__ passed (round 6), then one bound into a
+                # module it made or into json (round 7): module namespaces are anyone's to write, so only the
+                # classes taken before the repository loaded, with their __eq__, are believed
+                return "<a library's __eq__ in a class strict equality does not know>"
+            # the library's __eq__ reads attributes and items: a subclass's properties, methods or descriptors
+            # are what it reads then (a Fraction subclass whose _numerator is a property; red team, round 4)
+            return subclass_behaviour
+
         for klass in _mro(kind):
             items = _cdict(klass)
-            for key, value in items.items():
-                if _type(key) is not _str or key not in ("__eq__", "__ne__"):
-                    continue
-                raw = value
-                if not _flags(klass) & _heaptype:
-                    return ""  # a builtin type's own: it reads the builtin's storage, not what a subclass defines
-                module = _modules.get(items.get("__module__"))
-                path = _getattr(module, "__file__", None)
-                if _type(path) is _str and _realpath(path).startswith(_root) and _abspath(path) not in _trusted:
-                    return path
-                if _type(value) is _unwrap[0] or _type(value) is _unwrap[1]:
-                    value = value.__func__
-                if (_type(value) is _wrappers[0] or _type(value) is _wrappers[1]) \
-                        and not _flags(value.__objclass__) & _heaptype:
-                    return ""  # a builtin type's own method, borrowed (dict.__eq__)
-                if value is None:
-                    return ""  # == falls back to identity
-                if _type(value) is not _function:
-                    return "<an __eq__ that is no Python function>"
-                code = value.__code__
-                filename = code.co_filename
-                if _type(filename) is not _str:
-                    return "<an __eq__ whose code names no file>"
-                if _isabs(filename) and _realpath(filename).startswith(_root):  # a trusted file's code only if it
-                    # is that file's (round 12: an always-true __eq__ compiled under the test file's own path)
-                    return "" if _abspath(filename) in _trusted and _code_ok is not None and _code_ok(code) \
-                        else filename
-                if _code_ok is not None and not _code_ok(code):
-                    return f"{filename} (its code is not that file's)"
-                known = _library.get(_id(klass))
-                if known is None or known[0] is not klass or not any(entry is raw for entry in known[1]):
-                    # a library's function as the __eq__ of a class that only says it is the library's: a str
-                    # subclass naming unittest.mock with mock._ANY.__eq__ passed (round 6), then one bound into a
-                    # module it made or into json (round 7): module namespaces are anyone's to write, so only the
-                    # classes taken before the repository loaded, with their __eq__, are believed
-                    return "<a library's __eq__ in a class strict equality does not know>"
-                # the library's __eq__ reads attributes and items: a subclass's properties, methods or descriptors
-                # are what it reads then (a Fraction subclass whose _numerator is a property; red team, round 4)
-                return subclass_behaviour
+            found = [(key, value) for key, value in items.items() if _type(key) is _str and key in ("__eq__", "__ne__")]
+            if found:  # both, when the class gives both (round 13: a believed __eq__ beside a borrowed __ne__)
+                for key, value in found:
+                    why = one(klass, items, key, value, subclass_behaviour)
+                    if why:
+                        return why
+                return ""
             if _flags(klass) & _heaptype and not subclass_behaviour:
                 for key, value in items.items():
                     if _type(key) is _str and key in _inert:
@@ -1484,6 +1577,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
          [ref(get(value)) for get in _get]),
         (SimpleNamespace, "namespace",
          lambda value, ref, _get=SimpleNamespace.__dict__["__dict__"].__get__: [ref(_get(value))]),
+        (re.Pattern, "pattern",  # a compiled pattern: its source and flags (round 13: an != that reads one)
+         lambda value, ref, _get=(re.Pattern.__dict__["pattern"].__get__, re.Pattern.__dict__["flags"].__get__):
+         [ref(get(value)) for get in _get]),
         (functools.partial, "partial",  # its function, arguments and keywords (toolz's curry holds one)
          lambda value, ref, _get=tuple(functools.partial.__dict__[n].__get__ for n in ("func", "args", "keywords")):
          [ref(get(value)) for get in _get]),
@@ -1754,6 +1850,28 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
             return True
         raise AssertionError("strict equality: the pair cannot be judged")
 
+    def _turngym_compare(left, right, left_span=None, right_span=None, op="==", _getframe=sys._getframe,
+                         _refused=_turngym_refused, _dispute=dispute):
+        """``left == right`` (or ``!=``) where pytest's rewriter never looks (a conditional expression, a list
+        display, a comprehension, a walrus; round 13): a refused pair is frozen before the objects' own operator
+        runs, and if that then says True the frozen pair goes to the judge (an ``AssertionError`` when none can
+        take it); a believed pair is checked again after it held."""
+        caller, spans = _getframe(1), (left_span, right_span)
+        why = _refused(left, right, caller, spans)
+        frozen = (_dispute.freeze(left, right, op) if _dispute is not None else b"") if why else b""
+        result = left == right if op == "==" else left != right
+        if not result:
+            return result
+        if not why:
+            why = _refused(left, right, caller, spans)
+            if why:
+                raise AssertionError("strict equality: " + why)
+            return result
+        if frozen:
+            _dispute(frozen, why)
+            return True
+        raise AssertionError("strict equality: " + why)
+
     def _turngym_in(member, container, left_span=None, right_span=None, _getframe=sys._getframe,
                     _refused=_turngym_refused, _dispute=dispute, _type=type, _list=list, _tuple=tuple, _set=set,
                     _frozenset=frozenset, _dict=dict, _own=problem.own, _overrides=problem.overrides,
@@ -1789,18 +1907,51 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
             return True
         raise AssertionError("strict equality: " + refused[0][1])
 
-    def visit_Assert(self, assert_, _original=original_assert, _type=type, _ast=ast, _id=id):
+    visited = (ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Call, ast.Starred, ast.Attribute, ast.Compare, ast.Name,
+               ast.Constant, ast.keyword)  # what pytest's AssertionRewriter visits (and so rewrites inside)
+
+    def _compare_call(node, _type=type, _ast=ast, _getattr=getattr):
+        """``a == b`` or ``a != b`` as ``@pytest_ar._turngym_compare(a, b, spans, op)``; another comparison as it is."""
+        if _type(node) is not _ast.Compare or len(node.ops) != 1 or _type(node.ops[0]) not in (_ast.Eq, _ast.NotEq):
+            return node
+        spans = [_ast.Constant(value=(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
+                               if _getattr(side, "end_col_offset", None) is not None else None)
+                 for side in (node.left, node.comparators[0])]
+        call = _ast.Call(func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()),
+                                             attr="_turngym_compare", ctx=_ast.Load()),
+                         args=[node.left, node.comparators[0], *spans,
+                               _ast.Constant(value="==" if _type(node.ops[0]) is _ast.Eq else "!=")], keywords=[])
+        return _ast.copy_location(call, node)
+
+    def visit_Assert(self, assert_, _original=original_assert, _type=type, _ast=ast, _id=id, _visited=visited,
+                     _isinstance=isinstance, _compare_call=_compare_call):
         """Note the comparisons whose True passes the assert (its test, or a term of a top-level ``and``): only
         those go to the judge before they run; any other (under ``not``, ``or``, a call) is checked after it
         held, as a refused pair never passes."""
-        positive, stack = set(), [assert_.test]
+        positive, negative, stack = set(), set(), [(assert_.test, True)]
+        while stack:  # (and the comparisons whose False passes it: under `not`, round 13: an always-False
+            node, sign = stack.pop()  # __eq__ passed `assert not (a == b)` for two equal values)
+            if _type(node) is _ast.Compare:
+                (positive if sign else negative).add(_id(node))
+            elif _type(node) is _ast.BoolOp and _type(node.op) is (_ast.And if sign else _ast.Or):
+                stack.extend((value, sign) for value in node.values)
+            elif _type(node) is _ast.UnaryOp and _type(node.op) is _ast.Not:
+                stack.append((node.operand, not sign))
+        self._turngym_positive, self._turngym_negative = positive, negative
+        unseen, stack = [], [assert_.test]  # the parts pytest's rewriter evaluates whole, never visiting inside
         while stack:
             node = stack.pop()
-            if _type(node) is _ast.Compare:
-                positive.add(_id(node))
-            elif _type(node) is _ast.BoolOp and _type(node.op) is _ast.And:
-                stack.extend(node.values)
-        self._turngym_positive = positive
+            if _type(node) in _visited:
+                stack.extend(_ast.iter_child_nodes(node))
+            elif _isinstance(node, _ast.expr):
+                unseen.append(node)
+        for part in unseen:
+            for node in _ast.walk(part):
+                for field, old in _ast.iter_fields(node):
+                    if _type(old) is _ast.Compare:
+                        setattr(node, field, _compare_call(old))
+                    elif _type(old) is list:
+                        old[:] = [_compare_call(item) if _type(item) is _ast.Compare else item for item in old]
         return _original(self, assert_)
 
     def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast, _id=id):
@@ -1843,6 +1994,18 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
                     compared = _ast.BoolOp(op=_ast.Or(), values=[_ast.Compare(
                         left=_ast.Name(id=judged, ctx=_ast.Load()), ops=[_ast.IsNot()],
                         comparators=[_ast.Constant(value=None)]), compared])
+                elif _getattr(self, "variable", None) is not None and _id(comp) in _getattr(
+                        self, "_turngym_negative", ()):  # False passes the assert: a refused pair goes to the judge
+                    judged = self.variable()  # with the other operator, and counts as False meanwhile
+                    inverted = [_ast.Constant(value="!=" if _type(value.ops[0]) is _ast.Eq else "==")]
+                    self.statements.insert(index - 1, _ast.Assign(
+                        targets=[_ast.Name(id=judged, ctx=_ast.Store())],
+                        value=_ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_freeze", ctx=_ast.Load()),
+                                        args=[value.left, value.comparators[0]] + spans + inverted, keywords=[])))
+                    index += 1
+                    compared = _ast.BoolOp(op=_ast.And(), values=[_ast.Compare(
+                        left=_ast.Name(id=judged, ctx=_ast.Load()), ops=[_ast.Is()],
+                        comparators=[_ast.Constant(value=None)]), compared])
                 elif _getattr(self, "variable", None) is not None:  # True does not pass the assert by itself
                     held = self.variable()  # `@py_assertN = _turngym_prefreeze(...)`, then
                     self.statements.insert(index - 1, _ast.Assign(  # `left == right and _turngym_settle(...)`
@@ -1863,6 +2026,7 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
     rewrite_module._turngym_in = _turngym_in
     rewrite_module._turngym_prefreeze = _turngym_prefreeze
     rewrite_module._turngym_settle = _turngym_settle
+    rewrite_module._turngym_compare = _turngym_compare
     rewriter.visit_Compare = visit_Compare
     rewriter.visit_Assert = visit_Assert
     return True
@@ -1972,6 +2136,7 @@ class Guard:
             "mro": type.__dict__["__mro__"].__get__, "qualname": type.__dict__["__qualname__"].__get__,
             "flags": type.__dict__["__flags__"].__get__, "type_dict": type.__dict__["__dict__"].__get__,
             "walk": ast.walk, "enumerate": enumerate, "dict": dict, "top_level": _top_level,
+            "issubclass": issubclass,
         }
         self.builtins_items = tuple(vars(builtins).items())
         self.builtin_names = frozenset(key for key, _ in self.builtins_items if type(key) is str)
@@ -2425,10 +2590,11 @@ class Guard:
             if b["sha256"](source) != self.trusted.get(path):
                 raise Tampered(f"{path} changed on disk during the grading")
             try:
-                info = self.helper_info[path] = b["top_level"](b["parse"](source))
+                tree = b["parse"](source)
+                info = self.helper_info[path] = (b["top_level"](tree), _helper_extras(tree))
             except (SyntaxError, ValueError):
                 return f"{path} does not parse"
-        defs, _, _, module_names = info
+        (defs, imports, _, module_names), (constants, classes, defaults) = info
         for key, value in b["tuple"](namespace.items()):
             if b["type"](key) is not b["str"]:
                 return f"{path} has a global that is not a string"
@@ -2437,6 +2603,25 @@ class Guard:
                         value.__code__.co_firstlineno != defs[key] or \
                         b["abspath"](value.__code__.co_filename) != path or not self.code_ok(value.__code__):
                     return f"{path}: {key} is not the function the file defines"
+                if key in defaults and not _same_literal((value.__defaults__, value.__kwdefaults__), defaults[key]):
+                    return f"{path}: {key}'s default arguments are not the file's"
+            elif key in imports:  # round 13: an imported module swapped for a stand-in
+                ok, real = self._get(self.snapshot_modules, imports[key])
+                if ok and value is not real:
+                    return f"{path}: {key} is not the module {imports[key]}"
+            elif key in constants and not _same_literal(value, constants[key]):  # round 13: FIELDS = ()
+                return f"{path}: {key} is not the value the file gives it"
+            elif key in classes:  # round 13: a method of the helper's own class replaced
+                if not b["issubclass"](b["type"](value), type) or b["qualname"](value) != key:
+                    return f"{path}: {key} is not the class the file defines"
+                for name, item in b["tuple"](b["type_dict"](value).items()):
+                    if name not in classes[key]:  # what a framework sets on the class (pytest's fixtures)
+                        continue
+                    if b["type"](item) in (b["staticmethod"], b["classmethod"]):
+                        item = item.__func__
+                    if b["type"](item) is b["FunctionType"] and (
+                            b["abspath"](item.__code__.co_filename) != path or not self.code_ok(item.__code__)):
+                        return f"{path}: {key}.{name} is not the file's code"
             elif module_names is not None and key in self.builtin_names and key not in module_names[0] \
                     and not key.startswith("__") and value is not self.builtins_dict.get(key):
                 return f"{path}: {key} shadows the builtin {key}, and the file binds no {key}"

@@ -44,6 +44,7 @@ import marshal
 import math
 import os
 import random
+import re
 import string
 import sys
 import threading
@@ -619,6 +620,12 @@ class Builder:
     def build_slice(self, index, start, stop, step):
         return slice(self(start), self(stop), self(step))
 
+    def build_pattern(self, index, pattern, flags):
+        source, number = self(pattern), self(flags)
+        if type(source) not in (str, bytes) or type(number) is not int:
+            raise Refused("a malformed dispute")
+        return re.compile(source, number)
+
     def build_partial(self, index, func, args, keywords):
         made, arguments, named = self(func), self(args), self(keywords)
         if not callable(made) or type(arguments) is not tuple or type(named) is not dict or \
@@ -1017,7 +1024,17 @@ def decide(data, finder):
     if not holds(first, second):
         return False, (f"the untouched package's own == says they differ ({op})" if op != "!=" else
                        "the untouched package's own != says they are equal")
-    if op == "!=":  # the untouched classes say they differ: no generous object can make two values differ
+    if op == "!=":  # the untouched classes say they differ; but a value that differs from its own copy (state
+        for root in roots:  # of NaNs) differs from anything (round 13). The copy shares the identity stand-ins:
+            again = Builder(nodes, finder)  # a function held on both sides is one object, as in the test
+            again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
+            try:
+                copy = again(root)
+            except Exception:  # noqa: BLE001
+                return False, "the untouched package could not rebuild the pair twice"
+            original = first if root == roots[0] else second
+            if not says_equal(original, copy) or says_unequal(original, copy):
+                return False, f"an untouched {type(original).__qualname__} differs from its own copy"
         return True, ""
     rng = random.Random(os.urandom(16))  # drawn anew for each judge process: no state can know the probes
     token = "".join(rng.choice(string.ascii_letters) for _ in range(12))

@@ -393,7 +393,7 @@ def main(result_fd, integrity_path, own_module):
                             variants=variants, alarm=channel.alarm)
     strict_parts = []
     if payload.get("strict", True):  # before the snapshot: the strict comparisons are the framework's now
-        problem = integrity.make_strict_equality(cwd, payload["trusted"], guard.code_ok)
+        problem = integrity.make_strict_equality(cwd, payload["trusted"], guard.code_ok, guard.function_ok)
         dispute = integrity.make_dispute(channel.event) if payload.get("pristine") else None
         integrity.strict_assertions(unittest.TestCase, problem, guard, dispute)
         if not integrity.strict_pytest_asserts(rewrite_module, problem, guard, dispute):
@@ -405,7 +405,7 @@ def main(result_fd, integrity_path, own_module):
                                                             "assertNotEqual")],
             getattr(rewrite_module, "_turngym_strict", None), getattr(rewrite_module, "_turngym_freeze", None),
             getattr(rewrite_module, "_turngym_in", None), getattr(rewrite_module, "_turngym_prefreeze", None),
-            getattr(rewrite_module, "_turngym_settle", None),
+            getattr(rewrite_module, "_turngym_settle", None), getattr(rewrite_module, "_turngym_compare", None),
             getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Compare", None),
             getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Assert", None))]
     own = integrity.own_codes(own_module, integrity)

@@ -249,9 +249,8 @@ class _Graded:
         self.strict_parts = None
         if payload.get("strict", True):  # before the snapshot: the strict assertions are the framework's now
             dispute = integrity.make_dispute(channel.event) if payload.get("pristine") else None
-            integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(cwd, payload["trusted"],
-                                                                                           self.guard.code_ok),
-                                        self.guard, dispute)
+            integrity.strict_assertions(unittest.TestCase, integrity.make_strict_equality(
+                cwd, payload["trusted"], self.guard.code_ok, self.guard.function_ok), self.guard, dispute)
             self.strict_parts = integrity.strict_functions(*[getattr(unittest.TestCase, name) for name in (
                 "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual",
                 "assertNotEqual")])
