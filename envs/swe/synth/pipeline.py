@@ -68,6 +68,7 @@ from turngym.envs.swe.synth.source import (
     SourceError,
     cache_root,
     installed_requirements,
+    is_test_path,
     needs_pytest,
     prepare_repo,
     source_files,
@@ -79,7 +80,6 @@ from turngym.envs.tasks import canonical_json, sha256_text
 logger = logging.getLogger(__name__)
 
 RUNNER = "/opt/turngym/unittest_runner.py"
-TEST_FOLDERS = ("test", "tests", "testing")  # as the runner's integrity.TEST_DIR_NAMES
 GRADED_MARK = "# turngym-synth: this file grades the task (restored to its base version before grading)\n"
 MAX_COVERING_TESTS = 300
 NETWORK_HINTS = ("Network is unreachable", "Temporary failure in name resolution", "Name or service not known",
@@ -230,14 +230,7 @@ def support_files(classes_from: list[str]) -> list[str]:
     ships for its tests (pyparsing's ``testing.py``). Its code runs as the tests' code, so the grading restores it
     like a test file, the runner trusts it (``--support``), and no bug is ever made in it. Test files, test
     folders and conftests are the tests' already."""
-    found = []
-    for path in classes_from:
-        parts = path.split("/")
-        if path.endswith(".py") and parts[-1] != "conftest.py" and not parts[-1].startswith("test_") \
-                and not parts[-1].endswith("_test.py") and not any(
-                part in TEST_FOLDERS or part.startswith("test") for part in parts[:-1]):
-            found.append(path)
-    return sorted(found)
+    return sorted(path for path in classes_from if path.endswith(".py") and not is_test_path(path))
 
 
 # --------------------------------------------------------------------------- stages

@@ -9,7 +9,6 @@ alarms and disagreements with pytest, seconds per validation), the set's totals,
 from __future__ import annotations
 
 import statistics as stats
-from collections import Counter
 from typing import Any
 
 # FAIL_TO_PASS counts in the buckets the docs use (the synthesis caps the list at max_f2p = 20)
@@ -37,16 +36,18 @@ def _median(values: list[float]) -> str:
     return f"{stats.median(values):.1f}" if values else "-"
 
 
+def _bucket_label(low: int, high: int) -> str:
+    return str(low) if low == high else (f"{low}+" if high >= 10**9 else f"{low}-{high}")
+
+
 def f2p_buckets(histogram: dict[str, int]) -> dict[str, int]:
     """FAIL_TO_PASS counts (``{"1": 59, "2": 16, ...}``) summed into :data:`F2P_BUCKETS`."""
-    found: Counter = Counter()
+    found = dict.fromkeys((_bucket_label(low, high) for low, high in F2P_BUCKETS), 0)
     for count, tasks in histogram.items():
         for low, high in F2P_BUCKETS:
             if low <= int(count) <= high:
-                label = str(low) if low == high else (f"{low}+" if high >= 10**9 else f"{low}-{high}")
-                found[label] += tasks
-    return {label: found[label] for label in
-            (str(lo) if lo == hi else (f"{lo}+" if hi >= 10**9 else f"{lo}-{hi}") for lo, hi in F2P_BUCKETS)}
+                found[_bucket_label(low, high)] += tasks
+    return found
 
 
 def package_rows(summary: dict, splits: dict[str, str]) -> list[list[Any]]:

@@ -552,11 +552,11 @@ def _helper_extras(tree):
 
 
 def _immutable(value):
-    """Whether a literal holds only immutable builtin values (tuples, frozensets, scalars)."""
+    """Whether a literal (``ast.literal_eval``'s: never a frozenset) holds only tuples and scalars."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if type(item) in (tuple, frozenset):
+        if type(item) is tuple:
             stack.extend(item)
         elif type(item) not in (int, str, bytes, float, bool, complex, type(None), type(Ellipsis)):
             return False
@@ -564,27 +564,23 @@ def _immutable(value):
 
 
 def _same_literal(value, expected, _type=type, _len=len, _zip=zip, _sorted=sorted, _repr=repr):
-    """Whether ``value`` is ``expected`` (a literal from the source) by builtin types and contents only: no
-    ``__eq__`` of the value's runs (a subclass or another type differs)."""
+    """Whether ``value`` is ``expected`` (an immutable literal from the source, :func:`_immutable`, or a dict of
+    keyword-only defaults) by builtin types and contents only: no ``__eq__`` of the value's runs (a subclass or
+    another type differs)."""
     stack = [(value, expected)]
     while stack:
         one, other = stack.pop()
         kind = _type(other)
         if _type(one) is not kind:
             return False
-        if kind in (tuple, list):
+        if kind is tuple:
             if _len(one) != _len(other):
                 return False
             stack.extend(_zip(one, other))
-        elif kind is dict:
+        elif kind is dict:  # keyword-only defaults: str keys
             if _len(one) != _len(other) or _sorted(map(_repr, dict.keys(one))) != _sorted(map(_repr, other)):
                 return False
             stack.extend((dict.__getitem__(one, k), v) for k, v in other.items() if dict.__contains__(one, k))
-        elif kind in (set, frozenset):
-            if _len(one) != _len(other) or not all(_type(x) in (int, str, bytes, float, bool, type(None))
-                                                    for x in one) or _sorted(map(_repr, one)) != _sorted(
-                                                        map(_repr, other)):
-                return False
         elif kind is float:
             if not (one == other or (math.isnan(one) and math.isnan(other))):
                 return False
@@ -1910,18 +1906,20 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
     visited = (ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Call, ast.Starred, ast.Attribute, ast.Compare, ast.Name,
                ast.Constant, ast.keyword)  # what pytest's AssertionRewriter visits (and so rewrites inside)
 
-    def _compare_call(node, _type=type, _ast=ast, _getattr=getattr):
+    def _ar_call(attr, args, _ast=ast):
+        """``@pytest_ar.<attr>(*args)``: a call of this patch's function on pytest's rewrite module."""
+        return _ast.Call(func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()), attr=attr,
+                                             ctx=_ast.Load()), args=args, keywords=[])
+
+    def _compare_call(node, _type=type, _ast=ast, _getattr=getattr, _ar_call=_ar_call):
         """``a == b`` or ``a != b`` as ``@pytest_ar._turngym_compare(a, b, spans, op)``; another comparison as it is."""
         if _type(node) is not _ast.Compare or len(node.ops) != 1 or _type(node.ops[0]) not in (_ast.Eq, _ast.NotEq):
             return node
         spans = [_ast.Constant(value=(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
                                if _getattr(side, "end_col_offset", None) is not None else None)
                  for side in (node.left, node.comparators[0])]
-        call = _ast.Call(func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()),
-                                             attr="_turngym_compare", ctx=_ast.Load()),
-                         args=[node.left, node.comparators[0], *spans,
-                               _ast.Constant(value="==" if _type(node.ops[0]) is _ast.Eq else "!=")], keywords=[])
-        return _ast.copy_location(call, node)
+        op = _ast.Constant(value="==" if _type(node.ops[0]) is _ast.Eq else "!=")
+        return _ast.copy_location(_ar_call("_turngym_compare", [node.left, node.comparators[0], *spans, op]), node)
 
     def visit_Assert(self, assert_, _original=original_assert, _type=type, _ast=ast, _id=id, _visited=visited,
                      _isinstance=isinstance, _compare_call=_compare_call):
@@ -1954,7 +1952,8 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
                         old[:] = [_compare_call(item) if _type(item) is _ast.Compare else item for item in old]
         return _original(self, assert_)
 
-    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast, _id=id):
+    def visit_Compare(self, comp, _original=original, _len=len, _getattr=getattr, _type=type, _ast=ast, _id=id,
+                      _ar_call=_ar_call):
         before = _len(self.statements)
         sides = (comp.left, comp.comparators[0]) if _len(comp.ops) == 1 else (None, None)
         names = [(side.lineno, side.end_lineno, side.col_offset, side.end_col_offset)
@@ -1968,56 +1967,38 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
             value = _getattr(statement, "value", None)
             if _type(statement) is _ast.Assign and _type(value) is _ast.Compare and _len(value.ops) == 1 \
                     and _type(value.ops[0]) is _ast.In:
-                statement.value = _ast.Call(
-                    func=_ast.Attribute(value=_ast.Name(id="@pytest_ar", ctx=_ast.Load()), attr="_turngym_in",
-                                        ctx=_ast.Load()),
-                    args=[value.left, value.comparators[0]] + [_ast.Constant(value=n) for n in names], keywords=[])
+                statement.value = _ar_call("_turngym_in", [value.left, value.comparators[0]]
+                                           + [_ast.Constant(value=n) for n in names])
             elif _type(statement) is _ast.Assign and _type(value) is _ast.Compare and _len(value.ops) == 1 \
                     and _type(value.ops[0]) in (_ast.Eq, _ast.NotEq):  # (!=: round 12, an always-true __ne__)
-                spans = [_ast.Constant(value=n) for n in names]
-                operator = [_ast.Constant(value="==" if _type(value.ops[0]) is _ast.Eq else "!=")]
-                pytest_ar = _ast.Name(id="@pytest_ar", ctx=_ast.Load())
-                strict = _ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_strict", ctx=_ast.Load()),
-                                   args=[value.left, value.comparators[0]] + spans, keywords=[])
-                compared = _ast.BoolOp(op=_ast.And(), values=[value, strict])
-                if _getattr(self, "variable", None) is not None and _id(comp) in _getattr(
-                        self, "_turngym_positive", ()):  # (only where True passes the assert: toolz's own
-                    # `assert not (f1 == g1)` failed at once when its pair went to the judge)
-                    # `@py_assertN = @pytest_ar._turngym_freeze(left, right, ...)` just before the comparison, and
-                    # the comparison `@py_assertN is not None or (left == right and _turngym_strict(...))`
-                    judged = self.variable()
+                compared_sides = [value.left, value.comparators[0]] + [_ast.Constant(value=n) for n in names]
+                equal = _type(value.ops[0]) is _ast.Eq
+                compared = _ast.BoolOp(op=_ast.And(), values=[value, _ar_call("_turngym_strict", compared_sides)])
+                if _getattr(self, "variable", None) is not None:
+                    # where True passes the assert: `@py_assertN = _turngym_freeze(left, right, ..., op)` just before
+                    # the comparison, then `@py_assertN is not None or (left == right and _turngym_strict(...))`;
+                    # where False passes it (under `not`; round 13): the other operator, `@py_assertN is None and
+                    # (...)`; anywhere else (toolz's `assert not (f1 == g1)` failed at once when its pair went to
+                    # the judge): `@py_assertN = _turngym_prefreeze(...)`, `left == right and _turngym_settle(...)`
+                    where = "positive" if _id(comp) in _getattr(self, "_turngym_positive", ()) else \
+                        "negative" if _id(comp) in _getattr(self, "_turngym_negative", ()) else "other"
+                    op = "==" if equal == (where != "negative") else "!="
+                    held = self.variable()
                     self.statements.insert(index - 1, _ast.Assign(
-                        targets=[_ast.Name(id=judged, ctx=_ast.Store())],
-                        value=_ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_freeze", ctx=_ast.Load()),
-                                        args=[value.left, value.comparators[0]] + spans + operator, keywords=[])))
-                    index += 1  # the statement moved one down
-                    compared = _ast.BoolOp(op=_ast.Or(), values=[_ast.Compare(
-                        left=_ast.Name(id=judged, ctx=_ast.Load()), ops=[_ast.IsNot()],
-                        comparators=[_ast.Constant(value=None)]), compared])
-                elif _getattr(self, "variable", None) is not None and _id(comp) in _getattr(
-                        self, "_turngym_negative", ()):  # False passes the assert: a refused pair goes to the judge
-                    judged = self.variable()  # with the other operator, and counts as False meanwhile
-                    inverted = [_ast.Constant(value="!=" if _type(value.ops[0]) is _ast.Eq else "==")]
-                    self.statements.insert(index - 1, _ast.Assign(
-                        targets=[_ast.Name(id=judged, ctx=_ast.Store())],
-                        value=_ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_freeze", ctx=_ast.Load()),
-                                        args=[value.left, value.comparators[0]] + spans + inverted, keywords=[])))
-                    index += 1
-                    compared = _ast.BoolOp(op=_ast.And(), values=[_ast.Compare(
-                        left=_ast.Name(id=judged, ctx=_ast.Load()), ops=[_ast.Is()],
-                        comparators=[_ast.Constant(value=None)]), compared])
-                elif _getattr(self, "variable", None) is not None:  # True does not pass the assert by itself
-                    held = self.variable()  # `@py_assertN = _turngym_prefreeze(...)`, then
-                    self.statements.insert(index - 1, _ast.Assign(  # `left == right and _turngym_settle(...)`
                         targets=[_ast.Name(id=held, ctx=_ast.Store())],
-                        value=_ast.Call(func=_ast.Attribute(value=pytest_ar, attr="_turngym_prefreeze",
-                                                           ctx=_ast.Load()),
-                                        args=[value.left, value.comparators[0]] + spans + operator, keywords=[])))
-                    index += 1
-                    compared = _ast.BoolOp(op=_ast.And(), values=[value, _ast.Call(
-                        func=_ast.Attribute(value=pytest_ar, attr="_turngym_settle", ctx=_ast.Load()),
-                        args=[_ast.Name(id=held, ctx=_ast.Load()), value.left, value.comparators[0]] + spans,
-                        keywords=[])])
+                        value=_ar_call("_turngym_prefreeze" if where == "other" else "_turngym_freeze",
+                                       compared_sides + [_ast.Constant(value=op)])))
+                    index += 1  # the statement moved one down
+                    flag = _ast.Name(id=held, ctx=_ast.Load())
+                    if where == "positive":
+                        compared = _ast.BoolOp(op=_ast.Or(), values=[_ast.Compare(
+                            left=flag, ops=[_ast.IsNot()], comparators=[_ast.Constant(value=None)]), compared])
+                    elif where == "negative":
+                        compared = _ast.BoolOp(op=_ast.And(), values=[_ast.Compare(
+                            left=flag, ops=[_ast.Is()], comparators=[_ast.Constant(value=None)]), compared])
+                    else:
+                        compared = _ast.BoolOp(op=_ast.And(), values=[value, _ar_call(
+                            "_turngym_settle", [flag, *compared_sides])])
                 statement.value = compared
         return found
 

@@ -56,12 +56,16 @@ SOURCE_ROOTS = ("", "src/", ".turngym-deps/")  # where a module name is looked f
 # in these and in the test modules (below), never in a set-up script or a dependency (a library class such as
 # mock's _Call compares generously; red team, round 5: a test module's ``from unittest import mock`` is no
 # definition, named_class refuses a name that leads elsewhere; an import's additions to sys.path are undone)
-NOT_THE_PACKAGE = ("test", "tests", "testing", "conftest", "setup", "noxfile", "__main__", "docs", "doc")
-# The untouched tree's test modules and conftests are the tests' own code, as trusted as the package's (the grader
-# restores them before every grading): a class they define is rebuilt from them (cachetools' test subclass of
-# TTLCache and its Timer; a test class that compares generously meets the same probes as a package class)
-TEST_PARTS = ("test", "tests", "testing", "conftest")  # and, as the runner's integrity.test_dirs, any part that
-# starts with "test" (round 12: a `testsuite/` folder was the runner's test code and the judge's package)
+NOT_THE_PACKAGE = ("conftest", "setup", "noxfile", "__main__", "docs", "doc")
+
+
+def test_part(part):
+    """Whether one part of a module's name makes it the tests' own: a conftest, or, as the runner's
+    integrity.test_dirs, anything starting with "test" (round 12: a `testsuite/` folder was the runner's test code
+    and the judge's package), or a `*_test` module. The untouched tree's test modules are the tests' own code, as
+    trusted as the package's (the grader restores them before every grading): a class they define is rebuilt from
+    them (cachetools' test subclass of TTLCache and its Timer)."""
+    return part == "conftest" or part.startswith("test") or part.endswith("_test")
 # pristine modules' __file__: the copy on disk is the tests' to write, so nothing may be found beside it
 VIRTUAL_ROOT = "/nonexistent/turngym-pristine"
 # what integrity.make_dispute writes (FROZEN_SCALARS, FROZEN_BASES; tests/test_swe_judge.py keeps them equal)
@@ -86,7 +90,7 @@ class Opaque:
 
     def __getattribute__(self, name):
         if name == "__class__":
-            return Opaque
+            return type(self)
         raise OpaqueUsed(name)
 
     def __repr__(self):
@@ -107,11 +111,6 @@ class Identity(Opaque):
 
     __slots__ = ()
 
-    def __getattribute__(self, name):
-        if name == "__class__":
-            return Identity
-        raise OpaqueUsed(name)
-
     def __eq__(self, other):
         return self is other
 
@@ -121,8 +120,8 @@ class Identity(Opaque):
     __hash__ = object.__hash__
 
 
-def opaque(what):
-    value = object.__new__(Opaque)
+def opaque(what, kind=Opaque):
+    value = object.__new__(kind)
     object.__setattr__(value, "_what", what)
     return value
 # the standard library value types integrity.value_kinds freezes by their arguments (a node ("value", name, args),
@@ -242,9 +241,9 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 if prefix == ".turngym-deps/":
                     continue
                 parts = name.split(".")
-                if not any(p in NOT_THE_PACKAGE or p.startswith("test") or p.endswith("_test") for p in parts):
+                if not any(p in NOT_THE_PACKAGE or test_part(p) for p in parts):
                     self.package.add(name)
-                elif any(p in TEST_PARTS or p.startswith("test") or p.endswith("_test") for p in parts):
+                elif any(test_part(p) for p in parts):
                     self.tests.add(name)
                     alias = pytest_module_name(path, sources)
                     if alias != name:
@@ -254,22 +253,23 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                     alias.split(".")[0] not in getattr(sys, "stdlib_module_names", ()):
                 self.files[alias] = found[0]
                 self.tests.add(alias)
+        self.entry_names = self._entry_names()
 
     def reachable(self, name):
         """Whether the test module ``name`` is one the graded test files bring in (round 11: any other test module's
         import runs code the graded test never ran, such as a switch of the package's mode): a graded file itself,
         under its dotted or pytest's name, a conftest in a folder above one, or a module that importing the graded
         files imported from the untouched tree."""
-        if name in self.entry_names():
+        if name in self.entry_names:
             return True
         if not self.graded_imported:
             self.graded_imported = True
             for path in self.graded:
-                dotted = path[:-len(".py")].replace("/", ".")
+                pytest_name = pytest_module_name(path, self.sources)
                 path_list = list(sys.path)
                 try:
-                    importlib.import_module(pytest_module_name(path, self.sources)
-                                            if pytest_module_name(path, self.sources) in self.files else dotted)
+                    importlib.import_module(pytest_name if pytest_name in self.files
+                                            else path[:-len(".py")].replace("/", "."))
                 except Exception:  # noqa: BLE001, S110 - a module that does not import here brings nothing in
                     pass
                 finally:
@@ -278,7 +278,8 @@ class PristineFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         spec = getattr(module, "__spec__", None) if module is not None else None
         return spec is not None and spec.loader is self
 
-    def entry_names(self):
+    def _entry_names(self):
+        """The names of the graded files and of the conftests in the folders above them (dotted and pytest's)."""
         names = set()
         for path in self.graded:
             if path not in self.sources or not path.endswith(".py"):
@@ -580,9 +581,7 @@ class Builder:
     def build_identity(self, index, module, qualname):
         if type(module) is not str or type(qualname) is not str:
             raise Refused("a malformed dispute")
-        value = object.__new__(Identity)
-        object.__setattr__(value, "_what", f"{module}.{qualname}")
-        return value
+        return opaque(f"{module}.{qualname}", Identity)
 
     def build_buffer(self, index, kind, contents, position):
         if (kind, type(contents)) not in (("bytes", bytes), ("str", str)) or type(position) is not int:
