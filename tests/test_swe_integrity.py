@@ -297,8 +297,8 @@ def test_locks_and_access_notifications_carry_nothing_between_sandboxes(make_env
     assert "sqlite: 45 own locks: ok" in obs, obs
 
 
-def test_the_sandbox_and_the_host_restore_the_same_test_directories():
-    """tools/integrity.py (in the sandbox, standard library only) keeps its own copy of workspace.test_dirs."""
+def _sandbox_integrity():
+    """tools/integrity.py as the sandbox loads it (standard library only, no package around it)."""
     import importlib.util
     from pathlib import Path
 
@@ -308,6 +308,14 @@ def test_the_sandbox_and_the_host_restore_the_same_test_directories():
     spec = importlib.util.spec_from_file_location("sandbox_integrity", path)
     integrity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(integrity)
+    return integrity
+
+
+def test_the_sandbox_and_the_host_restore_the_same_test_directories():
+    """tools/integrity.py (in the sandbox, standard library only) keeps its own copy of workspace.test_dirs."""
+    from turngym.envs.swe import workspace
+
+    integrity = _sandbox_integrity()
     assert integrity.TEST_DIR_NAMES == workspace.TEST_DIR_NAMES
     for paths in (["tests/test_a.py"], ["pkg/tests/unit/test_b.py", "pkg/tests/test_c.py"], ["test_top.py"],
                   ["src/testing/x.py", "test/test_d.py"], ["lib/test_e/f.py"], ["a/b/test_g.py"]):
@@ -327,18 +335,36 @@ def test_the_sandbox_and_the_host_restore_the_same_test_directories():
 def test_only_a_test_that_writes_its_modules_state_gets_plain_canaries(body, writes):
     """A canary is a copy of the test's body, unless running that body twice would change what the test sees."""
     import ast
-    import importlib.util
-    from pathlib import Path
 
-    from turngym.envs.swe import workspace
-
-    path = Path(workspace.__file__).parent / "tools" / "integrity.py"
-    spec = importlib.util.spec_from_file_location("sandbox_integrity", path)
-    integrity = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(integrity)
+    integrity = _sandbox_integrity()
     source = f"SEEN = {{'a': 1}}\nCOUNT = 0\nresult = None\n\n\ndef test_x():\n{body}"
     tree = ast.parse(source)
     definition = next(node for node in tree.body if isinstance(node, ast.FunctionDef))
     assert integrity._writes_module_state(definition, tree) is writes
     planned, _ = integrity.plan_canaries(source, [("test_x",)], False, __import__("random").Random(0))
     assert (planned.count(body.strip().splitlines()[-1].strip()) == 1) is writes  # copies repeat the body's last line
+
+
+@pytest.mark.parametrize(("source", "copied"), [
+    # the base's runTest is in the file: each canary class holds a copy of it
+    (("import unittest\n\n\nclass Cases(unittest.TestCase):\n    def runTest(self):\n        assert CHECK\n\n\n"
+      "class TestMore(Cases):\n    cases = [1]\n"), True),
+    # the base comes from elsewhere: the canary calls it through super()
+    ("import unittest\nfrom helpers import Cases\n\n\nclass TestMore(Cases):\n    cases = [1]\n", False),
+])
+def test_a_run_test_class_keeps_its_run_test_beside_its_canaries(source, copied):
+    """unittest runs runTest only in a class without test* methods: the canaries are subclasses, never methods."""
+    import ast
+    import random
+
+    integrity = _sandbox_integrity()
+    planned, plan = integrity.plan_canaries(source, [("TestMore", "runTest")], False, random.Random(0))
+    tree = ast.parse(planned)
+    more = next(n for n in tree.body if getattr(n, "name", "") == "TestMore")
+    assert not [n for n in more.body if isinstance(n, ast.FunctionDef)]  # no test* method added to the class
+    fail, error = plan[("TestMore", "runTest")]
+    for name in (fail[0], error[0]):
+        canary = next(n for n in tree.body if getattr(n, "name", "") == name)
+        assert [ast.unparse(b) for b in canary.bases] == ["TestMore"] and fail[1] == error[1] == "runTest"
+        body = ast.unparse(canary)
+        assert ("CHECK" in body) is copied and ("super().runTest()" in body) is not copied

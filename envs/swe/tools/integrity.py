@@ -131,6 +131,21 @@ def _container_node(tree, path):
     return node
 
 
+def _run_test_def(tree, container, seen=()):
+    """The ``runTest`` that the class at ``container`` runs, when this file's source says which: its own, or its
+    one base's, a class of this file's top level (followed up a chain of single bases); else None."""
+    node = _container_node(tree, container)
+    if node is None or container in seen:
+        return None
+    own = next((n for n in node.body if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == "runTest"),
+               None)
+    if own is not None:
+        return own
+    if len(node.bases) != 1 or type(node.bases[0]) is not ast.Name:
+        return None
+    return _run_test_def(tree, (node.bases[0].id,), (*seen, container))
+
+
 def _test_defs(node):
     return [n for n in getattr(node, "body", []) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)
             and n.name.startswith("test")]
@@ -307,7 +322,9 @@ def plan_canaries(source, targets, unittest_style, rng):
     its decorators, arguments and body, the body run inside ``try`` with a failing (or erroring) statement in
     ``finally``. So the canaries call into the package under test exactly as the test does: code under test
     that spares the tests calling it spares the canaries too, and no shape tells them from real tests. (Where
-    no test def is found, an inherited test, the canaries are a plain failing and erroring statement.)
+    no test def is found, an inherited test, the canaries are a plain failing and erroring statement; a
+    ``runTest``'s are two subclasses of its class, each with a copy of the ``runTest`` it runs, or one calling it
+    through ``super()``, that then fails.)
     Returns ``(new source, {target: (fail rest, error rest)})``, a rest being the names after the file in the
     canary's id (a pytest id's parameters carried over)."""
     tree = ast.parse(source)
@@ -325,6 +342,25 @@ def plan_canaries(source, targets, unittest_style, rng):
         fail, error = _canary_bodies(rng, words, unittest_style)
         names = (_canary_name(rng, words, camel, taken), _canary_name(rng, words, camel, taken))
         params = target[-1][target[-1].index("["):] if target and not unittest_style and "[" in target[-1] else ""
+        if container and target[-1] == "runTest":  # unittest (and pytest's plugin) runs runTest only in a class
+            # with no test* method (pyparsing's test classes): a canary there would hide the test, so each canary
+            # is a subclass of its own whose runTest runs the test's, through super(), then fails
+            # (a copy of the runTest its source shows, else a call of it through super(), which a package could
+            # tell by the two runTest frames)
+            subs = [_canary_name(rng, [w.capitalize() for w in words], True, taken, prefix="Test") for _ in names]
+            run_test = _run_test_def(tree, container)
+            if run_test is not None and not _writes_module_state(run_test, tree) and not any(
+                    type(n) is ast.Name and n.id in ("super", "__class__") for n in ast.walk(run_test)):
+                copies = [_copied(run_test, "runTest", body) for body in (fail, error)]
+            else:
+                copies = [None]
+            if None in copies:
+                copies = [f"def runTest(self):\n    try:\n        super().runTest()\n    finally:\n        {body}\n"
+                          for body in (fail, error)]
+            appended += [f"\n\nclass {sub}({'.'.join(container)}):\n{_indented(copy, '    ')}"
+                         for sub, copy in zip(subs, copies)]
+            plan[target] = ((subs[0], "runTest"), (subs[1], "runTest"))
+            continue
         copies = [_copied(definition, n, body) for n, body in zip(names, (fail, error))] if definition and \
             not _writes_module_state(definition, tree) else [None]
         if None in copies:
@@ -1544,14 +1580,15 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     is anything else is refused). The standard library's value types (:func:`value_kinds`: dates,
     times, durations, timezones, Decimals), and a Python subclass of one, are written as their
     constructor's arguments, read from their C storage; an enum member, a class and a module's function by their
-    names (the judge looks the very object up); an in-memory buffer by its contents and position; any other object
+    names (the judge looks the very object up); a bound method as its function (or, a C one, its name) and its
+    object; an in-memory buffer by its contents and position; any other object
     of a type written in C by its type's name only (the judge stands in an object that fails any use, or a fresh
     lock). The parent's judge (``judge.py``) rebuilds the pair from the pristine classes, compares it there
     and fails the test when the package's own ``==`` does not hold (docs/worlds/swe.md, "The package's own
     equality"). Only the parent's verdict can fail a test; a dispute never makes one pass."""
     import enum
     import marshal
-    from types import BuiltinFunctionType, FunctionType
+    from types import BuiltinFunctionType, FunctionType, MethodType
 
     values = value_kinds()
     # in-memory buffers, frozen by their contents and position (a package's spooled file compares its buffer's)
@@ -1586,6 +1623,13 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     function_names = (FunctionType.__dict__["__module__"].__get__, FunctionType.__dict__["__qualname__"].__get__)
     builtin_names = (BuiltinFunctionType.__dict__["__module__"].__get__,
                      BuiltinFunctionType.__dict__["__qualname__"].__get__)
+    # a bound method held as state (pyparsing's Word keeps ``self.parseImpl = self.parseImpl_regex`` and
+    # ``self.re_match = self.re.match``): a Python one as its function and object, a C one (3.9's ``builtin_method``
+    # too) as its object and name, read by their C descriptors
+    bound_parts = (MethodType.__dict__["__func__"].__get__, MethodType.__dict__["__self__"].__get__)
+    c_methods = (BuiltinFunctionType, type(re.compile("").match))
+    c_method_parts = (BuiltinFunctionType.__dict__["__self__"].__get__,
+                      BuiltinFunctionType.__dict__["__name__"].__get__)
 
     def located(module_name, qualname, _modules=sys.modules, _type=type, _str=str, _dict=dict,
                 _module_dict=ModuleType.__dict__["__dict__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
@@ -1612,6 +1656,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                _values=values, _enum=enum.Enum, _function=FunctionType, _builtin=BuiltinFunctionType,
                _function_names=function_names, _builtin_names=builtin_names, _buffers=buffers,
                _located=located, _flag=enum.Flag, _containers=containers, _module_kind=ModuleType,
+               _method=MethodType, _bound_parts=bound_parts, _c_methods=c_methods, _c_method_parts=c_method_parts,
                _module_dict=ModuleType.__dict__["__dict__"].__get__, _modules=sys.modules,
                _descriptors=tuple((kind, kind.__dict__["__objclass__"].__get__, kind.__dict__["__name__"].__get__)
                                   for kind in (MethodDescriptorType, WrapperDescriptorType))):
@@ -1652,6 +1697,14 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             for name, value_kind, read in _values:
                 if kind is value_kind:  # a date, a timedelta, a Decimal: rebuilt from its arguments
                     return ("value", name, [ref(item) for item in read(value)])
+            if kind is _method:
+                return ("bound", ref(_bound_parts[0](value)), ref(_bound_parts[1](value)))
+            for c_method in _c_methods:
+                if kind is c_method:
+                    owner = _c_method_parts[0](value)
+                    if owner is not None and _type(owner) is not _module_kind:  # else a module's: by its name
+                        name = _c_method_parts[1](value)
+                        return ("cmethod", ref(owner), name) if _type(name) is _str else None
             # what is compared by identity is named, not rebuilt: the judge looks the very object up by its name.
             # A name is the object's to say (__qualname__, _name_ are writable), so it must lead back to the very
             # object here (else an opaque stand-in), and no two objects of a pair may carry one name (a forgery:

@@ -662,6 +662,32 @@ class Builder:
             raise Refused(f"{cls.__qualname__}.{name} is no method of a builtin type")
         return value
 
+    def build_bound(self, index, func, owner):
+        """A Python method bound to an object (its function looked up by name in the untouched package)."""
+        function = self(func)
+        if not callable(function):
+            raise Refused("a malformed dispute")
+        return types.MethodType(function, self(owner))
+
+    def build_cmethod(self, index, owner, name):
+        """A C method bound to an object (a pattern's ``match``, a list's ``append``): the method descriptor of
+        that name on the rebuilt object's C type (a class method's on the class), never ``getattr``, whose
+        ``__getattr__`` could hand anything else; an opaque stand-in when its type has none."""
+        if type(name) is not str:
+            raise Refused("a malformed dispute")
+        obj = self(owner)
+        on_class = isinstance(obj, type)
+        for klass in (obj if on_class else type(obj)).__mro__:
+            method = type.__dict__["__dict__"].__get__(klass).get(name)
+            if method is None:
+                continue
+            if not on_class and type(method) is types.MethodDescriptorType:
+                return method.__get__(obj, type(obj))
+            if on_class and type(method) is types.ClassMethodDescriptorType:
+                return method.__get__(None, obj)
+            break
+        return opaque(f"{type(obj).__qualname__}.{name}")
+
     def build_class(self, index, module, qualname):
         if type(module) is not str or type(qualname) is not str:
             raise Refused("a malformed dispute")

@@ -1019,8 +1019,8 @@ class FilePlan:
         plan = files.plans.get(path) or {}
         self.source, self.integrity = files.sources.get(path, ""), integrity
         self.guards, self.marked, every_canary = {}, {}, set()
-        for canaries in plan.values():
-            every_canary |= {canaries[0][-1], canaries[1][-1], canaries[0][0]}
+        for canaries in plan.values():  # (runTest is no canary's own name: its canaries are classes of their own)
+            every_canary |= {name for canary in canaries for name in (canary[0], canary[-1]) if name != "runTest"}
         singles, wholes = [], []
         for test_id, rest in tests:
             canaries = plan.get(tuple(rest))
