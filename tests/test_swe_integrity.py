@@ -353,7 +353,8 @@ def test_only_a_test_that_writes_its_modules_state_gets_plain_canaries(body, wri
     ("import unittest\nfrom helpers import Cases\n\n\nclass TestMore(Cases):\n    cases = [1]\n", False),
 ])
 def test_a_run_test_class_keeps_its_run_test_beside_its_canaries(source, copied):
-    """unittest runs runTest only in a class without test* methods: the canaries are subclasses, never methods."""
+    """unittest runs runTest only in a class without test* methods: the canaries are classes of their own, never
+    methods; each is the class itself renamed, beside it, and no subclass of it (a package could count those)."""
     import ast
     import random
 
@@ -363,8 +364,10 @@ def test_a_run_test_class_keeps_its_run_test_beside_its_canaries(source, copied)
     more = next(n for n in tree.body if getattr(n, "name", "") == "TestMore")
     assert not [n for n in more.body if isinstance(n, ast.FunctionDef)]  # no test* method added to the class
     fail, error = plan[("TestMore", "runTest")]
+    order = [getattr(n, "name", "") for n in tree.body]
     for name in (fail[0], error[0]):
         canary = next(n for n in tree.body if getattr(n, "name", "") == name)
-        assert [ast.unparse(b) for b in canary.bases] == ["TestMore"] and fail[1] == error[1] == "runTest"
+        assert [ast.unparse(b) for b in canary.bases] == ["Cases"] and fail[1] == error[1] == "runTest"
+        assert abs(order.index(name) - order.index("TestMore")) <= 2  # beside it, before or after
         body = ast.unparse(canary)
-        assert ("CHECK" in body) is copied and ("super().runTest()" in body) is not copied
+        assert "cases = [1]" in body and ("CHECK" in body) is copied and ("super().runTest()" in body) is not copied

@@ -40,6 +40,7 @@ What it cannot see is said in docs/worlds/swe.md ("Residual risk").
 
 import ast
 import collections
+import copy as copy_module
 import functools
 import io
 import math
@@ -48,9 +49,11 @@ import re
 import sys
 from numbers import Number
 from types import (
+    FunctionType,
     GetSetDescriptorType,
     MemberDescriptorType,
     MethodDescriptorType,
+    MethodType,
     ModuleType,
     SimpleNamespace,
     WrapperDescriptorType,
@@ -144,6 +147,53 @@ def _run_test_def(tree, container, seen=()):
     if len(node.bases) != 1 or type(node.bases[0]) is not ast.Name:
         return None
     return _run_test_def(tree, (node.bases[0].id,), (*seen, container))
+
+
+def _runs_run_test(tree, container):
+    """Whether the class at ``container`` runs ``runTest`` as its one test, as this file's source shows: no
+    ``test*`` method up its chain of single in-file bases, and a ``runTest`` on it."""
+    node, seen = _container_node(tree, container), {container}
+    while node is not None:
+        if _test_defs(node):
+            return False
+        if any(type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == "runTest" for n in node.body):
+            return True
+        if len(node.bases) != 1 or type(node.bases[0]) is not ast.Name or (node.bases[0].id,) in seen:
+            return False
+        seen.add((node.bases[0].id,))
+        node = _container_node(tree, (node.bases[0].id,))
+    return False
+
+
+def _run_test_canaries(tree, container, names, tails, rng):
+    """The two canaries of a ``runTest`` class, ``[(line to insert before or None to append, source)]``: the class
+    itself renamed (``names``), beside it (before or after, drawn), its ``runTest`` a copy of the one the source
+    shows with a ``tails`` statement in ``finally``; so no shape tells them from the test: no subclass of the
+    graded class (a package found its canaries by ``type(self).__subclasses__()``; red team, round 14), no second
+    ``runTest`` frame. A class not at the file's top level gets subclasses at the end of the file instead, and a
+    ``runTest`` the source does not show is called through ``super()``."""
+    run_test = _run_test_def(tree, container)
+    copies = [None]
+    if run_test is not None and not _writes_module_state(run_test, tree) and not any(
+            type(n) is ast.Name and n.id in ("super", "__class__") for n in ast.walk(run_test)):
+        copies = [_copied(run_test, "runTest", tail) for tail in tails]
+    if None in copies:
+        copies = [f"def runTest(self):\n    try:\n        super().runTest()\n    finally:\n        {tail}\n"
+                  for tail in tails]
+    node = _container_node(tree, container)
+    if len(container) != 1 or node is None or getattr(ast, "unparse", None) is None:
+        return [(None, f"\n\nclass {name}({'.'.join(container)}):\n{_indented(copy, '    ')}")
+                for name, copy in zip(names, copies)]
+    found = []
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    for name, copy in zip(names, copies):
+        sibling = copy_module.deepcopy(node)
+        sibling.name = name
+        sibling.body = [n for n in sibling.body if not (
+            type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == "runTest")] + ast.parse(copy).body
+        text = ast.unparse(ast.fix_missing_locations(sibling))
+        found.append((first - 1, text + "\n\n\n") if rng.random() < 0.5 else (node.end_lineno, "\n\n" + text + "\n"))
+    return found
 
 
 def _test_defs(node):
@@ -342,24 +392,15 @@ def plan_canaries(source, targets, unittest_style, rng):
         fail, error = _canary_bodies(rng, words, unittest_style)
         names = (_canary_name(rng, words, camel, taken), _canary_name(rng, words, camel, taken))
         params = target[-1][target[-1].index("["):] if target and not unittest_style and "[" in target[-1] else ""
-        if container and target[-1] == "runTest":  # unittest (and pytest's plugin) runs runTest only in a class
-            # with no test* method (pyparsing's test classes): a canary there would hide the test, so each canary
-            # is a subclass of its own whose runTest runs the test's, through super(), then fails
-            # (a copy of the runTest its source shows, else a call of it through super(), which a package could
-            # tell by the two runTest frames)
+        if container and (target[-1] == "runTest" or unittest_style and len(target) == 1
+                          and _runs_run_test(tree, container)):
+            # unittest (and pytest's plugin) runs runTest only in a class with no test* method (pyparsing's
+            # test classes): a canary method there would hide the test, so each canary is a class of its own
             subs = [_canary_name(rng, [w.capitalize() for w in words], True, taken, prefix="Test") for _ in names]
-            run_test = _run_test_def(tree, container)
-            if run_test is not None and not _writes_module_state(run_test, tree) and not any(
-                    type(n) is ast.Name and n.id in ("super", "__class__") for n in ast.walk(run_test)):
-                copies = [_copied(run_test, "runTest", body) for body in (fail, error)]
-            else:
-                copies = [None]
-            if None in copies:
-                copies = [f"def runTest(self):\n    try:\n        super().runTest()\n    finally:\n        {body}\n"
-                          for body in (fail, error)]
-            appended += [f"\n\nclass {sub}({'.'.join(container)}):\n{_indented(copy, '    ')}"
-                         for sub, copy in zip(subs, copies)]
-            plan[target] = ((subs[0], "runTest"), (subs[1], "runTest"))
+            for sub, (line, text) in zip(subs, _run_test_canaries(tree, container, subs, (fail, error), rng)):
+                (appended.append(text) if line is None else inserts.append((line, text)))
+            plan[target] = ((subs[0], "runTest"), (subs[1], "runTest")) if target[-1] == "runTest" else \
+                ((subs[0],), (subs[1],))
             continue
         copies = [_copied(definition, n, body) for n, body in zip(names, (fail, error))] if definition and \
             not _writes_module_state(definition, tree) else [None]
@@ -1474,6 +1515,33 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         setattr(test_case, function.__name__, function)
 
 
+class LockedMethod(tuple):
+    """A test framework's method as a data descriptor (its function held in a tuple, which no Python code can
+    change): an attribute of that name set on a test instance can neither shadow it nor be written. The code under
+    test found the running test through its caller's frame and set ``self.assertEqual`` to a function that let
+    every later wrong answer pass (red team, round 14); a test file's own subclass still overrides the method as
+    before."""
+
+    __slots__ = ()
+
+    def __get__(self, obj, owner=None, _item=tuple.__getitem__, _method=MethodType):
+        return _item(self, 0) if obj is None else _method(_item(self, 0), obj)
+
+    def __set__(self, obj, value, _item=tuple.__getitem__):
+        raise AttributeError(f"{_item(self, 0).__name__} of a running test cannot be replaced")
+
+    def __delete__(self, obj):
+        self.__set__(obj, None)
+
+
+def lock_assertions(test_case):
+    """Every ``assert*`` and ``fail*`` method of ``test_case`` (unittest's ``TestCase``, after the strict ones are
+    in place) as a :class:`LockedMethod`."""
+    for name, value in list(vars(test_case).items()):
+        if name.startswith(("assert", "fail")) and type(value) is FunctionType:
+            setattr(test_case, name, LockedMethod((value,)))
+
+
 def strict_functions(*functions):
     """A namespace of ``functions`` and every function their defaults hold (and ``problem.element``), for the
     snapshot: the audit hook then reports a write to any of their ``__defaults__`` or ``__code__``
@@ -1588,7 +1656,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     equality"). Only the parent's verdict can fail a test; a dispute never makes one pass."""
     import enum
     import marshal
-    from types import BuiltinFunctionType, FunctionType, MethodType
+    from types import BuiltinFunctionType, FunctionType, MethodType, MethodWrapperType
 
     values = value_kinds()
     # in-memory buffers, frozen by their contents and position (a package's spooled file compares its buffer's)
@@ -1627,15 +1695,16 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     # ``self.re_match = self.re.match``): a Python one as its function and object, a C one (3.9's ``builtin_method``
     # too) as its object and name, read by their C descriptors
     bound_parts = (MethodType.__dict__["__func__"].__get__, MethodType.__dict__["__self__"].__get__)
-    c_methods = (BuiltinFunctionType, type(re.compile("").match))
-    c_method_parts = (BuiltinFunctionType.__dict__["__self__"].__get__,
-                      BuiltinFunctionType.__dict__["__name__"].__get__)
+    c_methods = tuple((kind, kind.__dict__["__self__"].__get__, kind.__dict__["__name__"].__get__) for kind in (
+        BuiltinFunctionType, MethodWrapperType)) + ((type(re.compile("").match),) + tuple(
+            BuiltinFunctionType.__dict__[name].__get__ for name in ("__self__", "__name__")),)
 
     def located(module_name, qualname, _modules=sys.modules, _type=type, _str=str, _dict=dict,
                 _module_dict=ModuleType.__dict__["__dict__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
-                _module_kind=ModuleType, _issubclass=issubclass):
+                _module_kind=ModuleType, _issubclass=issubclass,
+                _wrappers=tuple((kind, kind.__dict__["__func__"].__get__) for kind in (staticmethod, classmethod))):
         """The object that ``module_name``.``qualname`` names in this process (the module's namespace, then each
-        class's own dict, read by the C descriptors), or None."""
+        class's own dict, read by the C descriptors; a static or class method's function), or None."""
         value = _dict.get(_modules, module_name) if _type(_modules) is _dict else None
         for part in qualname.split("."):
             kind = _type(value)
@@ -1644,6 +1713,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             if namespace is None:
                 return None
             value = namespace.get(part)
+        for wrapper, read in _wrappers:  # a class's static or class method: the function it holds
+            if _type(value) is wrapper:
+                return read(value)
         return value
 
     def freeze(first, second, op, _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
@@ -1656,7 +1728,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                _values=values, _enum=enum.Enum, _function=FunctionType, _builtin=BuiltinFunctionType,
                _function_names=function_names, _builtin_names=builtin_names, _buffers=buffers,
                _located=located, _flag=enum.Flag, _containers=containers, _module_kind=ModuleType,
-               _method=MethodType, _bound_parts=bound_parts, _c_methods=c_methods, _c_method_parts=c_method_parts,
+               _method=MethodType, _bound_parts=bound_parts, _c_methods=c_methods,
                _module_dict=ModuleType.__dict__["__dict__"].__get__, _modules=sys.modules,
                _descriptors=tuple((kind, kind.__dict__["__objclass__"].__get__, kind.__dict__["__name__"].__get__)
                                   for kind in (MethodDescriptorType, WrapperDescriptorType))):
@@ -1699,11 +1771,11 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                     return ("value", name, [ref(item) for item in read(value)])
             if kind is _method:
                 return ("bound", ref(_bound_parts[0](value)), ref(_bound_parts[1](value)))
-            for c_method in _c_methods:
+            for c_method, read_owner, read_name in _c_methods:  # (a method-wrapper: ``text.__eq__``)
                 if kind is c_method:
-                    owner = _c_method_parts[0](value)
+                    owner = read_owner(value)
                     if owner is not None and _type(owner) is not _module_kind:  # else a module's: by its name
-                        name = _c_method_parts[1](value)
+                        name = read_name(value)
                         return ("cmethod", ref(owner), name) if _type(name) is _str else None
             # what is compared by identity is named, not rebuilt: the judge looks the very object up by its name.
             # A name is the object's to say (__qualname__, _name_ are writable), so it must lead back to the very

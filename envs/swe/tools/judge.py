@@ -670,9 +670,10 @@ class Builder:
         return types.MethodType(function, self(owner))
 
     def build_cmethod(self, index, owner, name):
-        """A C method bound to an object (a pattern's ``match``, a list's ``append``): the method descriptor of
-        that name on the rebuilt object's C type (a class method's on the class), never ``getattr``, whose
-        ``__getattr__`` could hand anything else; an opaque stand-in when its type has none."""
+        """A C method bound to an object (a pattern's ``match``, a list's ``append``, a str's ``__eq__``): the method
+        (or slot wrapper) descriptor of that name on the rebuilt object's C type (a class method's on the class),
+        never ``getattr``, whose ``__getattr__`` could hand anything else; an opaque stand-in when its type has
+        none."""
         if type(name) is not str:
             raise Refused("a malformed dispute")
         obj = self(owner)
@@ -681,7 +682,7 @@ class Builder:
             method = type.__dict__["__dict__"].__get__(klass).get(name)
             if method is None:
                 continue
-            if not on_class and type(method) is types.MethodDescriptorType:
+            if not on_class and type(method) in (types.MethodDescriptorType, types.WrapperDescriptorType):
                 return method.__get__(obj, type(obj))
             if on_class and type(method) is types.ClassMethodDescriptorType:
                 return method.__get__(None, obj)
@@ -697,6 +698,8 @@ class Builder:
         if type(module) is not str or type(qualname) is not str:
             raise Refused("a malformed dispute")
         value = lookup(module, qualname, self.finder, "function")
+        if type(value) in (staticmethod, classmethod):  # a class's static or class method: its function
+            value = type(value).__dict__["__func__"].__get__(value)
         names = (FUNCTION_NAMES if type(value) is types.FunctionType else
                  BUILTIN_NAMES if type(value) is types.BuiltinFunctionType else None)
         if names is None or names[0](value) != module or names[1](value) != qualname:
@@ -1010,7 +1013,7 @@ def leaves(nodes, index, cap=256):
     return found[:cap]
 
 
-def indifferent(mine, other, build, nodes, finder, rng, token):
+def indifferent(mine, other, build, nodes, finder, rng, token, fresh):
     """Whether the untouched ``mine == other`` holds whatever ``other`` (a rebuilt instance) holds: with each of
     its leaves (:func:`leaves`) changed in turn, a fresh rebuild of it still equals ``mine`` (round 9: the
     package's own wildcard, equal to any ``Version``, stood in for the expected one). An ``==`` that reads any
@@ -1025,9 +1028,40 @@ def indifferent(mine, other, build, nodes, finder, rng, token):
             rebuilt = Builder(table, finder)(index)
         except Exception:  # noqa: BLE001 - a change the class cannot hold: not indifferent to it
             return False
-        if not says_equal(mine, rebuilt):
+        if not says_equal(fresh(mine), rebuilt):
             return False
     return bool(spots)
+
+
+# what can change state when the untouched code calls it: a method bound to an object of the pair, a function or a
+# partial it is handed (``next`` of a buffer, a deque's ``popleft``); with one in the table each probe meets the
+# pair as frozen, on a rebuild of its own (round 14: an == through ``next(buffer)`` held once, then its probes
+# found the buffer empty and differed)
+CALLABLE_NODES = frozenset(("bound", "cmethod", "partial", "function", "descriptor"))
+FRESH_BUDGET = 5_000_000  # nodes rebuilt for the probes of one pair, at most
+
+
+def rebuilder(build, nodes, finder, roots):
+    """``fresh(obj)``: ``obj`` of ``build``, or, when the table holds something callable (:data:`CALLABLE_NODES`),
+    its counterpart in a new rebuild of the pair (the identity stand-ins shared, as in the test)."""
+    if not any(type(node) is tuple and node and node[0] in CALLABLE_NODES for node in nodes):
+        return lambda obj: obj
+    spent = [0]
+
+    def fresh(obj):
+        index = build.index_of.get(id(obj))
+        if index is None or build.built.get(index) is not obj:
+            return obj  # a value of the judge's own (a probe), not the pair's
+        spent[0] += len(nodes)
+        if spent[0] > FRESH_BUDGET:
+            raise Refused("too large a pair with callables in it to probe")
+        again = Builder(nodes, finder)
+        again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
+        again(roots[0])
+        again(roots[1])
+        return again(index)
+
+    return fresh
 
 
 def decide(data, finder):
@@ -1046,26 +1080,38 @@ def decide(data, finder):
         return False, f"the untouched package could not rebuild the pair: {refused}"
     except Exception as error:  # noqa: BLE001
         return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
+    fresh = rebuilder(build, nodes, finder, roots)
+    try:
+        return probed(first, second, op, holds, build, nodes, roots, finder, fresh)
+    except Refused as refused:
+        return False, f"the untouched package could not rebuild the pair: {refused}"
+    except Exception as error:  # noqa: BLE001
+        return False, f"the untouched package could not rebuild the pair again: {type(error).__name__}"[:300]
+
+
+def probed(first, second, op, holds, build, nodes, roots, finder, fresh):
+    """``(held, why)`` for a rebuilt pair: its comparison, then the probes, each on ``fresh`` objects."""
     if not holds(first, second):
         return False, (f"the untouched package's own == says they differ ({op})" if op != "!=" else
                        "the untouched package's own != says they are equal")
     if op == "!=":  # the untouched classes say they differ; but a value that differs from its own copy (state
         for root in roots:  # of NaNs) differs from anything (round 13). The copy shares the identity stand-ins:
-            again = Builder(nodes, finder)  # a function held on both sides is one object, as in the test
-            again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
-            try:
-                copy = again(root)
-            except Exception:  # noqa: BLE001
-                return False, "the untouched package could not rebuild the pair twice"
-            original = first if root == roots[0] else second
-            if not says_equal(original, copy) or says_unequal(original, copy):
-                return False, f"an untouched {type(original).__qualname__} differs from its own copy"
+            original = first if root == roots[0] else second  # a function held on both sides is one object
+            for check in (says_equal, says_unequal):
+                again = Builder(nodes, finder)
+                again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
+                try:
+                    copy = again(root)
+                except Exception:  # noqa: BLE001
+                    return False, "the untouched package could not rebuild the pair twice"
+                if check(fresh(original), copy) is (check is says_unequal):
+                    return False, f"an untouched {type(original).__qualname__} differs from its own copy"
         return True, ""
     rng = random.Random(os.urandom(16))  # drawn anew for each judge process: no state can know the probes
     token = "".join(rng.choice(string.ascii_letters) for _ in range(12))
     for instance in build.instances:  # an untouched class that equals anything vouches for nothing
         for probe in (object(), token):
-            if says_equal(instance, probe) or says_equal(probe, instance):
+            if says_equal(fresh(instance), probe) or says_equal(probe, fresh(instance)):
                 return False, f"an untouched {type(instance).__qualname__} also equals {probe!r}"
     instances = {id(i) for i in build.instances}
     if op == "==":
@@ -1076,12 +1122,12 @@ def decide(data, finder):
         couples = [(a, b) for item in first for a, b in ((item, second), (second, item))
                    if id(a) in instances and id(b) in instances and type(a) is not type(b)]
     for mine, other in couples:  # an instance against another, whatever that one holds
-        if indifferent(mine, other, build, nodes, finder, rng, token):
+        if indifferent(mine, other, build, nodes, finder, rng, token, fresh):
             return False, (f"an untouched {type(mine).__qualname__} equals a {type(other).__qualname__} whatever "
                            "it holds")
     for mine, other in lined_up:  # each instance against values that differ from what it faces
         for probe in variants(other, rng, token):
-            if says_equal(mine, probe):
+            if says_equal(fresh(mine), probe):
                 return False, (f"an untouched {type(mine).__qualname__} also equals {probe!r}, which differs from "
                                "what it was compared with")
     sides = ((first, second), (second, first)) if op == "==" else ((first, second),)
@@ -1089,7 +1135,7 @@ def decide(data, finder):
         if id(other) in instances:
             continue
         for probe in variants(other, rng, token):
-            if holds(mine, probe):
+            if holds(fresh(mine), probe):
                 return False, f"the untouched package's own == also holds against {probe!r}, a value that differs"
     return True, ""
 

@@ -407,7 +407,9 @@ def main(result_fd, integrity_path, own_module):
             getattr(rewrite_module, "_turngym_in", None), getattr(rewrite_module, "_turngym_prefreeze", None),
             getattr(rewrite_module, "_turngym_settle", None), getattr(rewrite_module, "_turngym_compare", None),
             getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Compare", None),
-            getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Assert", None))]
+            getattr(getattr(rewrite_module, "AssertionRewriter", None), "visit_Assert", None),
+            integrity.LockedMethod.__get__, integrity.LockedMethod.__set__)]
+    integrity.lock_assertions(unittest.TestCase)
     own = integrity.own_codes(own_module, integrity)
     own_ids = frozenset(id(c) for c in own)
 

@@ -253,7 +253,8 @@ class _Graded:
                 cwd, payload["trusted"], self.guard.code_ok, self.guard.function_ok), self.guard, dispute)
             self.strict_parts = integrity.strict_functions(*[getattr(unittest.TestCase, name) for name in (
                 "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual",
-                "assertNotEqual")])
+                "assertNotEqual")], integrity.LockedMethod.__get__, integrity.LockedMethod.__set__)
+        integrity.lock_assertions(unittest.TestCase)
         self.code, self.info = self.guard.compile_graded(self.path, source)
         self.unittest = unittest
         self.import_module = importlib.import_module
@@ -315,6 +316,12 @@ class _Graded:
                 if type(key) is str and key.startswith("test") and _callable(value) and \
                         key not in self.state["exclude"]:
                     names.add(key)
+        if not names:  # unittest's loader: a class without test* methods runs its runTest (pyparsing's)
+            try:
+                if _callable(self._lookup(cls, "runTest")):
+                    names.add("runTest")
+            except LookupError:
+                pass
         return self.safe[6](names)
 
     def _is_test_case(self, value):

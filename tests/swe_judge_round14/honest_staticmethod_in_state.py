@@ -1,0 +1,29 @@
+"""Round 14 (helper-40, against 0df3f44; its assertNotEqual line is left out, an open false alarm):
+a static method held as state (self.norm = self._fold, _fold a @staticmethod): a plain function
+whose name leads to the staticmethod object, frozen as an identity stand-in; the untouched == that calls it fails.
+Result: untouched+PRISTINE FAILED; plain pytest passes. FALSE ALARM."""
+PKG = '''class Name:
+    def __init__(self, text):
+        self.norm = self._fold
+        self.value = self.norm(text)
+
+    @staticmethod
+    def _fold(s):
+        return s.casefold()
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return self.norm(other) == self.value
+        return NotImplemented
+
+    __hash__ = None
+'''
+AGENT = PKG
+TESTS = '''import unittest
+from pkg import Name
+
+
+class T(unittest.TestCase):
+    def test_a(self):
+        self.assertEqual(Name("ABC"), "abc")
+'''
