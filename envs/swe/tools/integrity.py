@@ -234,6 +234,14 @@ def _names_in(tree):
     return names
 
 
+def source_names(source):
+    """Every name a source binds or reads (empty when it does not parse)."""
+    try:
+        return _names_in(ast.parse(source))
+    except (SyntaxError, ValueError):
+        return set()
+
+
 def _canary_name(rng, words, camel, taken, prefix="test"):
     for _ in range(1000):
         picked = [words[rng.randrange(len(words))] for _ in range(rng.choice((2, 3, 3, 4)))]
@@ -386,20 +394,23 @@ def plan_canaries(source, targets, unittest_style, rng):
     inserts, appended, plan = [], [], {}
     for target in sorted(set(targets)):
         container, definition = _guarded_def(tree, target, unittest_style)
+        if container is None and unittest_style and not target:  # a module of runTest classes: its first one
+            container = next(((n.name,) for n in tree.body if type(n) is ast.ClassDef and
+                              _runs_run_test(tree, (n.name,))), None)
         if container is None:
             continue
         node = _container_node(tree, container) if container else None
         fail, error = _canary_bodies(rng, words, unittest_style)
         names = (_canary_name(rng, words, camel, taken), _canary_name(rng, words, camel, taken))
         params = target[-1][target[-1].index("["):] if target and not unittest_style and "[" in target[-1] else ""
-        if container and (target[-1] == "runTest" or unittest_style and len(target) == 1
+        if container and (target[-1:] == ("runTest",) or unittest_style and len(target) <= 1
                           and _runs_run_test(tree, container)):
             # unittest (and pytest's plugin) runs runTest only in a class with no test* method (pyparsing's
             # test classes): a canary method there would hide the test, so each canary is a class of its own
             subs = [_canary_name(rng, [w.capitalize() for w in words], True, taken, prefix="Test") for _ in names]
             for sub, (line, text) in zip(subs, _run_test_canaries(tree, container, subs, (fail, error), rng)):
                 (appended.append(text) if line is None else inserts.append((line, text)))
-            plan[target] = ((subs[0], "runTest"), (subs[1], "runTest")) if target[-1] == "runTest" else \
+            plan[target] = ((subs[0], "runTest"), (subs[1], "runTest")) if target[-1:] == ("runTest",) else \
                 ((subs[0],), (subs[1],))
             continue
         copies = [_copied(definition, n, body) for n, body in zip(names, (fail, error))] if definition and \
@@ -786,10 +797,11 @@ class Control:
         return line.decode()
 
     def steps(self):
-        """``(rest, names to leave out of a whole class or module)`` for each step, until the parent closes."""
+        """``(rest, names to leave out of a whole class or module)`` for each step, until the parent closes (an
+        empty line is a step: a whole module with nothing left out)."""
         while True:
             line = self.line()
-            if not line:
+            if line is None:
                 return
             words = line.split(" ")
             rest, exclude = (bytes.fromhex(w).decode() for w in (words + [""])[:2])

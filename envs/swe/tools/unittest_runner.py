@@ -1026,8 +1026,11 @@ class FilePlan:
         plan = files.plans.get(path) or {}
         self.source, self.integrity = files.sources.get(path, ""), integrity
         self.guards, self.marked, every_canary = {}, {}, set()
-        for canaries in plan.values():  # (runTest is no canary's own name: its canaries are classes of their own)
-            every_canary |= {name for canary in canaries for name in (canary[0], canary[-1]) if name != "runTest"}
+        # the canaries' own names, left out of whole classes and modules: the names the file did not have (a
+        # method canary's class is the test's own: leaving it out emptied a whole-module step)
+        known = integrity.source_names(self.source) if plan else set()
+        for canaries in plan.values():
+            every_canary |= {name for canary in canaries for name in canary if name not in known and name != "runTest"}
         singles, wholes = [], []
         for test_id, rest in tests:
             canaries = plan.get(tuple(rest))
