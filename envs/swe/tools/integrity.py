@@ -1703,6 +1703,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     function_names = (FunctionType.__dict__["__module__"].__get__, FunctionType.__dict__["__qualname__"].__get__)
     builtin_names = (BuiltinFunctionType.__dict__["__module__"].__get__,
                      BuiltinFunctionType.__dict__["__qualname__"].__get__)
+    # an @lru_cache function or method: its names, which functools.update_wrapper wrote in its __dict__
+    cached_names = tuple((lambda value, _key=key, _read=functools._lru_cache_wrapper.__dict__["__dict__"].__get__:
+                          dict.get(_read(value), _key)) for key in ("__module__", "__qualname__"))
     # a bound method held as state (pyparsing's Word keeps ``self.parseImpl = self.parseImpl_regex`` and
     # ``self.re_match = self.re.match``): a Python one as its function and object, a C one (3.9's ``builtin_method``
     # too) as its object and name, read by their C descriptors
@@ -1741,6 +1744,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                _function_names=function_names, _builtin_names=builtin_names, _buffers=buffers,
                _located=located, _flag=enum.Flag, _containers=containers, _module_kind=ModuleType,
                _method=MethodType, _bound_parts=bound_parts, _c_methods=c_methods,
+               _cached=functools._lru_cache_wrapper, _cached_names=cached_names,
                _module_dict=ModuleType.__dict__["__dict__"].__get__, _modules=sys.modules,
                _descriptors=tuple((kind, kind.__dict__["__objclass__"].__get__, kind.__dict__["__name__"].__get__)
                                   for kind in (MethodDescriptorType, WrapperDescriptorType))):
@@ -1793,9 +1797,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             # A name is the object's to say (__qualname__, _name_ are writable), so it must lead back to the very
             # object here (else an opaque stand-in), and no two objects of a pair may carry one name (a forgery:
             # refused; red team, round 9: a wrong member whose _name_ said OK, a class renamed to the expected one)
-            if _issubclass(kind, type) or kind is _function or kind is _builtin:  # a class, a module's function
+            if _issubclass(kind, type) or kind is _function or kind is _builtin or kind is _cached:  # a class, a
                 names = (_module, _qualname) if _issubclass(kind, type) else \
-                    _function_names if kind is _function else _builtin_names
+                    _function_names if kind is _function else _builtin_names if kind is _builtin else _cached_names
                 module, qualname = names[0](value), names[1](value)
                 if _type(module) is not _str or _type(qualname) is not _str:
                     return None

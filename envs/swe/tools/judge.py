@@ -135,6 +135,8 @@ FUNCTION_NAMES = (types.FunctionType.__dict__["__module__"].__get__,
                   types.FunctionType.__dict__["__qualname__"].__get__)
 BUILTIN_NAMES = (types.BuiltinFunctionType.__dict__["__module__"].__get__,
                  types.BuiltinFunctionType.__dict__["__qualname__"].__get__)
+CACHED_NAMES = tuple((lambda value, _key=key: functools._lru_cache_wrapper.__dict__["__dict__"].__get__(value).get(
+    _key)) for key in ("__module__", "__qualname__"))  # an @lru_cache function's, written by update_wrapper
 
 
 def new_value(cls, name, arguments):
@@ -701,7 +703,8 @@ class Builder:
         if type(value) in (staticmethod, classmethod):  # a class's static or class method: its function
             value = type(value).__dict__["__func__"].__get__(value)
         names = (FUNCTION_NAMES if type(value) is types.FunctionType else
-                 BUILTIN_NAMES if type(value) is types.BuiltinFunctionType else None)
+                 BUILTIN_NAMES if type(value) is types.BuiltinFunctionType else
+                 CACHED_NAMES if type(value) is functools._lru_cache_wrapper else None)
         if names is None or names[0](value) != module or names[1](value) != qualname:
             raise Refused(f"{module}.{qualname} is not a function defined under that name")
         return value
