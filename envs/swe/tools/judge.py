@@ -1036,28 +1036,51 @@ def indifferent(mine, other, build, nodes, finder, rng, token, fresh):
     return bool(spots)
 
 
-# what can change state when the untouched code calls it: a method bound to an object of the pair, a function or a
-# partial it is handed (``next`` of a buffer, a deque's ``popleft``); with one in the table each probe meets the
-# pair as frozen, on a rebuild of its own (round 14: an == through ``next(buffer)`` held once, then its probes
-# found the buffer empty and differed)
-CALLABLE_NODES = frozenset(("bound", "cmethod", "partial", "function", "descriptor"))
-FRESH_BUDGET = 5_000_000  # nodes rebuilt for the probes of one pair, at most
+# A comparison or a probe that changes the pair's state (an == through ``next(buffer)`` held once, then its probes
+# found the buffer empty and differed; round 14) leaves the probes facing another pair than the one compared. The
+# judge signs what the rebuilt pair holds before the comparison, after it and after the probes; when a call changed
+# it, the pair is judged again with each probe on a rebuild of its own, at most FRESH_BUDGET nodes rebuilt.
+FRESH_BUDGET = 5_000_000
+
+
+def signature(build):
+    """What a call could change in a rebuilt pair, cheaply: each container's members and each instance's attributes
+    (by identity; a dict's as a set, so an ordered cache's reads that only reorder it, cachetools' LRU, are no
+    change), each buffer's contents and position, each bytearray's bytes."""
+    signed = []
+    for index, value in build.built.items():
+        if isinstance(value, (io.StringIO, io.BytesIO)):
+            try:
+                signed.append((index, value.getvalue(), value.tell()))
+            except ValueError:  # closed
+                signed.append((index, "closed"))
+        elif isinstance(value, dict):
+            signed.append((index, frozenset((id(k), id(v)) for k, v in dict.items(value))))
+        elif isinstance(value, (list, tuple, collections.deque)):
+            signed.append((index, tuple(map(id, value if isinstance(value, collections.deque) else
+                                            (list.__iter__ if isinstance(value, list) else tuple.__iter__)(value)))))
+        elif isinstance(value, (set, frozenset)):
+            signed.append((index, frozenset(map(id, (set.__iter__ if isinstance(value, set) else
+                                                     frozenset.__iter__)(value)))))
+        elif isinstance(value, bytearray):
+            signed.append((index, bytes(value)))
+    for instance in build.instances:
+        signed.append((id(instance), frozenset((k, id(v)) for k, v in instance_state(instance).items())))
+    return signed
 
 
 def rebuilder(build, nodes, finder, roots):
-    """``fresh(obj)``: ``obj`` of ``build``, or, when the table holds something callable (:data:`CALLABLE_NODES`),
-    its counterpart in a new rebuild of the pair (the identity stand-ins shared, as in the test)."""
-    if not any(type(node) is tuple and node and node[0] in CALLABLE_NODES for node in nodes):
-        return lambda obj: obj
+    """``fresh(obj)``: the counterpart of ``obj`` (of ``build``) in a new rebuild of the pair, the identity stand-ins
+    shared as in the test; a value of the judge's own (a probe) as it is."""
     spent = [0]
 
     def fresh(obj):
         index = build.index_of.get(id(obj))
         if index is None or build.built.get(index) is not obj:
-            return obj  # a value of the judge's own (a probe), not the pair's
+            return obj
         spent[0] += len(nodes)
         if spent[0] > FRESH_BUDGET:
-            raise Refused("too large a pair with callables in it to probe")
+            raise Refused("a pair whose comparison changes what it holds, too large to probe afresh")
         again = Builder(nodes, finder)
         again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
         again(roots[0])
@@ -1076,27 +1099,46 @@ def decide(data, finder):
     if version != 1 or type(roots) is not tuple or len(roots) != 2 or op not in ("==", "in", "!="):
         return False, "a malformed dispute"
     holds = says_equal if op == "==" else says_in if op == "in" else says_unequal
-    try:
-        build = Builder(nodes, finder)
-        first, second = build(roots[0]), build(roots[1])
-    except Refused as refused:
-        return False, f"the untouched package could not rebuild the pair: {refused}"
-    except Exception as error:  # noqa: BLE001
-        return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
-    fresh = rebuilder(build, nodes, finder, roots)
-    try:
-        return probed(first, second, op, holds, build, nodes, roots, finder, fresh)
-    except Refused as refused:
-        return False, f"the untouched package could not rebuild the pair: {refused}"
-    except Exception as error:  # noqa: BLE001
-        return False, f"the untouched package could not rebuild the pair again: {type(error).__name__}"[:300]
+    verdict = None
+    for afresh in (False, True):  # the probes on the compared objects, unless a call changed them
+        try:
+            build = Builder(nodes, finder)
+            first, second = build(roots[0]), build(roots[1])
+        except Refused as refused:
+            return False, f"the untouched package could not rebuild the pair: {refused}"
+        except Exception as error:  # noqa: BLE001
+            return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
+        try:
+            if afresh:
+                fresh, changed = rebuilder(build, nodes, finder, roots), (lambda: False)
+            else:
+                fresh, before = (lambda obj: obj), signature(build)
+                changed = functools.partial(lambda built, signed: signature(built) != signed, build, before)
+            verdict = probed(first, second, op, holds, build, nodes, roots, finder, fresh, changed)
+        except Refused as refused:
+            return False, f"the untouched package could not rebuild the pair: {refused}"
+        except Exception as error:  # noqa: BLE001
+            return False, f"the untouched package could not judge the pair: {type(error).__name__}"[:300]
+        if verdict is not None:
+            return verdict
+    return False, "the pair's state changed even when probed afresh"
 
 
-def probed(first, second, op, holds, build, nodes, roots, finder, fresh):
-    """``(held, why)`` for a rebuilt pair: its comparison, then the probes, each on ``fresh`` objects."""
+def probed(first, second, op, holds, build, nodes, roots, finder, fresh, changed):
+    """``(held, why)`` for a rebuilt pair: its comparison, then the probes, each on ``fresh`` objects; None when
+    ``changed()`` says a call changed the pair's state (after the comparison, or after the probes), so that the
+    probes must be run on rebuilds of their own."""
     if not holds(first, second):
         return False, (f"the untouched package's own == says they differ ({op})" if op != "!=" else
                        "the untouched package's own != says they are equal")
+    if changed():
+        return None
+    verdict = probes(first, second, op, holds, build, nodes, roots, finder, fresh)
+    return None if changed() else verdict
+
+
+def probes(first, second, op, holds, build, nodes, roots, finder, fresh):
+    """``(held, why)`` for a pair whose comparison held: the probes, each on ``fresh`` objects."""
     if op == "!=":  # the untouched classes say they differ; but a value that differs from its own copy (state
         for root in roots:  # of NaNs) differs from anything (round 13). The copy shares the identity stand-ins:
             original = first if root == roots[0] else second  # a function held on both sides is one object
