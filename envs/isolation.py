@@ -40,8 +40,8 @@ class EngineCrashed(EngineError):
     """The child process died during a call (segfault, abort, out of memory...)."""
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies, so no engine is orphaned."""
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so no engine (or synthesis worker) is orphaned."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -50,7 +50,7 @@ def _die_with_parent() -> None:
 
 
 def _serve(factory_path: str, fd: int) -> None:
-    _die_with_parent()
+    die_with_parent()
     conn = Connection(fd)
     engine = _import(factory_path)()
     while True:

@@ -1253,3 +1253,39 @@ def test_support_files_are_the_packages_own_modules_the_test_classes_take_code_f
     assert test_command("pytest") == "python3 /opt/turngym/unittest_runner.py --pytest {tests}"  # none: as before
     assert test_command("unittest", ["pyparsing/testing.py"]) == (
         "python3 /opt/turngym/unittest_runner.py --support pyparsing/testing.py {tests}")
+
+
+def test_a_stopped_synthesis_leaves_no_validation_worker(tmp_path):
+    """A run killed mid-validation takes its worker processes (and so their sandboxes) with it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "slow_validation.py").write_text(
+        "import os, time\n\n\ndef validate(record, repo, backend):\n"
+        "    open(record['pids'], 'a').write(f'{os.getpid()}\\n')\n    time.sleep(120)\n")
+    pids = tmp_path / "pids"
+    run = subprocess.Popen([sys.executable, "-c", (
+        "import sys; from turngym.envs.swe.synth import pipeline; import slow_validation\n"
+        "pipeline.validate_safely = slow_validation.validate\n"
+        f"todo = [{{'pids': {str(pids)!r}}}] * 2\n"
+        "list(pipeline._validations(todo, None, 'bwrap', 2))\n")],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])})
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids.exists() and len(pids.read_text().split()) == 2):
+            assert time.monotonic() < deadline and run.poll() is None, "the workers never started"
+            time.sleep(0.1)
+        workers = [int(p) for p in pids.read_text().split()]
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    deadline = time.monotonic() + 10
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in workers if os.path.exists(f"/proc/{p}") and
+                 open(f"/proc/{p}/stat").read().split(") ")[-1][0] != "Z"]
+        time.sleep(0.1)
+    assert not alive, f"workers {alive} outlived the run"

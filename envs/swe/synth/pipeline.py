@@ -57,6 +57,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from turngym.envs.isolation import die_with_parent
 from turngym.envs.swe.grading import PASSING
 from turngym.envs.swe.instances import SWEInstance
 from turngym.envs.swe.synth import modifiers as mods
@@ -531,7 +532,8 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
             yield validate_safely(record, repo, backend)
         return
     context = multiprocessing.get_context("spawn")  # no inherited threads or sandboxes
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    # a worker dies with the run: a stopped run left its workers validating on (and their sandboxes with them)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent) as pool:
         futures = [pool.submit(validate_safely, record, repo, backend) for record in todo]
         for future in as_completed(futures):
             yield future.result()
