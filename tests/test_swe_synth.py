@@ -1286,6 +1286,6 @@ def test_a_stopped_synthesis_leaves_no_validation_worker(tmp_path):
     alive = workers
     while alive and time.monotonic() < deadline:
         alive = [p for p in workers if os.path.exists(f"/proc/{p}") and
-                 open(f"/proc/{p}/stat").read().split(") ")[-1][0] != "Z"]
+                 Path(f"/proc/{p}/stat").read_text().split(") ")[-1][0] != "Z"]
         time.sleep(0.1)
     assert not alive, f"workers {alive} outlived the run"
