@@ -1423,8 +1423,39 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         if why:
             raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
+    def equality_table_problem(test, kind, _type=type, _dict=dict, _str=str, _method=MethodType,
+                               _instance_dict=object.__getattribute__, _defaults=DEFAULT_EQUALITY_FUNCS,
+                               _guard=guard, _func=MethodType.__dict__["__func__"].__get__):
+        """Why the function unittest's ``assertEqual`` would pick for ``kind`` from the test's
+        ``_type_equality_funcs`` cannot be believed, or '': it must be unittest's own default for that type (a
+        method name, found through :class:`LockedMethod`) or a function of the test files (``addTypeEqualityFunc``
+        in a test's ``setUp``). The code under test put a lenient function there for ``str`` (red team, round 15)."""
+        try:
+            table = _dict.get(_instance_dict(test, "__dict__"), "_type_equality_funcs")
+        except AttributeError:
+            return ""
+        if table is None:
+            return ""
+        if _type(table) is not _dict:
+            return "the test's table of equality functions is no dict"
+        for key, entry in _dict.items(table):
+            if key is not kind:
+                continue
+            if _type(entry) is _str:
+                if any(k is kind and v == entry for k, v in _defaults):
+                    return ""
+                return f"the test's equality function for {kind.__name__} names another method"
+            function = _func(entry) if _type(entry) is _method else entry
+            if _guard is not None and _guard.function_ok(function):
+                return ""
+            return f"the test's equality function for {kind.__name__} is not the test files' code"
+        return ""
+
     def assertEqual(self, first, second, msg=None, _original=original["assertEqual"], _check=check,
-                    _getframe=sys._getframe):
+                    _getframe=sys._getframe, _table=equality_table_problem, _type=type):
+        why = _table(self, _type(first))  # unittest's assertEqual dispatches through that table
+        if why:
+            raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
         _check(self, first, second, msg, _getframe(1), ("first", "second"), _original, (self, first, second, msg))
 
     def assertNotEqual(self, first, second, msg=None, _original=original["assertNotEqual"], _check=check,
@@ -1525,6 +1556,11 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
                      assertSequenceEqual, assertMultiLineEqual, assertAlmostEqual, assertIn, assertCountEqual,
                      assertNotEqual):
         setattr(test_case, function.__name__, function)
+
+
+# unittest's own equality functions by type, as TestCase.__init__ registers them (method names)
+DEFAULT_EQUALITY_FUNCS = ((dict, "assertDictEqual"), (list, "assertListEqual"), (tuple, "assertTupleEqual"),
+                          (set, "assertSetEqual"), (frozenset, "assertSetEqual"), (str, "assertMultiLineEqual"))
 
 
 class LockedMethod(tuple):

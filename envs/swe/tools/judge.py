@@ -1065,7 +1065,14 @@ def signature(build):
         elif isinstance(value, bytearray):
             signed.append((index, bytes(value)))
     for instance in build.instances:
-        signed.append((id(instance), frozenset((k, id(v)) for k, v in instance_state(instance).items())))
+        state = instance_state(instance)
+        signed.append((id(instance), frozenset((k, id(v)) for k, v in state.items())))
+        for key, value in state.items():  # a container the instance made itself, not one of the table (an
+            if isinstance(value, dict):  # os._Environ's copy of its data; round 15), by its contents
+                signed.append((id(instance), key, frozenset((id(k), id(v)) for k, v in dict.items(value))))
+            elif isinstance(value, (list, set)):
+                signed.append((id(instance), key, tuple(map(id, (list.__iter__ if isinstance(value, list)
+                                                                 else set.__iter__)(value)))))
     return signed
 
 

@@ -1,0 +1,21 @@
+"""Round 15: a wrong add under a test file's own equality function (addTypeEqualityFunc) still fails."""
+PKG = '''def add(a, b):
+    return a + b
+'''
+AGENT = PKG.replace("a + b", "a + b + 1")
+TESTS = '''import unittest
+from pkg import add
+
+
+class T(unittest.TestCase):
+    def setUp(self):
+        self.addTypeEqualityFunc(float, self.assert_close)
+
+    def assert_close(self, first, second, msg=None):
+        if abs(first - second) > 1e-9:
+            raise self.failureException(msg or f"{first} is not close to {second}")
+
+    def test_a(self):
+        self.assertEqual(add(0.1, 0.2), 0.3)
+        self.assertEqual([add(1, 2)], [3])
+'''
