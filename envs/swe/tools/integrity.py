@@ -134,34 +134,37 @@ def _container_node(tree, path):
     return node
 
 
-def _run_test_def(tree, container, seen=()):
-    """The ``runTest`` that the class at ``container`` runs, when this file's source says which: its own, or its
-    one base's, a class of this file's top level (followed up a chain of single bases); else None."""
-    node = _container_node(tree, container)
-    if node is None or container in seen:
-        return None
-    own = next((n for n in node.body if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == "runTest"),
-               None)
-    if own is not None:
-        return own
-    if len(node.bases) != 1 or type(node.bases[0]) is not ast.Name:
-        return None
-    return _run_test_def(tree, (node.bases[0].id,), (*seen, container))
+def _named_def(node, name):
+    """The function ``name`` that the class ``node`` defines itself, or None."""
+    return next((n for n in node.body if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == name), None)
+
+
+def _base_chain(tree, container):
+    """The class at ``container``, then its one base, and so on, while each is a class of this file's top level
+    named by its single base."""
+    node, seen = _container_node(tree, container), set()
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        yield node
+        if len(node.bases) != 1 or type(node.bases[0]) is not ast.Name:
+            return
+        node = _container_node(tree, (node.bases[0].id,))
+
+
+def _run_test_def(tree, container):
+    """The ``runTest`` that the class at ``container`` runs, when this file's source says which, or None."""
+    return next((found for found in (_named_def(n, "runTest") for n in _base_chain(tree, container)) if found),
+                None)
 
 
 def _runs_run_test(tree, container):
     """Whether the class at ``container`` runs ``runTest`` as its one test, as this file's source shows: no
-    ``test*`` method up its chain of single in-file bases, and a ``runTest`` on it."""
-    node, seen = _container_node(tree, container), {container}
-    while node is not None:
+    ``test*`` method up its chain of in-file bases before a ``runTest``."""
+    for node in _base_chain(tree, container):
         if _test_defs(node):
             return False
-        if any(type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == "runTest" for n in node.body):
+        if _named_def(node, "runTest") is not None:
             return True
-        if len(node.bases) != 1 or type(node.bases[0]) is not ast.Name or (node.bases[0].id,) in seen:
-            return False
-        seen.add((node.bases[0].id,))
-        node = _container_node(tree, (node.bases[0].id,))
     return False
 
 
@@ -189,8 +192,8 @@ def _run_test_canaries(tree, container, names, tails, rng):
     for name, copy in zip(names, copies):
         sibling = copy_module.deepcopy(node)
         sibling.name = name
-        sibling.body = [n for n in sibling.body if not (
-            type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == "runTest")] + ast.parse(copy).body
+        own = _named_def(sibling, "runTest")
+        sibling.body = [n for n in sibling.body if n is not own] + ast.parse(copy).body
         text = ast.unparse(ast.fix_missing_locations(sibling))
         found.append((first - 1, text + "\n\n\n") if rng.random() < 0.5 else (node.end_lineno, "\n\n" + text + "\n"))
     return found
@@ -381,8 +384,7 @@ def plan_canaries(source, targets, unittest_style, rng):
     ``finally``. So the canaries call into the package under test exactly as the test does: code under test
     that spares the tests calling it spares the canaries too, and no shape tells them from real tests. (Where
     no test def is found, an inherited test, the canaries are a plain failing and erroring statement; a
-    ``runTest``'s are two subclasses of its class, each with a copy of the ``runTest`` it runs, or one calling it
-    through ``super()``, that then fails.)
+    ``runTest``'s are two renamed copies of its class beside it: :func:`_run_test_canaries`.)
     Returns ``(new source, {target: (fail rest, error rest)})``, a rest being the names after the file in the
     canary's id (a pytest id's parameters carried over)."""
     tree = ast.parse(source)
@@ -1746,9 +1748,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     # ``self.re_match = self.re.match``): a Python one as its function and object, a C one (3.9's ``builtin_method``
     # too) as its object and name, read by their C descriptors
     bound_parts = (MethodType.__dict__["__func__"].__get__, MethodType.__dict__["__self__"].__get__)
-    c_methods = tuple((kind, kind.__dict__["__self__"].__get__, kind.__dict__["__name__"].__get__) for kind in (
-        BuiltinFunctionType, MethodWrapperType)) + ((type(re.compile("").match),) + tuple(
-            BuiltinFunctionType.__dict__[name].__get__ for name in ("__self__", "__name__")),)
+    builtin_parts = tuple(BuiltinFunctionType.__dict__[name].__get__ for name in ("__self__", "__name__"))
+    c_methods = ((BuiltinFunctionType, *builtin_parts), (type(re.compile("").match), *builtin_parts),
+                 (MethodWrapperType, *(MethodWrapperType.__dict__[name].__get__ for name in ("__self__", "__name__"))))
 
     def located(module_name, qualname, _modules=sys.modules, _type=type, _str=str, _dict=dict,
                 _module_dict=ModuleType.__dict__["__dict__"].__get__, _cdict=type.__dict__["__dict__"].__get__,

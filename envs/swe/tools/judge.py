@@ -1043,42 +1043,50 @@ def indifferent(mine, other, build, nodes, finder, rng, token, fresh):
 FRESH_BUDGET = 5_000_000
 
 
+def members(value):
+    """What a call could change in one container, cheaply (its members by identity; a dict's as a set, so an
+    ordered cache whose reads only reorder it, cachetools' LRU, is unchanged), or None for anything else."""
+    if isinstance(value, (io.StringIO, io.BytesIO)):
+        try:
+            return value.getvalue(), value.tell()
+        except ValueError:  # closed
+            return "closed"
+    if isinstance(value, dict):
+        return frozenset((id(k), id(v)) for k, v in dict.items(value))
+    if isinstance(value, (set, frozenset)):
+        return frozenset(map(id, (set.__iter__ if isinstance(value, set) else frozenset.__iter__)(value)))
+    if isinstance(value, (list, tuple)):
+        return tuple(map(id, (list.__iter__ if isinstance(value, list) else tuple.__iter__)(value)))
+    if isinstance(value, collections.deque):
+        return tuple(map(id, value))
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return None
+
+
 def signature(build):
-    """What a call could change in a rebuilt pair, cheaply: each container's members and each instance's attributes
-    (by identity; a dict's as a set, so an ordered cache's reads that only reorder it, cachetools' LRU, are no
-    change), each buffer's contents and position, each bytearray's bytes."""
-    signed = []
-    for index, value in build.built.items():
-        if isinstance(value, (io.StringIO, io.BytesIO)):
-            try:
-                signed.append((index, value.getvalue(), value.tell()))
-            except ValueError:  # closed
-                signed.append((index, "closed"))
-        elif isinstance(value, dict):
-            signed.append((index, frozenset((id(k), id(v)) for k, v in dict.items(value))))
-        elif isinstance(value, (list, tuple, collections.deque)):
-            signed.append((index, tuple(map(id, value if isinstance(value, collections.deque) else
-                                            (list.__iter__ if isinstance(value, list) else tuple.__iter__)(value)))))
-        elif isinstance(value, (set, frozenset)):
-            signed.append((index, frozenset(map(id, (set.__iter__ if isinstance(value, set) else
-                                                     frozenset.__iter__)(value)))))
-        elif isinstance(value, bytearray):
-            signed.append((index, bytes(value)))
+    """What a call could change in a rebuilt pair: each container's :func:`members`, each instance's attributes by
+    identity, and the members of the containers an instance made itself (an ``os._Environ``'s copy of its data,
+    not a node of the table; round 15)."""
+    signed = [(index, members(value)) for index, value in build.built.items()]
     for instance in build.instances:
         state = instance_state(instance)
         signed.append((id(instance), frozenset((k, id(v)) for k, v in state.items())))
-        for key, value in state.items():  # a container the instance made itself, not one of the table (an
-            if isinstance(value, dict):  # os._Environ's copy of its data; round 15), by its contents
-                signed.append((id(instance), key, frozenset((id(k), id(v)) for k, v in dict.items(value))))
-            elif isinstance(value, (list, set)):
-                signed.append((id(instance), key, tuple(map(id, (list.__iter__ if isinstance(value, list)
-                                                                 else set.__iter__)(value)))))
+        signed += [(id(instance), key, members(value)) for key, value in state.items()]
     return signed
 
 
+def built_again(build, nodes, finder):
+    """A new Builder of the pair's table that shares ``build``'s identity stand-ins (a function held on both sides
+    is one object, as in the test)."""
+    again = Builder(nodes, finder)
+    again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
+    return again
+
+
 def rebuilder(build, nodes, finder, roots):
-    """``fresh(obj)``: the counterpart of ``obj`` (of ``build``) in a new rebuild of the pair, the identity stand-ins
-    shared as in the test; a value of the judge's own (a probe) as it is."""
+    """``fresh(obj)``: the counterpart of ``obj`` (of ``build``) in a new rebuild of the pair; a value of the
+    judge's own (a probe) as it is."""
     spent = [0]
 
     def fresh(obj):
@@ -1088,8 +1096,7 @@ def rebuilder(build, nodes, finder, roots):
         spent[0] += len(nodes)
         if spent[0] > FRESH_BUDGET:
             raise Refused("a pair whose comparison changes what it holds, too large to probe afresh")
-        again = Builder(nodes, finder)
-        again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
+        again = built_again(build, nodes, finder)
         again(roots[0])
         again(roots[1])
         return again(index)
@@ -1098,62 +1105,52 @@ def rebuilder(build, nodes, finder, roots):
 
 
 def decide(data, finder):
-    """``(held, why)`` for one frozen pair."""
+    """``(held, why)`` for one frozen pair: judged on the compared objects, or, when a call changed what they
+    hold, again with each probe on a rebuild of its own."""
     try:
         version, nodes, roots, op = marshal.loads(bytes.fromhex(data))
     except Exception:  # noqa: BLE001
         return False, "a malformed dispute"
     if version != 1 or type(roots) is not tuple or len(roots) != 2 or op not in ("==", "in", "!="):
         return False, "a malformed dispute"
+    return judged(nodes, roots, op, finder, afresh=False) or judged(nodes, roots, op, finder, afresh=True)
+
+
+def judged(nodes, roots, op, finder, afresh):
+    """``(held, why)`` for a rebuilt pair: its comparison, then the probes, each on ``fresh`` objects when
+    ``afresh``; else None when a call changed the pair's state (after the comparison or the probes)."""
     holds = says_equal if op == "==" else says_in if op == "in" else says_unequal
-    verdict = None
-    for afresh in (False, True):  # the probes on the compared objects, unless a call changed them
-        try:
-            build = Builder(nodes, finder)
-            first, second = build(roots[0]), build(roots[1])
-        except Refused as refused:
-            return False, f"the untouched package could not rebuild the pair: {refused}"
-        except Exception as error:  # noqa: BLE001
-            return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
-        try:
-            if afresh:
-                fresh, changed = rebuilder(build, nodes, finder, roots), (lambda: False)
-            else:
-                fresh, before = (lambda obj: obj), signature(build)
-                changed = functools.partial(lambda built, signed: signature(built) != signed, build, before)
-            verdict = probed(first, second, op, holds, build, nodes, roots, finder, fresh, changed)
-        except Refused as refused:
-            return False, f"the untouched package could not rebuild the pair: {refused}"
-        except Exception as error:  # noqa: BLE001
-            return False, f"the untouched package could not judge the pair: {type(error).__name__}"[:300]
-        if verdict is not None:
-            return verdict
-    return False, "the pair's state changed even when probed afresh"
-
-
-def probed(first, second, op, holds, build, nodes, roots, finder, fresh, changed):
-    """``(held, why)`` for a rebuilt pair: its comparison, then the probes, each on ``fresh`` objects; None when
-    ``changed()`` says a call changed the pair's state (after the comparison, or after the probes), so that the
-    probes must be run on rebuilds of their own."""
-    if not holds(first, second):
-        return False, (f"the untouched package's own == says they differ ({op})" if op != "!=" else
-                       "the untouched package's own != says they are equal")
-    if changed():
-        return None
-    verdict = probes(first, second, op, holds, build, nodes, roots, finder, fresh)
-    return None if changed() else verdict
+    try:
+        build = Builder(nodes, finder)
+        first, second = build(roots[0]), build(roots[1])
+    except Refused as refused:
+        return False, f"the untouched package could not rebuild the pair: {refused}"
+    except Exception as error:  # noqa: BLE001
+        return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
+    fresh = rebuilder(build, nodes, finder, roots) if afresh else (lambda obj: obj)
+    before = None if afresh else signature(build)
+    try:
+        if not holds(first, second):
+            return False, (f"the untouched package's own == says they differ ({op})" if op != "!=" else
+                           "the untouched package's own != says they are equal")
+        if not afresh and signature(build) != before:
+            return None
+        verdict = probes(first, second, op, holds, build, nodes, roots, finder, fresh)
+        return None if not afresh and signature(build) != before else verdict
+    except Refused as refused:
+        return False, f"the untouched package could not rebuild the pair: {refused}"
+    except Exception as error:  # noqa: BLE001
+        return False, f"the untouched package could not judge the pair: {type(error).__name__}"[:300]
 
 
 def probes(first, second, op, holds, build, nodes, roots, finder, fresh):
     """``(held, why)`` for a pair whose comparison held: the probes, each on ``fresh`` objects."""
     if op == "!=":  # the untouched classes say they differ; but a value that differs from its own copy (state
-        for root in roots:  # of NaNs) differs from anything (round 13). The copy shares the identity stand-ins:
-            original = first if root == roots[0] else second  # a function held on both sides is one object
+        for root in roots:  # of NaNs) differs from anything (round 13). The copy shares the identity stand-ins
+            original = first if root == roots[0] else second
             for check in (says_equal, says_unequal):
-                again = Builder(nodes, finder)
-                again.built.update({i: v for i, v in build.built.items() if nodes[i][0] == "identity"})
                 try:
-                    copy = again(root)
+                    copy = built_again(build, nodes, finder)(root)
                 except Exception:  # noqa: BLE001
                     return False, "the untouched package could not rebuild the pair twice"
                 if check(fresh(original), copy) is (check is says_unequal):
