@@ -38,3 +38,5 @@ class T(unittest.TestCase):
         self.assertEqual(series(15000), [i + 0.5 for i in range(15000)])
 '''
 # Result (9318a4a tools): untouched+PRISTINE FAILED ("a pair whose comparison changes what it holds, too large to probe afresh"); plain python3 -m unittest: OK. FALSE ALARM.
+# Fixed: a probe rebuilds only its own side afresh, and the probe loops draw as many variants as FRESH_BUDGET
+# allows (fresh_limit): untouched+PRISTINE and agent+PRISTINE PASSED.
