@@ -915,8 +915,11 @@ def test_an_enum_members_siblings_are_its_probes(tmp_path):
 ROUNDS = Path(__file__).parent
 
 
-def _later_rounds(kind: str) -> list[str]:
-    return sorted(f"{path.parent.name}/{path.stem}" for path in ROUNDS.glob(f"swe_judge_round*/{kind}_*.py"))
+def _later_rounds(kind: str) -> list:
+    """The scenario files of one kind; one that says ``SLOW = True`` (a judge of 10,000 items) runs with ``slow``."""
+    return [pytest.param(f"{path.parent.name}/{path.stem}", marks=pytest.mark.slow) if "\nSLOW = True" in
+            path.read_text() else f"{path.parent.name}/{path.stem}"
+            for path in sorted(ROUNDS.glob(f"swe_judge_round*/{kind}_*.py"))]
 
 
 def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:

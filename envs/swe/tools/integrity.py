@@ -1425,39 +1425,49 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         if why:
             raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
 
-    def equality_table_problem(test, kind, _type=type, _dict=dict, _str=str, _method=MethodType,
+    def _getAssertEqualityFunc(self, first, second, _type=type, _dict=dict, _str=str, _method=MethodType,
                                _instance_dict=object.__getattribute__, _defaults=DEFAULT_EQUALITY_FUNCS,
-                               _guard=guard, _func=MethodType.__dict__["__func__"].__get__):
-        """Why the function unittest's ``assertEqual`` would pick for ``kind`` from the test's
-        ``_type_equality_funcs`` cannot be believed, or '': it must be unittest's own default for that type (a
-        method name, found through :class:`LockedMethod`) or a function of the test files (``addTypeEqualityFunc``
-        in a test's ``setUp``). The code under test put a lenient function there for ``str`` (red team, round 15)."""
+                               _guard=guard, _func=MethodType.__dict__["__func__"].__get__, _getattr=getattr):
+        """The asserter unittest's ``assertEqual`` calls, chosen as unittest chooses it (the test's
+        ``_type_equality_funcs`` entry for ``type(first)`` when both sides are of that type, else
+        ``_baseAssertEqual``), with two differences. The entry is found by the *identity* of its key, never through
+        a key's ``__hash__`` or ``__eq__``: the code under test hid a lenient function under a key that hashed and
+        compared like ``str`` (red team, round 16). And it is believed only when it is unittest's own default for
+        that type (a method name, found through :class:`LockedMethod`) or a function of the test files
+        (``addTypeEqualityFunc`` in a test's ``setUp``); anything else is an asserter that fails. The code under
+        test put a lenient function in the table (round 15), and set this method itself on the running test
+        (round 16): it is a :class:`LockedMethod` now, like every asserter it can return."""
+        kind = _type(first)
         try:
-            table = _dict.get(_instance_dict(test, "__dict__"), "_type_equality_funcs")
+            table = _dict.get(_instance_dict(self, "__dict__"), "_type_equality_funcs")
         except AttributeError:
-            return ""
-        if table is None:
-            return ""
-        if _type(table) is not _dict:
-            return "the test's table of equality functions is no dict"
-        for key, entry in _dict.items(table):
-            if key is not kind:
-                continue
-            if _type(entry) is _str:
-                if any(k is kind and v == entry for k, v in _defaults):
-                    return ""
-                return f"the test's equality function for {kind.__name__} names another method"
-            function = _func(entry) if _type(entry) is _method else entry
-            if _guard is not None and _guard.function_ok(function):
-                return ""
-            return f"the test's equality function for {kind.__name__} is not the test files' code"
-        return ""
+            table = None
+        why = ""
+        if table is not None and kind is _type(second):
+            if _type(table) is not _dict:
+                why = "the test's table of equality functions is no dict"
+            for key, entry in _dict.items(table) if not why else ():
+                if key is not kind:
+                    continue
+                if _type(entry) is _str:
+                    if any(k is kind and v == entry for k, v in _defaults):
+                        return _getattr(self, entry)
+                    why = f"the test's equality function for {kind.__name__} names another method"
+                    break
+                function = _func(entry) if _type(entry) is _method else entry
+                if _guard is not None and _guard.function_ok(function):
+                    return entry
+                why = f"the test's equality function for {kind.__name__} is not the test files' code"
+                break
+        if not why:
+            return self._baseAssertEqual
+
+        def refused(first, second, msg=None, _self=self, _why=why):
+            raise _self.failureException(_self._formatMessage(msg, "strict equality: " + _why))
+        return refused
 
     def assertEqual(self, first, second, msg=None, _original=original["assertEqual"], _check=check,
-                    _getframe=sys._getframe, _table=equality_table_problem, _type=type):
-        why = _table(self, _type(first))  # unittest's assertEqual dispatches through that table
-        if why:
-            raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+                    _getframe=sys._getframe):  # unittest's assertEqual picks its asserter: _getAssertEqualityFunc
         _check(self, first, second, msg, _getframe(1), ("first", "second"), _original, (self, first, second, msg))
 
     def assertNotEqual(self, first, second, msg=None, _original=original["assertNotEqual"], _check=check,
@@ -1556,7 +1566,7 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
 
     for function in (assertEqual, assertDictEqual, assertListEqual, assertTupleEqual, assertSetEqual,
                      assertSequenceEqual, assertMultiLineEqual, assertAlmostEqual, assertIn, assertCountEqual,
-                     assertNotEqual):
+                     assertNotEqual, _getAssertEqualityFunc):
         setattr(test_case, function.__name__, function)
 
 
@@ -1584,11 +1594,16 @@ class LockedMethod(tuple):
         self.__set__(obj, None)
 
 
+# TestCase's helpers that its assertions call through ``self`` (an attribute set on the running test would shadow
+# them): the asserter assertEqual picks, the one it falls back to, and the failure messages (red team, round 16)
+ASSERTION_HELPERS = ("_getAssertEqualityFunc", "_baseAssertEqual", "_formatMessage", "_truncateMessage")
+
+
 def lock_assertions(test_case):
     """Every ``assert*`` and ``fail*`` method of ``test_case`` (unittest's ``TestCase``, after the strict ones are
-    in place) as a :class:`LockedMethod`."""
+    in place), and the :data:`ASSERTION_HELPERS` they call, as a :class:`LockedMethod`."""
     for name, value in list(vars(test_case).items()):
-        if name.startswith(("assert", "fail")) and type(value) is FunctionType:
+        if (name.startswith(("assert", "fail")) or name in ASSERTION_HELPERS) and type(value) is FunctionType:
             setattr(test_case, name, LockedMethod((value,)))
 
 

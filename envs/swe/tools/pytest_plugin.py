@@ -402,7 +402,7 @@ def main(result_fd, integrity_path, own_module):
         strict_parts = [integrity.strict_functions(
             *[getattr(unittest.TestCase, name) for name in ("assertEqual", "assertIn", "assertCountEqual",
                                                             "assertDictEqual", "assertAlmostEqual",
-                                                            "assertNotEqual")],
+                                                            "assertNotEqual", "_getAssertEqualityFunc")],
             getattr(rewrite_module, "_turngym_strict", None), getattr(rewrite_module, "_turngym_freeze", None),
             getattr(rewrite_module, "_turngym_in", None), getattr(rewrite_module, "_turngym_prefreeze", None),
             getattr(rewrite_module, "_turngym_settle", None), getattr(rewrite_module, "_turngym_compare", None),

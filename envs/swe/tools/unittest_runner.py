@@ -253,7 +253,8 @@ class _Graded:
                 cwd, payload["trusted"], self.guard.code_ok, self.guard.function_ok), self.guard, dispute)
             self.strict_parts = integrity.strict_functions(*[getattr(unittest.TestCase, name) for name in (
                 "assertEqual", "assertIn", "assertCountEqual", "assertDictEqual", "assertAlmostEqual",
-                "assertNotEqual")], integrity.LockedMethod.__get__, integrity.LockedMethod.__set__)
+                "assertNotEqual", "_getAssertEqualityFunc")],
+                integrity.LockedMethod.__get__, integrity.LockedMethod.__set__)
         integrity.lock_assertions(unittest.TestCase)
         self.code, self.info = self.guard.compile_graded(self.path, source)
         self.unittest = unittest
