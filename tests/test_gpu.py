@@ -66,20 +66,45 @@ def _signals_fields(output_dir: Path, **overrides) -> dict:
     return {**fields, **overrides}
 
 
-def test_a_bf16_rl_step_on_cuda(cuda, tiny_policy, tmp_path):
-    import torch
-
+def test_a_bf16_rl_step_on_cuda_trains_on_what_it_sampled(cuda, tiny_policy, tmp_path):
+    """Real sampling on CUDA in bf16, then a step: the trainer's log-probabilities of the sampled tokens agree with
+    the sampler's (TIS's gap). A random tiny policy's actions are all invalid and score alike, so its advantages
+    are 0 and nothing moves; the next test checks that weights move."""
     from turngym.trainers.config import TurnGymConfig
     from turngym.trainers.trainer import TurnGymTrainer
 
     trainer = TurnGymTrainer(str(tiny_policy), TurnGymConfig(model_name_or_path=str(tiny_policy),
                                                              **_signals_fields(tmp_path)))
     assert trainer.args.bf16 and trainer.accelerator.device.type == "cuda"
-    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     [step] = [h for h in trainer.state.log_history if "loss" in h]
-    assert math.isfinite(step["loss"])
-    assert any(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())
+    assert math.isfinite(step["loss"]) and step["episode/sampled_tokens"] > 0
+    assert abs(step["tis/logp_gap_mean"]) < 0.02
+
+
+def test_a_bf16_ppo_step_on_cuda_moves_the_policy_and_its_critic(cuda, tmp_path):
+    """Scripted, varied Signals commands (so groups have advantages), trained in bf16 on CUDA with PPO."""
+    import torch
+    from helpers_llm import scripted_signals_backend, tiny_llama, word_tokenizer
+
+    from turngym.envs.signals import signal_tasks
+    from turngym.trainers.config import TurnGymConfig
+    from turngym.trainers.trainer import TurnGymTrainer
+
+    tokenizer = word_tokenizer(tmp_path / "words")
+    args = TurnGymConfig(**_signals_fields(tmp_path / "run", algorithm="ppo", critic_learning_rate=1e-2,
+                                           tis_cap=None))  # scripted replies report logprob 0: nothing to correct
+    tasks = signal_tasks("train", 8, turns=3, colours=2)
+    trainer = TurnGymTrainer(tiny_llama(len(tokenizer)).train(), args, tasks=tasks, processing_class=tokenizer,
+                             backend=scripted_signals_backend(tokenizer))
+    assert trainer.args.bf16 and trainer.accelerator.device.type == "cuda"
+    policy_before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    critic_before = [p.detach().clone() for p in trainer.critic.parameters()]
+    trainer.train()
+    [step] = [h for h in trainer.state.log_history if "loss" in h]
+    assert math.isfinite(step["loss"]) and step["advantages/frac_zero_groups"] < 1
+    assert any(not torch.equal(policy_before[n], p.detach()) for n, p in trainer.model.named_parameters())
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(critic_before, trainer.critic.parameters(), strict=True))
 
 
 @pytest.mark.parametrize("stage", [2, 3])
@@ -94,4 +119,10 @@ def test_deepspeed_zero_configs_load_and_step(cuda, tiny_policy, tmp_path, stage
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                             timeout=900, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert "train_loss" in result.stdout + result.stderr  # the step ran to the end of training
+    assert "step 1/1:" in result.stderr and "policy saved to" in result.stdout  # the step ran, then the save
+    from transformers import AutoModelForCausalLM
+
+    # ZeRO-3 shards every weight: the saved policy must hold them gathered, whole, not the empty placeholders
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "run").state_dict()
+    start = AutoModelForCausalLM.from_pretrained(tiny_policy).state_dict()
+    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in start.items()}
