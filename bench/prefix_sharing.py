@@ -1,6 +1,8 @@
 """The loss's forward and backward pass with and without shared prefixes (``share_prefixes``), SmolLM2-135M-Instruct.
 
     .venv/bin/python bench/prefix_sharing.py [--scenarios group window] [--rounds 3] [--threads 1]
+    # GPU: random weights of Qwen2.5-0.5B's shape (no model to load on an offline machine), bf16
+    python bench/prefix_sharing.py --device cuda --model-config qwen2.5-0.5b --scenarios group window history
 
 Each measurement is one forward + backward pass of the trainer's loss forward
 (:func:`turngym.trainers.logprobs.scored_logprobs` unshared, :func:`turngym.trainers.prefix_sharing.
@@ -37,7 +39,10 @@ import sys
 import time
 from pathlib import Path
 
+from train_throughput import DTYPES, MODEL_CONFIGS  # the same random-weight shapes as the training-step bench
+
 PROMPT, GROUP, TURNS = 300, 8, 10
+QWEN_VOCABULARY = 151_936  # Qwen2.5's, for --model-config
 
 
 def scenario_rows(name: str, vocabulary: int, turns: int = TURNS) -> tuple[list[list[int]], list[list[int]]]:
@@ -77,45 +82,78 @@ def saved_bytes_meter():
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), lambda: sum(storages.values())
 
 
-def child(scenario: str, variant: str, threads: int, checkpointing: bool, turns: int) -> dict:
-    """One forward + backward pass in this process."""
+def child(scenario: str, variant: str, threads: int, checkpointing: bool, turns: int, model_config: str | None = None,
+          device: str = "cpu", dtype: str = "fp32") -> dict:
+    """One forward + backward pass in this process (on CUDA: after one untimed pass of the same rows)."""
     import torch
 
     torch.set_num_threads(threads)
-    from turngym.agents.models import load_policy
     from turngym.trainers.layouts import pad
-    from turngym.trainers.logprobs import scored_logprobs
-    from turngym.trainers.prefix_sharing import levels, prefix_tree, shared_prefix_logprobs
 
-    model, tokenizer = load_policy()
-    model.train()
+    if model_config:
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        torch.manual_seed(0)
+        config = Qwen2Config(vocab_size=QWEN_VOCABULARY, **MODEL_CONFIGS[model_config])
+        with torch.device(device):  # initialised where it runs: seconds, not a CPU init of 0.5B weights
+            model, vocabulary, pad_id = Qwen2ForCausalLM(config), QWEN_VOCABULARY, 0
+    else:
+        from turngym.agents.models import load_policy
+
+        model, tokenizer = load_policy()
+        vocabulary, pad_id = len(tokenizer), tokenizer.pad_token_id
+    model = model.to(device=device, dtype=getattr(torch, DTYPES[dtype])).train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    prompts, completions = scenario_rows(scenario, len(tokenizer), turns)
-    input_ids = torch.cat([pad(prompts, tokenizer.pad_token_id, "left", torch.long),
-                           pad(completions, tokenizer.pad_token_id, "right", torch.long)], 1)
+    prompts, completions = scenario_rows(scenario, vocabulary, turns)
+    input_ids = torch.cat([pad(prompts, pad_id, "left", torch.long), pad(completions, pad_id, "right", torch.long)], 1)
     attention = torch.cat([pad([[1] * len(p) for p in prompts], 0, "left", torch.long),
                            pad([[1] * len(c) for c in completions], 0, "right", torch.long)], 1)
     scored = pad([[1] * len(c) for c in completions], 0, "right", torch.long).bool()
     advantages = torch.randn(scored.shape, generator=torch.Generator().manual_seed(1))
+    input_ids, attention, scored, advantages = (t.to(device) for t in (input_ids, attention, scored, advantages))
     sequences = [p + c for p, c in zip(prompts, completions, strict=True)]
-    forest = prefix_tree(sequences)
-    encoded = sum(len(n.tokens) for level in levels(forest) for n in level)
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        one_pass(model, variant, input_ids, attention, scored, advantages)
+        model.zero_grad(set_to_none=False)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        held = torch.cuda.memory_allocated()
     hooks, saved = saved_bytes_meter()
     start = time.perf_counter()
     with hooks:
-        if variant == "shared":
-            logps, _ = shared_prefix_logprobs(model, input_ids, attention, scored, 1.0)
-        else:
-            logps, _ = scored_logprobs(model, input_ids, attention, scored, 1.0)
-        loss = (advantages * logps).sum()
-    loss.backward()
+        loss = one_pass(model, variant, input_ids, attention, scored, advantages)
+    if cuda:
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    peak = (torch.cuda.max_memory_allocated() - held if cuda else
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1e3)
     norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
-    return {"seconds": seconds, "saved_gb": saved() / 1e9, "peak_rss_gb": resource.getrusage(
-        resource.RUSAGE_SELF).ru_maxrss / 1e6, "rows": len(sequences), "tokens": sum(map(len, sequences)),
-        "tokens_encoded": encoded if variant == "shared" else sum(map(len, sequences)), "loss": loss.item(),
-        "grad_norm": norm.item()}
+    return {"seconds": seconds, "saved_gb": saved() / 1e9, "peak_gb": peak / 1e9, "rows": len(sequences),
+            "tokens": sum(map(len, sequences)), "tokens_encoded": tokens_encoded(sequences, variant),
+            "loss": loss.item(), "grad_norm": norm.item()}
+
+
+def one_pass(model, variant: str, input_ids, attention, scored, advantages):
+    """The loss's forward (shared or unshared) and its backward; returns the loss."""
+    from turngym.trainers.logprobs import scored_logprobs
+    from turngym.trainers.prefix_sharing import shared_prefix_logprobs
+
+    logprobs = shared_prefix_logprobs if variant == "shared" else scored_logprobs
+    logps, _ = logprobs(model, input_ids, attention, scored, 1.0)
+    loss = (advantages * logps.to(advantages.dtype)).sum()
+    loss.backward()
+    return loss
+
+
+def tokens_encoded(sequences: list[list[int]], variant: str) -> int:
+    """Tokens the backbone encodes: each tree node once when shared, every row whole when not."""
+    from turngym.trainers.prefix_sharing import levels, prefix_tree
+
+    if variant != "shared":
+        return sum(map(len, sequences))
+    return sum(len(n.tokens) for level in levels(prefix_tree(sequences)) for n in level)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,13 +163,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each child (1: see the docstring)")
     parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing (non-reentrant)")
     parser.add_argument("--turns", type=int, default=TURNS, help="turns of the per-turn scenarios' episode")
+    parser.add_argument("--model-config", choices=sorted(MODEL_CONFIGS),
+                        help="random weights of this shape (Qwen2.5's vocabulary) instead of SmolLM2-135M-Instruct")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default: fp32 on CPU, bf16 on CUDA")
     parser.add_argument("--child", nargs=2, metavar=("SCENARIO", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.dtype = args.dtype or ("bf16" if args.device.startswith("cuda") else "fp32")
     if args.child:
-        print(json.dumps(child(*args.child, args.threads, args.checkpointing, args.turns)))
+        print(json.dumps(child(*args.child, args.threads, args.checkpointing, args.turns, args.model_config,
+                               args.device, args.dtype)))
         return
     print(f"load average at start: {Path('/proc/loadavg').read_text().split()[:3]}, threads {args.threads}, "
-          f"checkpointing {args.checkpointing}, turns {args.turns}", flush=True)
+          f"checkpointing {args.checkpointing}, turns {args.turns}, {args.model_config or 'SmolLM2-135M-Instruct'} "
+          f"({args.dtype}) on {args.device}", flush=True)
+    peak_label = "peak allocated over the weights" if args.device.startswith("cuda") else "peak RSS"
     environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
     for scenario in args.scenarios:
         runs: dict[str, list[dict]] = {"unshared": [], "shared": []}
@@ -141,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
                 command = [sys.executable, __file__, "--child", scenario, variant, "--threads", str(args.threads),
                            "--turns", str(args.turns)]
                 command += ["--checkpointing"] if args.checkpointing else []
+                command += ["--device", args.device, "--dtype", args.dtype]
+                command += ["--model-config", args.model_config] if args.model_config else []
                 done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
                 if done.returncode != 0:
                     raise SystemExit(f"{scenario}/{variant} failed (exit {done.returncode}, -9: out of memory?):"
@@ -148,15 +196,15 @@ def main(argv: list[str] | None = None) -> None:
                 result = json.loads(done.stdout.strip().splitlines()[-1])
                 runs[variant].append(result)
                 print(f"  {scenario} round {round_ + 1} {variant:8s} {result['seconds']:7.1f} s  saved "
-                      f"{result['saved_gb']:.2f} GB  peak RSS {result['peak_rss_gb']:.2f} GB  loss {result['loss']:.4f}"
+                      f"{result['saved_gb']:.2f} GB  {peak_label} {result['peak_gb']:.2f} GB  loss {result['loss']:.4f}"
                       f"  grad norm {result['grad_norm']:.6f}  load {os.getloadavg()[0]:.1f}", flush=True)
-        median = {v: {key: statistics.median(r[key] for r in rs) for key in ("seconds", "saved_gb", "peak_rss_gb")}
+        median = {v: {key: statistics.median(r[key] for r in rs) for key in ("seconds", "saved_gb", "peak_gb")}
                   for v, rs in runs.items()}
         first = runs["shared"][0]
         print(f"{scenario}: {first['rows']} rows, {first['tokens']} tokens, {first['tokens_encoded']} encoded when "
               f"shared ({first['tokens'] / first['tokens_encoded']:.2f}x fewer)")
         for key, label in (("seconds", "seconds"), ("saved_gb", "saved for backward (GB)"),
-                           ("peak_rss_gb", "peak RSS (GB)")):
+                           ("peak_gb", f"{peak_label} (GB)")):
             plain, shared = median["unshared"][key], median["shared"][key]
             print(f"  {label:26s} unshared {plain:8.2f}  shared {shared:8.2f}  ratio {plain / shared:.2f}x")
     print(f"load average at the end: {Path('/proc/loadavg').read_text().split()[:3]}")
