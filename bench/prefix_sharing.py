@@ -39,7 +39,8 @@ import sys
 import time
 from pathlib import Path
 
-from train_throughput import DTYPES, MODEL_CONFIGS  # the same random-weight shapes as the training-step bench
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ importable, also when a test loads this file
+from train_throughput import DTYPES, MODEL_CONFIGS  # the same random-weight shapes as the training bench
 
 PROMPT, GROUP, TURNS = 300, 8, 10
 QWEN_VOCABULARY = 151_936  # Qwen2.5's, for --model-config
