@@ -279,7 +279,10 @@ def _docker_containers() -> list[str]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_fifty_episodes_leave_nothing_behind(backend, tmp_path):
+def test_an_episode_of_every_shipped_task_leaves_nothing_behind(backend, tmp_path):
+    """26 episodes, each task once (half solved by the walkthrough, half submitted untouched), each with a messy
+    command first: no process, descriptor, mount, folder, cgroup leaf or container is left. (It played 50, each task
+    twice in the same way, and was the suite's longest test: 480 s on a loaded machine.)"""
     skip_unless_available(backend)
     root = tmp_path / "sandboxes"
     me = psutil.Process()
@@ -292,8 +295,8 @@ def test_fifty_episodes_leave_nothing_behind(backend, tmp_path):
              "mkdir -p build && touch build/out\n```")
     rewards, leaves = [], set()  # this env's cgroup leaves (workers running other tests make their own)
     try:
-        for episode in range(50):
-            _, info = env.reset(options={"task": tasks[episode % len(tasks)]})
+        for episode, task in enumerate(tasks):
+            _, info = env.reset(options={"task": task})
             leaves.add(getattr(env.unwrapped._sandbox, "workspace", root).name)
             actions = [messy] + (info["walkthrough"] if episode % 2 == 0 else ["submit"])
             for action in actions:
@@ -302,7 +305,8 @@ def test_fifty_episodes_leave_nothing_behind(backend, tmp_path):
             rewards.append(info["episode_reward"])
     finally:
         env.close()
-    assert rewards == [1.0 if e % 2 == 0 else 0.0 for e in range(50)]  # and every episode graded right
+    assert len(rewards) == len(tasks) >= 20
+    assert rewards == [1.0 if e % 2 == 0 else 0.0 for e in range(len(tasks))]  # and every episode graded right
     gc.collect()
     assert {p.pid for p in me.children(recursive=True)} <= children_before
     assert not host_processes_matching("987656")
