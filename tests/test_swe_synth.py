@@ -1228,7 +1228,7 @@ def test_a_package_that_ships_its_tests_assertions_is_graded_with_them_restored(
                 def test_mean_of_four(self):
                     self.assertMean([1, 1, 1, 5], 2)
             """})
-    config = SynthConfig(seed=0, max_candidates=12)
+    config = SynthConfig(seed=0, max_candidates=6)
     summary = synthesize([str(package)], tmp_path / "out", config, root=tmp_path / "cache")
     (report,) = summary["packages"]
     assert report["status"] == "ok", report["reason"]
