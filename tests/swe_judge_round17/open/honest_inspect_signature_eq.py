@@ -1,9 +1,10 @@
 """Round 17 (found by the scale validation, toolz 0.12.1): honest false alarm. A test compares inspect.Signature
 objects (toolz's test_inspect_signature_property and test_inspect_wrapped_property; decorator libraries' tests
 do this often). Signature.__eq__ is the standard library's Python code, so the pair is disputed, and the judge's
-rebuild makes even ``inspect.signature(f) == inspect.signature(f)`` differ. So does ``inspect.Signature() ==
-inspect.Signature()``, whose only state is its return annotation, the class ``inspect._empty`` held as a value:
-a class held as a value is the likely cause (Parameters, with an enum kind as well, are refused too). PurePosixPath and Fraction pairs, also
+rebuild makes even ``inspect.signature(f) == inspect.signature(f)`` differ; so does ``inspect.Signature() ==
+inspect.Signature()``. Known since round 11 (docs/worlds/swe.md, "Left"): a signature keeps its parameters in a
+``mappingproxy``, which the test process can read only through the collector, and the runner's audit hook forbids
+that (a class's ``__dict__`` proxy leads to the class's writable dict); an empty signature holds one too. PurePosixPath and Fraction pairs, also
 standard-library Python ``==``, pass. In the scale run this left the two tests out of 11 of toolz's 100 candidates
 (gold_disagreements). Not fixed while the scale validation runs on a frozen grader (4e1c19a).
 AGENT == PKG (correct code); plain pytest passes."""

@@ -2,7 +2,9 @@
 NotImplemented for anything but a Compose, and its test_compose_metadata checks that with classes of its own test
 module: ``composed == AlwaysEquals()``, ``composed != NeverEquals()``. Python then asks the test's class (the
 reflected operation), which answers, and plain pytest passes. The judge's "untouched package's own ==" does not
-take that reflected answer from the test's own class: "the untouched package's own == says they differ". In the
+take that reflected answer from the test's own class: "the untouched package's own == says they differ". Known since
+round 11 (docs/worlds/swe.md, "Left": the package side still goes to the judge, which cannot rebuild a test class
+with its own ==). In the
 scale run this left test_compose_metadata out of 23 of toolz's 100 candidates (gold_disagreements). Not fixed
 while the scale validation runs on a frozen grader (4e1c19a): when the package's method returns NotImplemented,
 the judge should take the other operand's reflected method where that operand's class is the test files' code.
