@@ -78,7 +78,8 @@ test-docker: install model docker-image
 
 # The gpu-marked tests (tests/test_gpu.py: vLLM on CUDA, a bf16 step, DeepSpeed ZeRO-2/3) in their own environment
 # with the gpu extra (vLLM's CUDA build pins its torch and a transformers below the main environment's).
-# Without a GPU it stops at once, with an error.
+# Without a GPU it stops at once, with an error. On an offline GPU machine with torch already there, carry wheels
+# instead (docs/benchmarks.md, "The GPU tests on the H200"): 4 of the 5 ran and passed that way on an H200.
 GPU_VENV  ?= .venv-gpu
 GPU_PY    := $(GPU_VENV)/bin/python
 GPU_STAMP := $(GPU_VENV)/.turngym-installed
