@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ importable, also when a test loads this file
-from train_throughput import DTYPES, MODEL_CONFIGS  # the same random-weight shapes as the training bench
+from train_throughput import DTYPES, MODEL_CONFIGS, ModelSpec, load_model  # the training bench's models
 
 PROMPT, GROUP, TURNS = 300, 8, 10
 QWEN_VOCABULARY = 151_936  # Qwen2.5's, for --model-config
@@ -91,19 +91,9 @@ def child(scenario: str, variant: str, threads: int, checkpointing: bool, turns:
     torch.set_num_threads(threads)
     from turngym.trainers.layouts import pad
 
-    if model_config:
-        from transformers import Qwen2Config, Qwen2ForCausalLM
-
-        torch.manual_seed(0)
-        config = Qwen2Config(vocab_size=QWEN_VOCABULARY, **MODEL_CONFIGS[model_config])
-        with torch.device(device):  # initialised where it runs: seconds, not a CPU init of 0.5B weights
-            model, vocabulary, pad_id = Qwen2ForCausalLM(config), QWEN_VOCABULARY, 0
-    else:
-        from turngym.agents.models import load_policy
-
-        model, tokenizer = load_policy()
-        vocabulary, pad_id = len(tokenizer), tokenizer.pad_token_id
-    model = model.to(device=device, dtype=getattr(torch, DTYPES[dtype])).train()
+    # QWEN_VOCABULARY shapes random weights only; SmolLM2 keeps its own, read back from its config
+    model = load_model(ModelSpec("HuggingFaceTB/SmolLM2-135M-Instruct", model_config, QWEN_VOCABULARY, device, dtype))
+    vocabulary, pad_id = model.config.vocab_size, 0  # padding is masked out: any id does
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     prompts, completions = scenario_rows(scenario, vocabulary, turns)

@@ -281,8 +281,7 @@ def _docker_containers() -> list[str]:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_episode_of_every_shipped_task_leaves_nothing_behind(backend, tmp_path):
     """26 episodes, each task once (half solved by the walkthrough, half submitted untouched), each with a messy
-    command first: no process, descriptor, mount, folder, cgroup leaf or container is left. (It played 50, each task
-    twice in the same way, and was the suite's longest test: 480 s on a loaded machine.)"""
+    command first: no process, descriptor, mount, folder, cgroup leaf or container is left."""
     skip_unless_available(backend)
     root = tmp_path / "sandboxes"
     me = psutil.Process()
