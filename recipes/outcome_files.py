@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,46 @@ def read_outcomes(path: str | Path) -> dict[str, Any]:
         return {"kind": "record", "record": _arms(value, where)}
     raise OutcomeFileError(f"{path}: not a table of outcomes (a JSON {_kind(value)} without \"arms\", \"runs\" or "
                            f"\"studies\"); turngym stats reads {FORMATS}")
+
+
+def merge_records(records: Sequence[tuple[str | Path, Mapping[str, Any]]]) -> dict[str, Any]:
+    """One outcome record from several runs of the same study (``(path, record)`` pairs in order), such as the
+    seeds of one study run on different machines into separate results folders. Refused in one line, naming the
+    files: different study names, a panel with two fingerprints (not the same games), an arm of two kinds (demos,
+    episodes or null), or a (arm, seed, panel) cell that two files hold with different outcomes. A cell two files
+    hold alike is kept once, so rerunning a finished arm and seed is a check that it reproduces."""
+    if not records:
+        raise OutcomeFileError("no outcome files to merge")
+    first_path, first = records[0]
+    merged: dict[str, Any] = {"name": first.get("name"), "panels": dict(first.get("panels") or {}), "arms": {}}
+    origin: dict[tuple[str, str, str], str | Path] = {}  # which file each cell came from
+    for path, record in records:
+        if record.get("name") != merged["name"]:
+            raise OutcomeFileError(f"{path}: study {record.get('name')!r}, not {merged['name']!r} as in "
+                                   f"{first_path}; only runs of one study merge")
+        for panel, fingerprint in (record.get("panels") or {}).items():
+            known = merged["panels"].setdefault(panel, fingerprint)
+            if known != fingerprint:
+                raise OutcomeFileError(f"{path}: panel {panel!r} has fingerprint {fingerprint}, not {known} as in "
+                                       "an earlier file: they are not the same games")
+        for label, arm in record["arms"].items():
+            kind = {key: arm[key] for key in ("demos", "episodes", "null")}
+            into = merged["arms"].setdefault(label, {**kind, "outcomes": {}})
+            if {key: into[key] for key in kind} != kind:
+                raise OutcomeFileError(f"{path}: arm {label!r} is {kind}, not "
+                                       f"{ {key: into[key] for key in kind} } as in an earlier file")
+            for seed, panels in arm["outcomes"].items():
+                for panel, tasks in panels.items():
+                    have = into["outcomes"].setdefault(seed, {}).get(panel)
+                    if have and tasks and have != tasks:
+                        differ = sum(have.get(task) != tasks.get(task) for task in set(have) | set(tasks))
+                        raise OutcomeFileError(
+                            f"{path}: arm {label!r}, seed {seed}, panel {panel!r} differs from "
+                            f"{origin[label, seed, panel]} on {differ} of {len(set(have) | set(tasks))} tasks")
+                    if tasks and not have:
+                        into["outcomes"][seed][panel] = dict(tasks)
+                        origin[label, seed, panel] = path
+    return merged
 
 
 def panels_of(record: Mapping[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -65,12 +66,18 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from turngym.recipes import outcome_files as files
     from turngym.recipes.study import recompute, recomputed_markdown
 
-    path = Path(args.outcomes)
-    if path.is_dir():
-        path = path / "outcomes.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no outcomes file at {path}: a study writes results/<name>/outcomes.json")
+    paths = [_outcomes_path(Path(given)) for given in args.outcomes]
+    path = paths[0]
     content = files.read_outcomes(path)
+    if len(paths) > 1 or args.merged_out:
+        contents = [content, *(files.read_outcomes(more) for more in paths[1:])]
+        if any(c["kind"] == "rates" for c in contents):
+            raise files.OutcomeFileError("per-seed rates do not merge: give per-game outcome files only")
+        content = {"kind": "record", "record": files.merge_records([(p, c["record"]) for p, c in
+                                                                     zip(paths, contents, strict=True)])}
+        path = Path(" + ".join(str(p) for p in paths))
+        if args.merged_out:
+            Path(args.merged_out).write_text(json.dumps(content["record"], indent=1) + "\n")
     if content["kind"] == "rates":
         if args.panel is not None:
             raise files.OutcomeFileError(f"{path}: holds per-seed rates, which have no panels; leave out --panel")
@@ -94,6 +101,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         recorded = read_recorded(Path(args.recorded)) if args.recorded else None
         print("\n" + picks_markdown(tuning_picks(content["record"], panel, recorded)), end="")
     return 0
+
+
+def _outcomes_path(path: Path) -> Path:
+    """A results folder's outcomes.json, or the file given; a missing one is a FileNotFoundError naming it."""
+    if path.is_dir():
+        path = path / "outcomes.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no outcomes file at {path}: a study writes results/<name>/outcomes.json")
+    return path
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
@@ -122,7 +138,11 @@ def add(sub) -> None:
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("stats", help="recompute a study's table from its per-game outcomes (outcomes.json)")
-    p.add_argument("outcomes", help="results/<name>/ or an outcomes.json (e.g. one committed under docs/outcomes/)")
+    p.add_argument("outcomes", nargs="+",
+                   help="results/<name>/ or an outcomes.json (e.g. one committed under docs/outcomes/); several are "
+                        "merged into one study (seeds run on different machines), refusing a cell two of them hold "
+                        "with different outcomes")
+    p.add_argument("--merged-out", metavar="FILE", help="also write the merged outcome record to FILE")
     p.add_argument("--reference", help="the arm every other is paired with (default: SFT-only, else the first)")
     p.add_argument("--panel", help="which evaluation panel (default: held_out); an unknown one is refused, "
                                    "listing the file's panels")
