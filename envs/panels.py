@@ -9,31 +9,46 @@ nothing more.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from turngym.envs.tasks import TaskSet
 
 
 def task_panel(env_id: str, split: str, n: int | None = None, env_kwargs: dict[str, Any] | None = None, *,
-               workers: int | None = None, progress: bool = True) -> TaskSet:
-    """The first ``n`` tasks of ``split`` for ``env_id`` (all of them when ``n`` is None).
+               first: int = 0, workers: int | None = None, progress: bool = True) -> TaskSet:
+    """The first ``n`` tasks of ``split`` for ``env_id`` (all of them when ``n`` is None), or with ``first`` the
+    ``n`` from the ``first``-th on (named ``<split>[first:first+n]``, as :meth:`TaskSet.take` names them).
 
     ``env_kwargs`` are the options the world is made with; the panel follows the ones that shape
-    its tasks (TextWorld's ``config``, Signals' ``turns``...).
+    its tasks (TextWorld's ``config``, Signals' ``turns``...). A panel builder that takes ``first`` generates
+    only those tasks (:mod:`turngym.envs.registry`); any other is asked for ``first + n`` and sliced.
     """
     from turngym.envs.registry import panel_of, require_registered
 
     require_registered(env_id)
     if n is not None and n < 1:
         raise ValueError(f"a task panel needs at least one task, got n={n}")
+    if first < 0:
+        raise ValueError(f"first must be 0 or more, got {first}")
     env_kwargs = dict(env_kwargs or {})
     builder = panel_of(env_id)
+    wanted = None if n is None else first + n
     if builder is None:
-        return _tasks_of_user_world(env_id, split, n, env_kwargs)
-    tasks = builder(split, n, env_kwargs, workers=workers, progress=progress)
+        return _sliced(_tasks_of_user_world(env_id, split, wanted, env_kwargs), first, n)
+    if first and "first" in inspect.signature(builder).parameters:
+        tasks = builder(split, n, env_kwargs, first=first, workers=workers, progress=progress)
+    else:
+        tasks = builder(split, wanted, env_kwargs, workers=workers, progress=progress)
+        tasks = _sliced(tasks, first, n) if isinstance(tasks, TaskSet) else tasks
     if not isinstance(tasks, TaskSet):
         raise TypeError(f"the task panel of {env_id} returned {type(tasks).__name__}, not a TaskSet")
     return tasks
+
+
+def _sliced(tasks: TaskSet, first: int, n: int | None) -> TaskSet:
+    """``tasks`` from the ``first``-th on (``n`` of them, or all the rest); unchanged when ``first`` is 0."""
+    return tasks.take(len(tasks) - first if n is None else n, start=first) if first else tasks
 
 
 def eval_split(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str:

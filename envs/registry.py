@@ -11,8 +11,10 @@ trainer, evaluation and the CLI call through :func:`turngym.envs.panels.task_pan
 
 ``n`` is the number of tasks wanted (``None``: all of the split), ``env_kwargs`` the options the world
 is made with (so a panel can follow them, e.g. TextWorld's ``config``), ``workers`` and
-``progress`` are hints for panels that generate content. A world without one is asked for its
-``tasks`` attribute (a :class:`~turngym.envs.tasks.TaskSet`) instead.
+``progress`` are hints for panels that generate content. A panel that generates its tasks may also take
+``first: int`` (the tasks from the ``first``-th on), so a later study's fresh panel (tasks 200-399, say) costs
+only the games it plays; one without it is asked for ``first + n`` tasks and sliced. A world without a panel is
+asked for its ``tasks`` attribute (a :class:`~turngym.envs.tasks.TaskSet`) instead.
 """
 
 from __future__ import annotations

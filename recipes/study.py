@@ -217,11 +217,12 @@ class Study(RFTStages, CurveStages, StagePlan):
             world = self.world(None if panel == "held_out" else panel)
             evaluation = self.config.evaluation
             first, n = evaluation.first_task, evaluation.num_tasks
-            tasks = task_panel(world.env_id, evaluation.split, first + n, world.world_kwargs(), progress=self.progress)
-            if len(tasks) < first + n:
-                raise ValueError(f"evaluation: the {evaluation.split} split of {world.env_id} has {len(tasks)} tasks, "
-                                 f"not the {first + n} that first_task {first} and num_tasks {n} need")
-            self._panels[panel] = tasks.take(n, start=first) if first else tasks
+            tasks = task_panel(world.env_id, evaluation.split, n, world.world_kwargs(), first=first,
+                               progress=self.progress)
+            if len(tasks) < n:
+                raise ValueError(f"evaluation: the {evaluation.split} split of {world.env_id} has {first + len(tasks)} "
+                                 f"tasks, not the {first + n} that first_task {first} and num_tasks {n} need")
+            self._panels[panel] = tasks
         return self._panels[panel]
 
     # ---------------------------------------------------------------- stages

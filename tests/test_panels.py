@@ -88,3 +88,33 @@ def test_the_held_out_split_of_a_world():
         t.__class__(**{**t.to_dict(), "split": "test"}) for t in signal_tasks("eval", 2)))
     envs.register("mine/TestSplit-v0", entry_point=lambda **kw: SignalsEnv(tasks=odd, **kw))
     assert eval_split("mine/TestSplit-v0") == "test"
+
+
+# ---------------------------------------------------------------------- a later panel: tasks first .. first + n - 1
+def test_first_slices_a_panel_without_it_and_names_it_as_take_does():
+    envs.register("mine/SlicedLights-v0", entry_point=SignalsEnv, task_panel=lights_panel)
+    later = task_panel("mine/SlicedLights-v0", "eval", 2, first=3)
+    whole = task_panel("mine/SlicedLights-v0", "eval", 5)
+    assert [t.id for t in later] == ["signals/eval/10003", "signals/eval/10004"]
+    assert later.fingerprint == whole.take(2, start=3).fingerprint
+    with pytest.raises(ValueError, match="first must be 0 or more"):
+        task_panel("mine/SlicedLights-v0", "eval", 2, first=-1)
+
+
+def test_textworld_generates_only_the_games_a_later_panel_plays(monkeypatch):
+    """TextWorld's panel takes ``first``: tasks 3-4 of the test split generate seeds 10004-10005 only, and the
+    panel is the one slicing the first five would give (same name, ids and content hashes: same fingerprint)."""
+    from turngym.envs.textworld import generation
+
+    asked: list[list[tuple[str, int]]] = []
+
+    def fake_generate(pairs, workers=None, progress=True):  # a game is seconds of CPU; its hash is what matters
+        asked.append(list(pairs))
+        return {pair: f"hash-{pair[1]}" for pair in pairs}
+
+    monkeypatch.setattr(generation, "generate_games", fake_generate)
+    later = task_panel("turngym/TextWorld-v0", "test", 2, {"config": "w2-o3-q2"}, first=3)
+    assert asked == [[("w2-o3-q2", 10004), ("w2-o3-q2", 10005)]]
+    whole = task_panel("turngym/TextWorld-v0", "test", 5, {"config": "w2-o3-q2"})
+    assert later.name == "textworld/w2-o3-q2/test[3:5]"
+    assert later.fingerprint == whole.take(2, start=3).fingerprint

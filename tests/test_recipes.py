@@ -272,7 +272,8 @@ def test_a_panel_can_start_after_the_games_an_earlier_study_played(tmp_path, mon
     with pytest.raises(ValueError, match="first_task must be at least 0"):
         tiny_study(tmp_path, tmp_path / "model", evaluation={"first_task": -1})
     # A split too short for the window (TextWorld's test split has 500 games) is refused, not silently cut.
-    monkeypatch.setattr("turngym.envs.panels.task_panel", lambda *args, **kwargs: first_five)
+    monkeypatch.setattr("turngym.envs.panels.task_panel",
+                        lambda env_id, split, n, env_kwargs, first=0, **_: first_five.take(n, start=first))
     with pytest.raises(ValueError, match="eval split of turngym/Signals-v0 has 5 tasks, not the 7 that first_task 4"):
         held_out(first_task=4)
 

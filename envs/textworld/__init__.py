@@ -35,9 +35,11 @@ __all__ = [
 ]
 
 
-def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, workers: int | None = None,
-               progress: bool = True) -> TaskSet:
-    """The panel of ``turngym/TextWorld-v0``: the games of ``env_kwargs["config"]`` (default w2-o3-q4),
-    generated and hashed."""
-    tasks = textworld_tasks(env_kwargs.get("config", "w2-o3-q4"), split, n=n)
+def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, first: int = 0,
+               workers: int | None = None, progress: bool = True) -> TaskSet:
+    """The panel of ``turngym/TextWorld-v0``: the games of ``env_kwargs["config"]`` (default w2-o3-q4), the ``n``
+    from the ``first``-th on, generated and hashed (only those: a game is seconds of CPU)."""
+    tasks = textworld_tasks(env_kwargs.get("config", "w2-o3-q4"), split, n=None if n is None else first + n)
+    if first:
+        tasks = tasks.take(len(tasks) - first if n is None else n, start=first)
     return materialise(tasks, workers=workers, progress=progress)
