@@ -51,6 +51,7 @@ from numbers import Number
 from types import (
     FunctionType,
     GetSetDescriptorType,
+    MappingProxyType,
     MemberDescriptorType,
     MethodDescriptorType,
     MethodType,
@@ -1415,7 +1416,11 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
 
         why = refused()
         if why:
-            frozen = _dispute.freeze(first, second, op) if _dispute is not None else b""
+            frozen = b""
+            if _dispute is not None:
+                matchers = _guard.test_matchers(caller, lambda side: _guard.argument_node(caller, side, names[side]),
+                                                (first, second)) if _guard is not None else ()
+                frozen = _dispute.freeze(first, second, op, matchers)
             if frozen:
                 _dispute(frozen, why)  # the parent's judge decides, with the package's untouched ==
                 return
@@ -1697,12 +1702,44 @@ def value_kinds():
             ("decimal.Decimal", decimal.Decimal, read_decimal))
 
 
+def proxy_reader():
+    """``read(proxy)``: the ``OrderedDict`` a ``mappingproxy`` shows (an ``inspect.Signature`` keeps its parameters
+    so), or None for any other mapping. Python has no way to it that runs no code of the mapping's (``items()``
+    calls the mapping's own method, which a mapping class of the agent's answers as it likes) but the collector,
+    and the runner's audit hook forbids ``gc.get_referents`` of any proxy: a class's ``__dict__`` proxy leads to
+    the class's writable dict. So the proxy's one field, and the type of the object it points to, are read from
+    memory (ctypes; the layout checked: ``PyObject_HEAD``, then the mapping, whose type is the last field of its
+    own head), and the mapping is taken only when that type is exactly ``OrderedDict``: a class's dict is always
+    an exact ``dict``, so no class's dict is ever held. Without ctypes, or on another layout, None."""
+    try:
+        import ctypes
+    except ImportError:
+        return lambda proxy: None
+    head, pointer, ordered = object.__basicsize__, ctypes.sizeof(ctypes.c_void_p), id(collections.OrderedDict)
+    if MappingProxyType.__basicsize__ != head + pointer:
+        return lambda proxy: None
+
+    def read(proxy, _type=type, _id=id, _proxy=MappingProxyType, _address=ctypes.c_void_p.from_address,
+             _object=ctypes.py_object.from_address, _ordered=ordered, _head=head, _pointer=pointer):
+        if _type(proxy) is not _proxy:
+            return None
+        mapping = _address(_id(proxy) + _head).value
+        if not mapping or _address(mapping + _head - _pointer).value != _ordered:
+            return None
+        return _object(_id(proxy) + _head).value
+
+    return read
+
+
 def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     """``dispute(frozen, why)``: hand a pair that strict equality refused to the parent, which has the package's
-    untouched tree, and let the test go on; ``dispute.freeze(first, second, op)``: the pair as bytes, taken
-    *before* the test's comparison runs (so an ``__eq__`` that copies the other side into its object is judged on
-    the object as made), or ``b""`` when it cannot be handed over (then the assertion fails as before). ``op`` is
-    what the judge checks: ``"=="`` (``first == second``) or ``"in"`` (``second in first``).
+    untouched tree, and let the test go on; ``dispute.freeze(first, second, op, matchers)``: the pair as bytes,
+    taken *before* the test's comparison runs (so an ``__eq__`` that copies the other side into its object is
+    judged on the object as made), or ``b""`` when it cannot be handed over (then the assertion fails as before).
+    ``op`` is what the judge checks: ``"=="`` (``first == second``), ``"!="`` or ``"in"`` (``second in first``);
+    ``matchers``: the sides (0, 1) that are the test's own matcher made where it compares
+    (:meth:`Guard.test_matchers`), written as their class's name when they hold no state (the judge makes one of
+    the untouched test class, whose reflected ``==`` Python then takes where the package's returns NotImplemented).
 
     The pair is *frozen*, never compared here: every object becomes a node of builtin data (a flat table, shared
     objects and cycles by index), an instance of a Python class becomes its class's module and qualified name,
@@ -1714,7 +1751,8 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     times, durations, timezones, Decimals), and a Python subclass of one, are written as their
     constructor's arguments, read from their C storage; an enum member, a class and a module's function by their
     names (the judge looks the very object up); a bound method as its function (or, a C one, its name) and its
-    object; an in-memory buffer by its contents and position; any other object
+    object; an in-memory buffer by its contents and position; a ``mappingproxy`` of an exact ``OrderedDict`` (an
+    ``inspect.Signature``'s parameters; :func:`proxy_reader`) by that OrderedDict; any other object
     of a type written in C by its type's name only (the judge stands in an object that fails any use, or a fresh
     lock). The parent's judge (``judge.py``) rebuilds the pair from the pristine classes, compares it there
     and fails the test when the package's own ``==`` does not hold (docs/worlds/swe.md, "The package's own
@@ -1724,6 +1762,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
     from types import BuiltinFunctionType, FunctionType, MethodType, MethodWrapperType
 
     values = value_kinds()
+    proxy_mapping = proxy_reader()
     # in-memory buffers, frozen by their contents and position (a package's spooled file compares its buffer's)
     buffers = ((io.BytesIO, "bytes", io.BytesIO.getvalue, io.BytesIO.tell),
                (io.StringIO, "str", io.StringIO.getvalue, io.StringIO.tell))
@@ -1749,8 +1788,6 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
         (functools.partial, "partial",  # its function, arguments and keywords (toolz's curry holds one)
          lambda value, ref, _get=tuple(functools.partial.__dict__[n].__get__ for n in ("func", "args", "keywords")):
          [ref(get(value)) for get in _get]),
-        # (not a mappingproxy: only the collector reads what one shows without running the mapping's code, and the
-        # runner's audit hook forbids that, as a class's __dict__ proxy leads to the class's writable dict)
         )
     # a function's and a builtin's name, read by their own C descriptors (no code of theirs runs)
     function_names = (FunctionType.__dict__["__module__"].__get__, FunctionType.__dict__["__qualname__"].__get__)
@@ -1786,7 +1823,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                 return read(value)
         return value
 
-    def freeze(first, second, op, _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
+    def freeze(first, second, op, matchers=(), _type=type, _id=id, _len=len, _str=str, _dict=dict, _list=list,
                _tuple=tuple, _set=set, _frozenset=frozenset, _bytes=bytes, _int=int, _float=float, _complex=complex,
                _mro=type.__dict__["__mro__"].__get__, _cdict=type.__dict__["__dict__"].__get__,
                _qualname=type.__dict__["__qualname__"].__get__, _flags=type.__dict__["__flags__"].__get__,
@@ -1799,6 +1836,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                _method=MethodType, _bound_parts=bound_parts, _c_methods=c_methods,
                _cached=functools._lru_cache_wrapper, _cached_names=cached_names,
                _module_dict=ModuleType.__dict__["__dict__"].__get__, _modules=sys.modules,
+               _proxy=MappingProxyType, _proxy_mapping=proxy_mapping,
                _descriptors=tuple((kind, kind.__dict__["__objclass__"].__get__, kind.__dict__["__name__"].__get__)
                                   for kind in (MethodDescriptorType, WrapperDescriptorType))):
         order, seen, nodes, claimed = [], {}, [], {}
@@ -1899,6 +1937,9 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                     return (tag, *read(value, ref))
             if kind is object:  # a sentinel, object(): compared by identity, as the judge's stand-in is
                 return ("identity", "builtins", "object")
+            if kind is _proxy:  # a Signature's parameters: the OrderedDict it shows (any other stands opaque)
+                mapping = _proxy_mapping(value)
+                return ("proxy", ref(mapping)) if mapping is not None else ("opaque", "builtins", "mappingproxy")
             if not _flags(kind) & _heaptype:  # another C type: nothing to rebuild it from, named for the judge,
                 module, qualname = _module(kind), _qualname(kind)  # which stands in an object that fails any use
                 return ("opaque", module if _type(module) is _str else "?", qualname if _type(qualname) is _str
@@ -1946,12 +1987,26 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
                     return ("object", module, qualname, tag, contents, state, slots, (parent_module, parent_qualname))
             return ("object", module, qualname, tag, contents, state, slots)
 
+        def matcher(value):
+            """The test's own matcher (:meth:`Guard.test_matchers`) by its class's name, when it holds no state and
+            its name leads back to its class; else None (it is then frozen as any object)."""
+            kind = _type(value)
+            found, module = named(_cdict(kind).items(), "__module__")
+            qualname, parts = _qualname(kind), _parts(value, kind)
+            if not found or _type(module) is not _str or _type(qualname) is not _str or parts is None or \
+                    parts[1] or (parts[0] is not None and _len(parts[0])) or _located(module, qualname) is not kind:
+                return None
+            return claim(("matcher", module, qualname), value)
+
         try:
             roots = (ref(first), ref(second))
+            made_here = _tuple(_id(side) for position, side in ((0, first), (1, second)) if position in matchers) \
+                if op != "in" else ()
             while _len(nodes) < _len(order):
                 if _len(order) > _nodes:
                     return b""
-                node = describe(order[_len(nodes)])
+                value = order[_len(nodes)]
+                node = (_len(nodes) in roots and _id(value) in made_here and matcher(value)) or describe(value)
                 if node is None:
                     return b""
                 nodes.append(node)
@@ -1986,17 +2041,24 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
             why = _problem(left, right, _guard.exemption(caller, lambda side: _guard.node_at(caller, spans[side])))
         return why
 
+    def _turngym_matchers(left, right, caller, spans, _guard=guard):
+        """The sides that are the test's own matcher, made where it compares (:meth:`Guard.test_matchers`)."""
+        return _guard.test_matchers(caller, lambda side: _guard.node_at(caller, spans[side]), (left, right)) \
+            if _guard is not None else ()
+
     def _turngym_freeze(left, right, left_span=None, right_span=None, op="==", _getframe=sys._getframe,
-                        _refused=_turngym_refused, _dispute=dispute):
+                        _refused=_turngym_refused, _dispute=dispute, _matchers=_turngym_matchers):
         """Before the assert's ``left == right`` (see ``strict_assertions``' ``check``): None when strict equality
         believes the pair, and the comparison runs; True when it refuses it and a judge takes it (the frozen
         pair is sent, the comparison never runs); an ``AssertionError`` when it refuses it and no judge can
         (raised here, so neither the comparison nor pytest's explanation of a failure runs the objects'
         ``__eq__`` against the expectation)."""
-        why = _refused(left, right, _getframe(1), (left_span, right_span))
+        caller, spans = _getframe(1), (left_span, right_span)
+        why = _refused(left, right, caller, spans)
         if not why:
             return None
-        frozen = _dispute.freeze(left, right, op) if _dispute is not None else b""
+        frozen = _dispute.freeze(left, right, op, _matchers(left, right, caller, spans)) if _dispute is not None \
+            else b""
         if frozen:
             _dispute(frozen, why)
             return True
@@ -2014,16 +2076,18 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
         return True
 
     def _turngym_prefreeze(left, right, left_span=None, right_span=None, op="==", _getframe=sys._getframe,
-                           _refused=_turngym_refused, _dispute=dispute):
+                           _refused=_turngym_refused, _dispute=dispute, _matchers=_turngym_matchers):
         """Before a comparison whose True does not by itself pass the assert (under ``not``, ``or``, a call:
         ``assert (v == Version("1.2")) is True``): None when strict equality believes the pair, the frozen pair
         when it refuses it and a judge can take it, False when none can. Frozen before the objects' ``==`` runs
         (an ``__eq__`` may copy the expectation into its object); :func:`_turngym_settle` uses it only if the
         comparison then holds (round 12: boltons-like honest pairs raised here)."""
-        why = _refused(left, right, _getframe(1), (left_span, right_span))
+        caller, spans = _getframe(1), (left_span, right_span)
+        why = _refused(left, right, caller, spans)
         if not why:
             return None
-        frozen = _dispute.freeze(left, right, op) if _dispute is not None else b""
+        frozen = _dispute.freeze(left, right, op, _matchers(left, right, caller, spans)) if _dispute is not None \
+            else b""
         return (frozen, why) if frozen else False
 
     def _turngym_settle(frozen, left, right, left_span=None, right_span=None, _getframe=sys._getframe,
@@ -2041,14 +2105,15 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
         raise AssertionError("strict equality: the pair cannot be judged")
 
     def _turngym_compare(left, right, left_span=None, right_span=None, op="==", _getframe=sys._getframe,
-                         _refused=_turngym_refused, _dispute=dispute):
+                         _refused=_turngym_refused, _dispute=dispute, _matchers=_turngym_matchers):
         """``left == right`` (or ``!=``) where pytest's rewriter never looks (a conditional expression, a list
         display, a comprehension, a walrus; round 13): a refused pair is frozen before the objects' own operator
         runs, and if that then says True the frozen pair goes to the judge (an ``AssertionError`` when none can
         take it); a believed pair is checked again after it held."""
         caller, spans = _getframe(1), (left_span, right_span)
         why = _refused(left, right, caller, spans)
-        frozen = (_dispute.freeze(left, right, op) if _dispute is not None else b"") if why else b""
+        frozen = (_dispute.freeze(left, right, op, _matchers(left, right, caller, spans)) if _dispute is not None
+                  else b"") if why else b""
         result = left == right if op == "==" else left != right
         if not result:
             return result
@@ -2472,8 +2537,18 @@ class Guard:
         else; None when it is not. The objects of such a side are then checked for what they are (see
         :meth:`exemption` and :meth:`_test_class`). What stays open is the documented one: code that changes
         such an object's state (``SIX.tol = 100``) changes what the test compares, as with any test data."""
+        scope = self._test_scope(frame) if node is not None else None
+        if scope is None:
+            return None
+        namespace, adopted, path, local = scope
+        classes = set()
+        return classes if self._written(node, path, namespace, adopted, local, 0, classes) else None
+
+    def _test_scope(self, frame):
+        """``(globals, globals as adopted, file, local names)`` of the graded test code running in ``frame`` (a
+        restored test file's code, checked), or None."""
         code = frame.f_code
-        if node is None or not self._is_test_file(code) or not self.code_ok(code):
+        if not self._is_test_file(code) or not self.code_ok(code):
             return None
         namespace, adopted, path = frame.f_globals, None, None
         for module_name, graded in self.b["tuple"](self.graded.items()):
@@ -2481,9 +2556,36 @@ class Guard:
                 adopted, path = self.adopted_globals.get(module_name), graded[3]
         if adopted is None:
             return None
-        local = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
-        classes = set()
-        return classes if self._written(node, path, namespace, adopted, local, 0, classes) else None
+        return namespace, adopted, path, set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+
+    def test_matchers(self, frame, node_of, values):
+        """The sides (0, 1) of a comparison that the test code running in ``frame`` makes whose object is the
+        test's own matcher, made where it compares: the side is written as a call, with no arguments, of a class
+        that the test module binds at its top level by a ``class`` statement of the test files (``composed ==
+        AlwaysEquals()``: toolz's ``test_compose_metadata``), still bound to what the module bound at import, and
+        the object is of exactly that class, whose code is all the test files' with an ``__eq__`` of its own
+        (:meth:`_test_class`). The dispute names such an object for the judge, which makes it of the untouched
+        test class (:func:`make_dispute`), so that where the package's ``==`` returns NotImplemented, Python takes
+        the test's own reflected answer, as it does in the test. An object the code under test made (returned,
+        put in a global, a subclass, an instance of a package class named like a test's) is never one."""
+        try:
+            scope = self._test_scope(frame)
+            if scope is None:
+                return ()
+            namespace, adopted, path, local = scope
+            found = []
+            for side in (0, 1):
+                node = node_of(side)
+                if type(node) is not ast.Call or node.args or node.keywords or type(node.func) is not ast.Name:
+                    continue
+                cls = self._comparand(node.func, namespace, adopted, local)
+                made = self._binding(path, node.func.id)[1]
+                if cls is not None and self.b["type"](values[side]) is cls and type(made) is ast.ClassDef and \
+                        self._test_class(cls, {made.name}):
+                    found.append(side)
+            return tuple(found)
+        except Exception:  # noqa: BLE001 - a check that cannot complete names no matcher
+            return ()
 
     def _written(self, node, path, namespace, adopted, local, depth, classes):
         kind = type(node)

@@ -15,9 +15,12 @@ slots; no code of the objects runs) and the runner's parent hands the frozen pai
    contents, ``__dict__`` and slots; a standard library value (a date, a Decimal: ``VALUES``) from its
    constructor's arguments; a standard library container (an ``OrderedDict``, a ``deque``, a buffer) from its
    contents; an enum member, a class, a function or a module looked up by name in the untouched package, its
-   test modules or the standard library; a lock afresh; and anything else (a class made inside a function, one
-   the untouched tree lacks, a dependency's, a C type) as an opaque stand-in whose every use raises, so an
-   untouched ``==`` that reads it says no;
+   test modules or the standard library; a lock afresh; a ``mappingproxy`` around its rebuilt OrderedDict (an
+   ``inspect.Signature``'s parameters); the test's own stateless matcher, written where the test compares
+   (``composed == AlwaysEquals()``), as an instance of the untouched test class, whose reflected ``==`` Python takes
+   where the package's returns NotImplemented; and anything else (a class made inside a function, one the
+   untouched tree lacks, a dependency's, a C type) as an opaque stand-in whose every use raises, so an untouched
+   ``==`` that reads it says no;
 3. compares the pair with ``==`` (or checks ``member in container`` for ``assertIn``), then refuses the pair
    when an untouched object also equals a probe that differs (a fresh ``object()``, a token string, the other
    side with an element added or dropped, an enum member's siblings), or equals an instance of another class
@@ -368,6 +371,9 @@ LIBRARY_CLASSES = {  # and the state each is rebuilt from: its own slots, never 
         "PurePath", "PurePosixPath", "PureWindowsPath", "Path", "PosixPath", "WindowsPath")},
     ("ipaddress", "IPv4Address"): ("_ip",), ("ipaddress", "IPv6Address"): ("_ip", "_scope_id"),
     ("collections", "Counter"): (),
+    # a signature's parameters (a mappingproxy of an OrderedDict: Builder.build_proxy) and return annotation
+    ("inspect", "Signature"): ("_return_annotation", "_parameters"),
+    ("inspect", "Parameter"): ("_name", "_kind", "_default", "_annotation"),
     ENVIRON: ()}  # rebuilt from its data with this process's own codecs (Builder.build_object)
 
 
@@ -456,6 +462,7 @@ class Builder:
         self.nodes, self.finder, self.built, self.open = nodes, finder, {}, set()
         self.instances = []  # every rebuilt instance of a package class (probed one by one)
         self.members = []  # every enum member, looked up by name (an instance facing one meets its siblings)
+        self.matchers = []  # the test's own matchers (build_matcher): the test's expectation, never probed
         self.index_of = {}  # id of each rebuilt object: its node
 
     def __call__(self, index):
@@ -662,6 +669,35 @@ class Builder:
         value = type.__dict__["__dict__"].__get__(cls).get(name)
         if type(value) not in (types.MethodDescriptorType, types.WrapperDescriptorType):
             raise Refused(f"{cls.__qualname__}.{name} is no method of a builtin type")
+        return value
+
+    def build_proxy(self, index, mapping):
+        """A ``mappingproxy`` of an ``OrderedDict`` (an ``inspect.Signature``'s parameters; the test process reads
+        no other: integrity.proxy_reader)."""
+        shown = self(mapping)
+        if type(shown) is not collections.OrderedDict:
+            raise Refused("a malformed dispute")
+        return types.MappingProxyType(shown)
+
+    def build_matcher(self, index, module, qualname):
+        """The test's own matcher, made where it compares (``composed == AlwaysEquals()``, toolz; integrity's
+        ``Guard.test_matchers``): an instance, holding nothing, of the class that a test module of the untouched
+        tree defines under that name, every class of whose MRO but ``object`` is a test module's, one of them with
+        an ``__eq__`` of its own. Where the package's untouched ``==`` returns NotImplemented against it, Python
+        takes its reflected answer, as in the test; it is the test's expectation, so it is not probed. A class of
+        the package, or a test module's class with a base from elsewhere, is refused."""
+        if type(module) is not str or type(qualname) is not str:
+            raise Refused("a malformed dispute")
+        if module not in self.finder.tests:
+            raise Refused(f"{module}.{qualname}: a matcher that is not a test module's class")
+        cls = named_class(module, qualname, self.finder)
+        mro = type.__dict__["__mro__"].__get__(cls)
+        if mro[-1] is not object or any(type(klass) is not type or type.__dict__["__module__"].__get__(klass) not in
+                                        self.finder.tests for klass in mro[:-1]) or \
+                not any("__eq__" in type.__dict__["__dict__"].__get__(klass) for klass in mro[:-1]):
+            raise Refused(f"{module}.{qualname}: a matcher whose classes are not all the test modules' own")
+        value = object.__new__(cls)
+        self.matchers.append(value)
         return value
 
     def build_bound(self, index, func, owner):
@@ -976,7 +1012,8 @@ def instance_state(value):
 
 
 # what holds data itself: a scalar, a buffer's or a bytearray's contents; and what is named (a member, a function)
-LEAF_NODES = ("v", "buffer", "bytearray", "member", "flag", "function", "class", "module", "descriptor", "identity")
+LEAF_NODES = ("v", "buffer", "bytearray", "member", "flag", "function", "class", "module", "descriptor", "identity",
+              "matcher")
 
 
 def changed_leaf(node, rng, token):
@@ -1008,7 +1045,7 @@ def leaves(nodes, index, cap=256, containers=False):
             children = [i for item in node[1] for i in (item[1:] if type(item) is tuple else (item,))]
         elif kind == "defaultdict":
             children = [item[1] for item in node[2] if type(item) is tuple and len(item) == 2]
-        elif kind == "namespace":
+        elif kind in ("namespace", "proxy"):
             children = [node[1]]
         elif kind == "object":
             contents, state, slots = node[4], node[5], node[6]
@@ -1325,6 +1362,8 @@ def probes(first, second, op, holds, build, nodes, roots, finder, fresh, limit=4
     if op == "!=":  # the untouched classes say they differ; but a value that differs from its own copy (state
         for root in roots:  # of NaNs) differs from anything (round 13). The copy shares the identity stand-ins
             original = first if root == roots[0] else second
+            if any(original is m for m in build.matchers):  # the test's own expectation: its != is the test's
+                continue
             for check in (says_equal, says_unequal):
                 try:
                     copy = built_again(build, nodes, finder)(root)
@@ -1359,7 +1398,7 @@ def probes(first, second, op, holds, build, nodes, roots, finder, fresh, limit=4
                                "what it was compared with")
     sides = ((first, second), (second, first)) if op == "==" else ((first, second),)
     for mine, other in sides:  # the whole pair, with one leaf of the builtin side changed at a time
-        if id(other) in instances:
+        if id(other) in instances or any(mine is m for m in build.matchers):  # (a matcher: the test's own rule)
             continue
         for probe in variants(other, rng, token, limit):
             if holds(fresh(mine), probe):

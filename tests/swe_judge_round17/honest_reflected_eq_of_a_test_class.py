@@ -5,9 +5,11 @@ reflected operation), which answers, and plain pytest passes. The judge's "untou
 take that reflected answer from the test's own class: "the untouched package's own == says they differ". Known since
 round 11 (docs/worlds/swe.md, "Left": the package side still goes to the judge, which cannot rebuild a test class
 with its own ==). In the
-scale run this left test_compose_metadata out of 23 of toolz's 100 candidates (gold_disagreements). Not fixed
-while the scale validation runs on a frozen grader (4e1c19a): when the package's method returns NotImplemented,
-the judge should take the other operand's reflected method where that operand's class is the test files' code.
+scale run this left test_compose_metadata out of 23 of toolz's 100 candidates (gold_disagreements). Fixed after
+the validation: a side the test writes as a call, with no arguments, of its own top-level class (whose code is the
+test files', with an __eq__ of its own), holding no state, is frozen as that class's name (integrity's
+Guard.test_matchers), and the judge makes one of the untouched test class, so Python takes its reflected answer
+where the untouched Pair.__eq__ returns NotImplemented; attacks on it in tests/swe_judge_round18/.
 AGENT == PKG (correct code); plain pytest passes."""
 PYTEST = True
 PKG = '''class Pair:

@@ -6,7 +6,10 @@ inspect.Signature()``. Known since round 11 (docs/worlds/swe.md, "Left"): a sign
 ``mappingproxy``, which the test process can read only through the collector, and the runner's audit hook forbids
 that (a class's ``__dict__`` proxy leads to the class's writable dict); an empty signature holds one too. PurePosixPath and Fraction pairs, also
 standard-library Python ``==``, pass. In the scale run this left the two tests out of 11 of toolz's 100 candidates
-(gold_disagreements). Not fixed while the scale validation runs on a frozen grader (4e1c19a).
+(gold_disagreements). Fixed after the validation: the dispute freezes a mappingproxy of an exact OrderedDict by that
+OrderedDict (integrity.proxy_reader reads the proxy's one field and its mapping's type from memory, never through
+the collector or the mapping's code), and the judge rebuilds inspect.Signature and inspect.Parameter from their
+slots (LIBRARY_CLASSES); attacks on it in tests/swe_judge_round18/.
 AGENT == PKG (correct code); plain pytest passes."""
 PYTEST = True
 PKG = '''def identity(x):
