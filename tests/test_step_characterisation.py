@@ -5,7 +5,7 @@ history window, the KL in PPO's reward, a critic whose values are not 0), one st
 scripted Signals backend, the tiny seeded model): the advantages TRL's loss reads, the loss mask and its token
 count, the loss, the critic's loss, targets and values, and the step's metrics; then, for PPO and turn-level
 RLOO, two real optimizer steps (logged numbers and the weights). Every number must match the recording
-(``step_characterisation.json``) to 1e-6: a refactoring that changes any of them changed behaviour.
+(``step_characterisation.json``) to 1e-4 (what another CPU's float32 kernels differ by): a refactoring that changes any of them changed behaviour.
 
 Re-record only on purpose (a deliberate change of the numbers): ``TURNGYM_RECORD_STEP=1 pytest <this file>``.
 """
@@ -31,7 +31,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 RECORDING = Path(__file__).with_name("step_characterisation.json")
 RECORD = os.environ.get("TURNGYM_RECORD_STEP") == "1"
 SIGNALS = {"turns": 3, "colours": 2}
-TOLERANCE = 1e-6  # relative; absolute: 1e-9 (the loss of whitened advantages is about 1e-9)
+# float32 kernels sum in another order on another CPU (AVX2 against AVX-512): the recording replayed on an AVX2 EPYC
+# differed by up to 6.4e-5 relative (a critic's explained variance) and 7.8e-7 absolute (an advantage of 9e-4 made
+# by cancellation; losses of whitened advantages, about 1e-8, by 2.4e-8). A change of behaviour moves numbers by
+# far more than that.
+TOLERANCE = 1e-4  # relative
+ABSOLUTE = 2e-6
 
 # name: (config overrides, how the step is set up)
 CASES: dict[str, dict] = {
@@ -187,7 +192,7 @@ def assert_same(got, expected, where: str) -> None:
     elif isinstance(expected, float) and math.isnan(expected):
         assert isinstance(got, float) and math.isnan(got), f"{where}: {got} is not NaN"
     else:
-        assert got == pytest.approx(expected, rel=TOLERANCE, abs=1e-9), f"{where}: {got} != {expected}"
+        assert got == pytest.approx(expected, rel=TOLERANCE, abs=ABSOLUTE), f"{where}: {got} != {expected}"
 
 
 def check(name: str, got: dict, recording: dict) -> None:
