@@ -5,7 +5,8 @@ history window, the KL in PPO's reward, a critic whose values are not 0), one st
 scripted Signals backend, the tiny seeded model): the advantages TRL's loss reads, the loss mask and its token
 count, the loss, the critic's loss, targets and values, and the step's metrics; then, for PPO and turn-level
 RLOO, two real optimizer steps (logged numbers and the weights). Every number must match the recording
-(``step_characterisation.json``) to 1e-4 (what another CPU's float32 kernels differ by): a refactoring that changes any of them changed behaviour.
+(``step_characterisation.json``) to 1e-4 (what another CPU's float32 kernels differ by): a refactoring that
+changes any of them changed behaviour.
 
 Re-record only on purpose (a deliberate change of the numbers): ``TURNGYM_RECORD_STEP=1 pytest <this file>``.
 """
