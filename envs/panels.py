@@ -34,21 +34,16 @@ def task_panel(env_id: str, split: str, n: int | None = None, env_kwargs: dict[s
     env_kwargs = dict(env_kwargs or {})
     builder = panel_of(env_id)
     wanted = None if n is None else first + n
+    takes_first = first and builder is not None and "first" in inspect.signature(builder).parameters
     if builder is None:
-        return _sliced(_tasks_of_user_world(env_id, split, wanted, env_kwargs), first, n)
-    if first and "first" in inspect.signature(builder).parameters:
+        tasks = _tasks_of_user_world(env_id, split, wanted, env_kwargs)
+    elif takes_first:
         tasks = builder(split, n, env_kwargs, first=first, workers=workers, progress=progress)
     else:
         tasks = builder(split, wanted, env_kwargs, workers=workers, progress=progress)
-        tasks = _sliced(tasks, first, n) if isinstance(tasks, TaskSet) else tasks
     if not isinstance(tasks, TaskSet):
         raise TypeError(f"the task panel of {env_id} returned {type(tasks).__name__}, not a TaskSet")
-    return tasks
-
-
-def _sliced(tasks: TaskSet, first: int, n: int | None) -> TaskSet:
-    """``tasks`` from the ``first``-th on (``n`` of them, or all the rest); unchanged when ``first`` is 0."""
-    return tasks.take(len(tasks) - first if n is None else n, start=first) if first else tasks
+    return tasks.take(n, start=first) if first and not takes_first else tasks
 
 
 def eval_split(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str:

@@ -145,10 +145,12 @@ class TaskSet(Sequence[Task]):
                 return task
         raise KeyError(f"task {task_id!r} is not in task set {self.name!r}")
 
-    def take(self, n: int, start: int = 0) -> TaskSet:
-        """The ``n`` tasks from the ``start``-th on (task sets are ordered, so this is deterministic)."""
-        where = f"{start}:{start + n}" if start else f":{n}"
-        return TaskSet(name=f"{self.name}[{where}]", version=self.version, tasks=self.tasks[start:start + n])
+    def take(self, n: int | None, start: int = 0) -> TaskSet:
+        """The ``n`` tasks from the ``start``-th on (None: all the rest; task sets are ordered, so this is
+        deterministic)."""
+        end = len(self.tasks) if n is None else start + n
+        where = f"{start}:{end}" if start else f":{end}"
+        return TaskSet(name=f"{self.name}[{where}]", version=self.version, tasks=self.tasks[start:end])
 
     def sample(self, rng: np.random.Generator) -> Task:
         return self.tasks[int(rng.integers(len(self.tasks)))]

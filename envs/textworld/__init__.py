@@ -40,6 +40,4 @@ def task_panel(split: str, n: int | None, env_kwargs: dict[str, Any], *, first: 
     """The panel of ``turngym/TextWorld-v0``: the games of ``env_kwargs["config"]`` (default w2-o3-q4), the ``n``
     from the ``first``-th on, generated and hashed (only those: a game is seconds of CPU)."""
     tasks = textworld_tasks(env_kwargs.get("config", "w2-o3-q4"), split, n=None if n is None else first + n)
-    if first:
-        tasks = tasks.take(len(tasks) - first if n is None else n, start=first)
-    return materialise(tasks, workers=workers, progress=progress)
+    return materialise(tasks.take(n, start=first) if first else tasks, workers=workers, progress=progress)
