@@ -14,8 +14,9 @@ Medians over ``--repeats`` starts and over the shipped tasks. Ratios are against
     python bench/swe_sandbox.py --tasks 5 --repeats 10 --backends bwrap
     python bench/swe_sandbox.py --backends bwrap --against-tools OLD/envs/swe/tools   # grading: this runner vs another
 
-``--against-tools DIR`` grades every task with the runner in DIR (e.g. ``git show REV:envs/swe/tools/...`` written
-to a folder) and with this one, alternating task by task under bwrap, and prints the ratio of the medians.
+``--against-tools DIR`` grades every task (with ``--set SET [--repo NAME]``, a synthesized set's first ``--tasks``)
+with the runner in DIR (e.g. ``git show REV:envs/swe/tools/...`` written to a folder) and with this one, alternating
+task by task under bwrap, and prints the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -92,6 +93,18 @@ def sandbox_tests(backend: str, instance: SWEInstance) -> tuple[float, float]:
         return time.perf_counter() - start, grading
 
 
+def set_instances(path: Path, repo: str | None, n: int | None) -> list[SWEInstance]:
+    """The first ``n`` tasks of a synthesized set (its folder or ``tasks.jsonl``), of one repository if named."""
+    import json
+
+    tasks = path / "tasks.jsonl" if path.is_dir() else path
+    records = [json.loads(line) for line in tasks.read_text().splitlines() if line.strip()]
+    chosen = [r for r in records if repo is None or r["repo"].rpartition("/")[2] == repo][:n]
+    if not chosen:
+        raise SystemExit(f"{tasks}: no task{f' of {repo}' if repo else ''}")
+    return [SWEInstance.from_record(r, base_dir=tasks.parent) for r in chosen]
+
+
 def grading_against(tools: Path, instances: list[SWEInstance], rounds: int) -> None:
     """Full grading per task with another runner (``tools``) and with this one, alternating, under bwrap."""
     from turngym.envs.swe.sandbox import bwrap
@@ -107,7 +120,7 @@ def grading_against(tools: Path, instances: list[SWEInstance], rounds: int) -> N
                 finally:
                     bwrap.TOOLS_DIR = ours
     other, this = ms(times["other"]), ms(times["this"])
-    print(f"full grading per task, {len(instances)} shipped tasks x {rounds}, bwrap, medians")
+    print(f"full grading per task, {len(instances)} tasks x {rounds}, bwrap, medians")
     print("| runner | full grading per task (ms) | ratio |")
     print("|---|---:|---:|")
     print(f"| {tools} | {other:.1f} | 1.00 |")
@@ -122,8 +135,14 @@ def main() -> None:
     parser.add_argument("--against-tools", type=Path, default=None,
                         help="another runner's folder (unittest_runner.py, integrity.py, ...): grading cost ratio")
     parser.add_argument("--rounds", type=int, default=2, help="with --against-tools: passes over the tasks")
+    parser.add_argument("--set", type=Path, default=None,
+                        help="with --against-tools: a synthesized set's tasks (turngym swe synth --out) instead")
+    parser.add_argument("--repo", default=None, help="with --set: that repository's tasks only (e.g. inflection)")
     args = parser.parse_args()
-    instances = [instance for _, instance in shipped_instances()][: args.tasks]
+    if args.set is not None and args.against_tools is None:
+        parser.error("--set goes with --against-tools")
+    instances = (set_instances(args.set.expanduser(), args.repo, args.tasks) if args.set is not None else
+                 [instance for _, instance in shipped_instances()][: args.tasks])
     if args.against_tools is not None:
         if not (args.against_tools / "unittest_runner.py").is_file():
             parser.error(f"--against-tools {args.against_tools}: no unittest_runner.py there")
