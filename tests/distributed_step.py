@@ -1,10 +1,11 @@
 """One training step on scripted episodes, for the single- vs two-process comparison in test_distributed.
 
-    accelerate launch --config_file recipes/configs/accelerate/cpu-2proc.yaml tests/distributed_step.py OUT
-    python tests/distributed_step.py OUT
+    accelerate launch --config_file recipes/configs/accelerate/cpu-2proc.yaml tests/distributed_step.py OUT ALGORITHM...
+    python tests/distributed_step.py OUT ALGORITHM...
 
-Writes OUT (torch.save, main process): every episode's token advantages in global order, the
-policy's parameter change after one SGD step, and the logged loss.
+Writes OUT (torch.save, main process): for each algorithm, a fresh tiny policy's every episode's token advantages
+in global order, its parameter change after one SGD step, and the logged loss. The algorithms share one launch:
+a process start (torch, TRL, accelerate, gloo's rendezvous) cost more than a step.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from turngym.trainers.trainer import TurnGymTrainer
 GLOBAL_BATCH = 12  # 3 groups of 4: with 2 processes, the middle group is split across them
 
 
-def main(out: str, algorithm: str = "turn_rloo") -> None:
+def step(work: Path, algorithm: str, world: int) -> dict | None:
+    """One step of ``algorithm`` from a fresh policy (seeded: the same whichever algorithms ran before it)."""
     import os
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    work = Path(out).parent
+    work.mkdir(parents=True, exist_ok=True)
     tokenizer = word_tokenizer(work / f"tokenizer-{os.environ.get('RANK', '0')}")
     model = tiny_llama(len(tokenizer)).train()
     start = [p.detach().clone() for p in model.parameters()]
@@ -54,15 +55,27 @@ def main(out: str, algorithm: str = "turn_rloo") -> None:
 
     trainer._generate_and_score_completions = capture
     trainer.train()
-    if trainer.accelerator.is_main_process:
-        parameters = trainer.accelerator.unwrap_model(trainer.model).parameters()
-        delta = torch.cat([(p.detach() - s).flatten() for p, s in zip(parameters, start, strict=True)])
-        losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
-        torch.save({"advantages": captured["advantages"], "delta": delta, "loss": losses[0], "world": world}, out)
+    trainer.accelerator.wait_for_everyone()
+    if not trainer.accelerator.is_main_process:
+        return None
+    parameters = trainer.accelerator.unwrap_model(trainer.model).parameters()
+    delta = torch.cat([(p.detach() - s).flatten() for p, s in zip(parameters, start, strict=True)])
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    return {"advantages": captured["advantages"], "delta": delta, "loss": losses[0], "world": world}
+
+
+def main(out: str, *algorithms: str) -> None:
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    results = {algorithm: step(Path(out).parent / algorithm, algorithm, world)
+               for algorithm in algorithms or ("turn_rloo",)}
+    if int(os.environ.get("RANK", "0")) == 0:
+        torch.save(results, out)
     # Leave together and tear gloo down explicitly: a rank that exits while its peer still holds the
     # process group can abort in gloo's destructor ("terminate called without an active exception").
-    trainer.accelerator.wait_for_everyone()
     if torch.distributed.is_initialized():
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 
 

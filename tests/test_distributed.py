@@ -35,22 +35,28 @@ def run(command: list[str], cwd: Path, attempts: int = 1) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
 
 
-@pytest.mark.parametrize("algorithm", ["turn_rloo", "ppo", "gigpo"])  # gigpo: anchor-state keys agree across processes
-def test_two_processes_match_one(tmp_path, algorithm):
+ALGORITHMS = ("turn_rloo", "ppo", "gigpo")  # gigpo: anchor-state keys agree across processes
+
+
+def test_two_processes_match_one(tmp_path):
+    """Each algorithm's first step, in one process and in two (all three algorithms in one launch each side)."""
     accelerate = str(Path(sys.executable).with_name("accelerate"))
     one, two = tmp_path / "one" / "out.pt", tmp_path / "two" / "out.pt"
     one.parent.mkdir()
     two.parent.mkdir()
-    run([sys.executable, str(SCRIPT), str(one), algorithm], ROOT)
+    run([sys.executable, str(SCRIPT), str(one), *ALGORITHMS], ROOT)
     run([accelerate, "launch", "--config_file", str(ACCELERATE_CONFIG), "--main_process_port", "0", str(SCRIPT),
-         str(two), algorithm], ROOT, attempts=2)
-    single, double = torch.load(one), torch.load(two)
-    assert (single["world"], double["world"]) == (1, 2)
-    assert single["advantages"] == double["advantages"]  # every episode, in global order
-    assert any(abs(a) > 0 for row in single["advantages"] for a in row)
-    assert single["loss"] == pytest.approx(double["loss"], abs=1e-6)
-    assert single["delta"].abs().max() > 1e-3  # the step moved the policy
-    torch.testing.assert_close(double["delta"], single["delta"], rtol=1e-4, atol=1e-6)
+         str(two), *ALGORITHMS], ROOT, attempts=2)
+    singles, doubles = torch.load(one), torch.load(two)
+    assert list(singles) == list(doubles) == list(ALGORITHMS)
+    for algorithm in ALGORITHMS:
+        single, double = singles[algorithm], doubles[algorithm]
+        assert (single["world"], double["world"]) == (1, 2), algorithm
+        assert single["advantages"] == double["advantages"], algorithm  # every episode, in global order
+        assert any(abs(a) > 0 for row in single["advantages"] for a in row), algorithm
+        assert single["loss"] == pytest.approx(double["loss"], abs=1e-6), algorithm
+        assert single["delta"].abs().max() > 1e-3, algorithm  # the step moved the policy
+        torch.testing.assert_close(double["delta"], single["delta"], rtol=1e-4, atol=1e-6, msg=algorithm)
 
 
 @pytest.mark.slow  # two trainings in two processes: 29-88 s here
