@@ -578,8 +578,9 @@ def test_same_seed_same_episodes_and_greedy_does_not_depend_on_batching(model, t
         finally:
             env_pool.close()
 
-    assert play(2, 1.0) == play(2, 1.0)  # sampling: same seed, same episodes
-    assert play(2, 1.0) != play(2, 1.0, seed=6)
+    sampled = play(2, 1.0)
+    assert sampled == play(2, 1.0)  # sampling: same seed, same episodes
+    assert sampled != play(2, 1.0, seed=6)
     assert play(1, 0.0) == play(4, 0.0)  # greedy: one at a time or four in a batch
 
 
