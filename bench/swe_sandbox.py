@@ -33,7 +33,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from turngym.envs.swe import SWEInstance, shipped_instances
-from turngym.envs.swe.instances import local_repo_dir
+from turngym.envs.swe.instances import load_instances, local_repo_dir
 from turngym.envs.swe.sandbox import PINNED_ENV, SandboxSpec, backend_available, make_sandbox
 from turngym.envs.swe.workspace import UNITTEST_RUNNER, Workspace
 
@@ -95,14 +95,11 @@ def sandbox_tests(backend: str, instance: SWEInstance) -> tuple[float, float]:
 
 def set_instances(path: Path, repo: str | None, n: int | None) -> list[SWEInstance]:
     """The first ``n`` tasks of a synthesized set (its folder or ``tasks.jsonl``), of one repository if named."""
-    import json
-
     tasks = path / "tasks.jsonl" if path.is_dir() else path
-    records = [json.loads(line) for line in tasks.read_text().splitlines() if line.strip()]
-    chosen = [r for r in records if repo is None or r["repo"].rpartition("/")[2] == repo][:n]
+    chosen = [i for i in load_instances(tasks) if repo is None or i.repo.rpartition("/")[2] == repo][:n]
     if not chosen:
         raise SystemExit(f"{tasks}: no task{f' of {repo}' if repo else ''}")
-    return [SWEInstance.from_record(r, base_dir=tasks.parent) for r in chosen]
+    return chosen
 
 
 def grading_against(tools: Path, instances: list[SWEInstance], rounds: int) -> None:

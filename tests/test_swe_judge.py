@@ -1116,9 +1116,9 @@ def test_double_is_even(n):
 @pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
 @pytest.mark.parametrize("tamper", [False, True])
 def test_a_parametrized_file_is_checked_once_a_function_and_still_caught_tampering(tmp_path, tamper):
-    """Collection checks each test function once, not once a parameter (a grading of inflection's 455 tests went from
-    54 s to 17 s of CPU): the graded parameters still get their own verdicts, and package code that rewrites
-    pytest's runner while the file is collected still voids the grading."""
+    """Collection checks each test function once, not once a parameter (docs/benchmarks.md, "Collection checks once
+    a test function"): the graded parameters still get their own verdicts, and package code that rewrites pytest's
+    runner while the file is collected still voids the grading."""
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "tests").mkdir()
