@@ -333,6 +333,7 @@ def test_admissible_in_prompt_lists_the_commands(make_env, panel):
 
 
 # --------------------------------------------------------------------------- speed-ups
+@pytest.mark.slow  # two engines play one long script: 15-30 s; the speed-ups are on in every other ALFWorld test
 def test_speedups_do_not_change_a_single_observation(panel):
     """install_speedups memoises textworld internals: episodes must be identical with and without."""
     task = task_of_type(panel, "pick_two_obj_and_place")

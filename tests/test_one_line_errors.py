@@ -45,16 +45,30 @@ def own_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "turngym" in line and ": error:" in line]
 
 
-@pytest.mark.parametrize(("yaml_text", "message"), [
-    ("env_id: turngym/Signals-v0\nmax_steps: [1, 2]\n", "field max_steps must be an integer, got a list ([1, 2])"),
-    ("env_id: turngym/Signals-v0\nenv_kwargs: [3]\n", "field env_kwargs must be a mapping, got a list ([3])"),
-    ("env_id: turngym/Signals-v0\nuse_vllm: {a: 1}\n", "field use_vllm must be true or false, got a mapping"),
+@pytest.mark.parametrize(("yaml_text", "message", "in_a_subprocess"), [
+    ("env_id: turngym/Signals-v0\nmax_steps: [1, 2]\n", "field max_steps must be an integer, got a list ([1, 2])",
+     True),  # as a user runs it; the other two in this process (a CLI start costs 6-20 s)
+    ("env_id: turngym/Signals-v0\nenv_kwargs: [3]\n", "field env_kwargs must be a mapping, got a list ([3])", False),
+    ("env_id: turngym/Signals-v0\nuse_vllm: {a: 1}\n", "field use_vllm must be true or false, got a mapping", False),
 ])
-def test_a_yaml_value_of_the_wrong_type_names_the_file_and_the_field(tmp_path, yaml_text, message):
+def test_a_yaml_value_of_the_wrong_type_names_the_file_and_the_field(tmp_path, yaml_text, message, in_a_subprocess,
+                                                                     monkeypatch, capsys):
     (tmp_path / "run.yaml").write_text(yaml_text)
-    done = turngym(tmp_path, "train", "--config", "run.yaml", "--output_dir", "out")
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    (line,) = own_lines(done.stderr)
+    argv = ["train", "--config", "run.yaml", "--output_dir", "out"]
+    if in_a_subprocess:
+        done = turngym(tmp_path, *argv)
+        code, stderr = done.returncode, done.stderr
+    else:
+        from turngym.recipes.cli import main
+
+        monkeypatch.chdir(tmp_path)
+        try:
+            code = main(argv)
+        except SystemExit as stop:
+            code = stop.code
+        stderr = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in stderr
+    (line,) = own_lines(stderr)
     assert line == f"turngym train: error: config file run.yaml: {message}" or line.startswith(
         f"turngym train: error: config file run.yaml: {message}")
 

@@ -972,6 +972,7 @@ def test_a_study_runs_its_arms_tier_by_tier_with_an_rft_arm(tmp_path, policy, mo
         compare_algorithms.run(_rft_study(tmp_path, policy, episodes=16), arms=["grpo"], progress=False)
 
 
+@pytest.mark.slow  # four RL stages, two in fresh processes: 40-90 s; the one-seed test below is in the fast suite
 def test_a_study_runs_one_rl_stage_per_process_in_its_own_order(tmp_path, policy, capsys):
     """`--max-rl-stages 1` runs the next unfinished RL stage (with the SFT and evaluations around it) and stops before
     the one after, status 75, naming it: the study's seed-major order, whatever was run before. Then
@@ -1014,6 +1015,30 @@ def test_a_study_runs_one_rl_stage_per_process_in_its_own_order(tmp_path, policy
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["arms"]) == ["base", "sft-only", "grpo", "turn_rloo"] and summary["config"]["seeds"] == [0, 1]
     assert main(["compare", "--config", str(path), "--process-per-rl-stage", "--max-rl-stages", "1"]) == 2
+
+
+def test_a_one_seed_study_stops_after_one_rl_stage_and_a_fresh_process_finishes_it(tmp_path, policy, capsys):
+    """The fast suite's share of the test above: one stage in this process, the other in a fresh one."""
+    import yaml
+
+    from turngym.recipes.cli import main
+    from turngym.recipes.compare_algorithms import MORE_STAGES_EXIT
+
+    config = tiny_study(tmp_path, policy, name="staged1", algorithms={"grpo": {}, "turn_rloo": {}}, seeds=[0],
+                        evaluation={"num_tasks": 2, "curve_points": 0})
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    out = tmp_path / "results" / "staged1"
+    assert main(["compare", "--config", str(path), "--max-rl-stages", "1"]) == MORE_STAGES_EXIT
+    assert "next: turn_rloo, seed 0." in capsys.readouterr().out and not (out / "summary.json").exists()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "turngym.recipes.cli", "compare", "--config", str(path),
+                           "--process-per-rl-stage"], check=False, capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped after 1 RL/RFT stage" not in done.stdout  # the last stage: its process writes the tables
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["arms"]) == ["base", "sft-only", "grpo", "turn_rloo"]
 
 
 def test_an_rft_budget_that_is_not_whole_rounds_is_refused_before_any_stage(tmp_path, policy):

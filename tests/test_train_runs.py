@@ -86,6 +86,7 @@ def test_a_rerun_of_the_same_command_says_finished_and_another_config_is_refused
     assert "learning_rate" in line and "--resume" in line and "--overwrite" in line
 
 
+@pytest.mark.slow  # three CLI runs: 40-80 s; resuming is in the fast suite through Ctrl-C (below) and test_trainer.py
 def test_resume_continues_the_run_and_overwrite_clears_the_folder(readme_world, tiny_policy):
     first = train(readme_world, command(tiny_policy, "run", "--max_steps", "1", "--save_steps", "1"))
     assert first.returncode == 0, first.stderr
