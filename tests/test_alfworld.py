@@ -397,6 +397,7 @@ def _official_layout(panel, root: Path) -> dict[str, Path]:
     return trials
 
 
+@pytest.mark.slow  # plans every official game of its copy: 15-35 s
 def test_official_data_loads_under_the_same_env_id(panel, tmp_path, monkeypatch):
     data = tmp_path / "alfworld_data"
     _official_layout(panel, data)

@@ -38,6 +38,7 @@ def run(command: list[str], cwd: Path, attempts: int = 1) -> None:
 ALGORITHMS = ("turn_rloo", "ppo", "gigpo")  # gigpo: anchor-state keys agree across processes
 
 
+@pytest.mark.slow  # two launches of three algorithms: 35-75 s; test_trainer.py checks each algorithm's step in-process
 def test_two_processes_match_one(tmp_path):
     """Each algorithm's first step, in one process and in two (all three algorithms in one launch each side)."""
     accelerate = str(Path(sys.executable).with_name("accelerate"))

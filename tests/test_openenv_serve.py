@@ -203,6 +203,7 @@ def test_failures_truncate_like_local_workers_and_a_dead_server_never_hangs(tmp_
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # two server starts: 15-35 s; a dead server's truncation is in the fast suite
 def test_a_server_restarted_between_episodes_is_reconnected_to():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -845,8 +845,14 @@ def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(),
     return validate(instance, "bwrap", workspace_root=tmp_path)
 
 
+def _first_fast(cases, count: int) -> list:
+    """A corpus of regression cases, sorted: `make test` grades the first ``count`` (a sandbox validation each,
+    5-10 s), `make test-slow` every one. A change to the grader runs `make test-slow`."""
+    return [case if i < count else pytest.param(case, marks=pytest.mark.slow) for i, case in enumerate(sorted(cases))]
+
+
 @needs_bwrap
-@pytest.mark.parametrize("case", sorted(FALSE_ALARMS))
+@pytest.mark.parametrize("case", _first_fast(FALSE_ALARMS, 4))
 def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
     mode, test_file, test_name = FALSE_ALARMS[case]
     check = _repro_check(tmp_path, case, mode, test_file, [test_name])
@@ -950,7 +956,7 @@ ITS_OWN_COMPARAND_SMUGGLED = {  # test files, the bug's expression, what the log
 
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
-@pytest.mark.parametrize("attack", sorted(ITS_OWN_COMPARAND_SMUGGLED))
+@pytest.mark.parametrize("attack", _first_fast(ITS_OWN_COMPARAND_SMUGGLED, 1))
 def test_a_tests_own_comparand_smuggled_in_by_the_code_under_test_fails(attack, mode, tmp_path):
     test_files, bug_line, reasons = ITS_OWN_COMPARAND_SMUGGLED[attack]
     check = _attack_graded(tmp_path, mode, test_files[mode], "FAILED", files=APPROX, bug_line=bug_line)
@@ -1047,7 +1053,7 @@ SECOND_PASS = {  # test files, the bugged pkg/__init__.py, the status the bug's 
 
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
-@pytest.mark.parametrize("attack", sorted(SECOND_PASS))
+@pytest.mark.parametrize("attack", _first_fast(SECOND_PASS, 1))
 def test_the_second_red_team_passs_attacks_fail(attack, mode, tmp_path):
     test_files, bug_module, status = SECOND_PASS[attack]
     box = "class Box:\n    def __init__(self, value):\n        self.value = value\n\n\n" if "A4" in attack else ""
@@ -1099,7 +1105,7 @@ THIRD_PASS = {  # mode, test file, files, the bugged pkg/__init__.py (or the bug
 
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
-@pytest.mark.parametrize("attack", sorted(THIRD_PASS))
+@pytest.mark.parametrize("attack", _first_fast(THIRD_PASS, 1))
 def test_a_container_that_lies_to_strict_equality_fails(attack, mode, tmp_path):
     _, call, expected, evil = THIRD_PASS[attack]
     test_file = {"unittest": ("import unittest\n\nimport pkg\n\n\nclass PkgTest(unittest.TestCase):\n"
@@ -1204,6 +1210,7 @@ def test_the_packages_own_version_is_found_by_importlib_metadata_in_the_sandbox(
         assert run.ok, run.output
 
 
+@pytest.mark.slow  # a synthesis of its own: 25-55 s; how support files are found is tested below, in the fast suite
 @needs_bwrap
 def test_a_package_that_ships_its_tests_assertions_is_graded_with_them_restored(tmp_path):
     """pyparsing 3.1.2: its test classes inherit assertion methods from the package (``pyparsing/testing.py``), code
