@@ -18,6 +18,7 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from tests.helpers_marks import first_fast
 from tests.test_textworld import play
 from turngym import envs
 from turngym.agents import OracleAgent, evaluate
@@ -112,7 +113,7 @@ def test_oracle_wins_with_sparse_reward_one(sparse_env, panel, task_type):
     assert not any(step_info["invalid_action"] for *_, step_info in results)
 
 
-@pytest.mark.parametrize("task_type", TASK_TYPES)
+@pytest.mark.parametrize("task_type", first_fast(TASK_TYPES, 2, sort=False))  # the rest under slow
 def test_oracle_dense_rewards_sum_to_one_with_a_reward_per_stage(make_env, panel, task_type):
     env = make_env(reward_mode="dense")
     _, info = env.reset(options={"task": task_of_type(panel, task_type)})

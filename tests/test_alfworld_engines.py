@@ -47,9 +47,10 @@ def panel():
 @pytest.mark.parametrize(
     ("session", "command", "reason"),
     [
-        pytest.param(HangingSession, "hang now", "engine_timeout", id="hang"),
+        # the hang and the error under slow: TextWorld's engine tests play all three in the fast suite
+        pytest.param(HangingSession, "hang now", "engine_timeout", id="hang", marks=pytest.mark.slow),
         pytest.param(CrashingSession, "crash now", "engine_crash", id="crash"),
-        pytest.param(RaisingSession, "raise now", "engine_error", id="error"),
+        pytest.param(RaisingSession, "raise now", "engine_error", id="error", marks=pytest.mark.slow),
     ],
 )
 def test_engine_failure_truncates_the_episode_and_the_engine_restarts(

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers_marks import first_fast
 from turngym.envs.swe import SWEEnv
 from turngym.envs.swe.sandbox import backend_available
 
@@ -81,7 +82,7 @@ HIDERS = {
 }
 
 
-@pytest.mark.parametrize("hider", list(HIDERS))
+@pytest.mark.parametrize("hider", first_fast(HIDERS, 1, sort=False))  # the rest under slow
 def test_a_gitignore_cannot_hide_the_graded_change(make_env, hider):
     env = make_env()
     fix = gold_fix(env)
@@ -161,7 +162,7 @@ LINKS = {  # the absolute ones earned 1.0 before, with a patch whose replay earn
 }
 
 
-@pytest.mark.parametrize("link", list(LINKS))
+@pytest.mark.parametrize("link", first_fast(LINKS, 3, sort=False))  # the rest under slow
 def test_a_symlink_out_of_the_graded_tree_is_not_graded(make_env, link):
     info = play(make_env(), [bash(f"{STASH} && rm intervals/core.py && {LINKS[link]}")])
     assert info["episode_reward"] == 0.0 and not info["resolved"]

@@ -149,6 +149,7 @@ def make_tiny_package(root: Path) -> Path:
 pytest.importorskip("libcst", reason="procedural bugs need libcst and swesmith (pip install swesmith libcst)")
 pytest.importorskip("swesmith", reason="procedural bugs need swesmith's modifiers (pip install swesmith libcst)")
 
+from tests.helpers_marks import first_fast
 from turngym.envs.swe import load_instances, oracle_actions, swe_taskset, validate
 from turngym.envs.swe.grading import patch_paths
 from turngym.envs.swe.sandbox import backend_available
@@ -845,14 +846,9 @@ def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(),
     return validate(instance, "bwrap", workspace_root=tmp_path)
 
 
-def _first_fast(cases, count: int) -> list:
-    """A corpus of regression cases, sorted: `make test` grades the first ``count`` (a sandbox validation each,
-    5-10 s), `make test-slow` every one. A change to the grader runs `make test-slow`."""
-    return [case if i < count else pytest.param(case, marks=pytest.mark.slow) for i, case in enumerate(sorted(cases))]
-
 
 @needs_bwrap
-@pytest.mark.parametrize("case", _first_fast(FALSE_ALARMS, 4))
+@pytest.mark.parametrize("case", first_fast(FALSE_ALARMS, 4))
 def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):
     mode, test_file, test_name = FALSE_ALARMS[case]
     check = _repro_check(tmp_path, case, mode, test_file, [test_name])
@@ -956,7 +952,7 @@ ITS_OWN_COMPARAND_SMUGGLED = {  # test files, the bug's expression, what the log
 
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
-@pytest.mark.parametrize("attack", _first_fast(ITS_OWN_COMPARAND_SMUGGLED, 1))
+@pytest.mark.parametrize("attack", first_fast(ITS_OWN_COMPARAND_SMUGGLED, 1))
 def test_a_tests_own_comparand_smuggled_in_by_the_code_under_test_fails(attack, mode, tmp_path):
     test_files, bug_line, reasons = ITS_OWN_COMPARAND_SMUGGLED[attack]
     check = _attack_graded(tmp_path, mode, test_files[mode], "FAILED", files=APPROX, bug_line=bug_line)
@@ -1053,7 +1049,7 @@ SECOND_PASS = {  # test files, the bugged pkg/__init__.py, the status the bug's 
 
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
-@pytest.mark.parametrize("attack", _first_fast(SECOND_PASS, 1))
+@pytest.mark.parametrize("attack", first_fast(SECOND_PASS, 1))
 def test_the_second_red_team_passs_attacks_fail(attack, mode, tmp_path):
     test_files, bug_module, status = SECOND_PASS[attack]
     box = "class Box:\n    def __init__(self, value):\n        self.value = value\n\n\n" if "A4" in attack else ""
@@ -1105,7 +1101,7 @@ THIRD_PASS = {  # mode, test file, files, the bugged pkg/__init__.py (or the bug
 
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["unittest", "pytest"])
-@pytest.mark.parametrize("attack", _first_fast(THIRD_PASS, 1))
+@pytest.mark.parametrize("attack", first_fast(THIRD_PASS, 1))
 def test_a_container_that_lies_to_strict_equality_fails(attack, mode, tmp_path):
     _, call, expected, evil = THIRD_PASS[attack]
     test_file = {"unittest": ("import unittest\n\nimport pkg\n\n\nclass PkgTest(unittest.TestCase):\n"

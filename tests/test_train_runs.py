@@ -65,6 +65,7 @@ def samples(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "run" / "episode_samples.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # three CLI runs: 30-70 s; the Ctrl-C test below reruns the same command in the fast suite
 def test_a_rerun_of_the_same_command_says_finished_and_another_config_is_refused(readme_world, tiny_policy):
     first = train(readme_world, command(tiny_policy, "run", "--max_steps", "2", "--save_steps", "1"))
     assert first.returncode == 0, first.stderr
