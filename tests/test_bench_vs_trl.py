@@ -11,8 +11,6 @@ import pytest
 from tests.helpers_scripts import load_script
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-# The bench's plumbing, not a feature: the warm start (300 steps) and a step each side cost 40-75 s.
-plumbing = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +36,7 @@ def tiny_policy(tmp_path_factory, vs_trl):
     return settings, policy, meta
 
 
-@plumbing
+@pytest.mark.slow  # the bench's plumbing: its 300-step warm start costs 40-75 s
 def test_the_warm_start_labels_only_the_models_replies(vs_trl, tiny_policy):
     import random
 
@@ -58,7 +56,7 @@ def test_the_warm_start_labels_only_the_models_replies(vs_trl, tiny_policy):
     assert "Obey the traffic lights" not in replies and "<tool_response>" not in replies
 
 
-@plumbing
+@pytest.mark.slow  # the bench's plumbing, on the warm start above
 def test_one_step_each_side_counts_the_models_tokens_the_same_way(vs_trl, tiny_policy):
     settings, policy, _ = tiny_policy
     results = {side: vs_trl.run_side(side, settings, str(policy)) for side in vs_trl.SIDES}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers_marks import first_of_each
 from turngym.envs.swe.sandbox.bwrap import TOOLS_DIR
 
 PACKAGE = '''
@@ -919,14 +920,10 @@ def _later_rounds(kind: str) -> list:
     """The scenario files of one kind. `make test` runs the first of each round (its class of attack, or of false
     alarm); the rest, and any that says ``SLOW = True`` (a judge of 10,000 items), run with ``slow``: the whole
     corpus grades 400 times, a quarter of the fast suite's time. A change to the grader runs `make test-slow`."""
-    params, rounds = [], set()
-    for path in sorted(ROUNDS.glob(f"swe_judge_round*/{kind}_*.py")):
-        name = f"{path.parent.name}/{path.stem}"
-        fast = path.parent.name not in rounds and "\nSLOW = True" not in path.read_text()
-        if fast:
-            rounds.add(path.parent.name)
-        params.append(name if fast else pytest.param(name, marks=pytest.mark.slow))
-    return params
+    paths = sorted(ROUNDS.glob(f"swe_judge_round*/{kind}_*.py"))
+    names = {f"{path.parent.name}/{path.stem}": path for path in paths}
+    return first_of_each(names, group=lambda name: names[name].parent.name,
+                         slow_anyway=lambda name: "\nSLOW = True" in names[name].read_text())
 
 
 def _later_round_scenario(name: str, tmp_path: Path) -> tuple[dict, str, bool]:

@@ -846,7 +846,6 @@ def _repro_check(tmp_path, name, mode, test_file, fail_to_pass, pass_to_pass=(),
     return validate(instance, "bwrap", workspace_root=tmp_path)
 
 
-
 @needs_bwrap
 @pytest.mark.parametrize("case", first_fast(FALSE_ALARMS, 4))
 def test_no_grader_false_alarm_on_what_real_packages_tests_do(case, tmp_path):

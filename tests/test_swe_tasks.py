@@ -5,27 +5,20 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers_marks import first_of_each
 from turngym.envs.swe import shipped_instances, validate
 from turngym.envs.swe.grading import patch_paths
 from turngym.envs.swe.sandbox import backend_available
 
-INSTANCES = [pytest.param(instance, id=instance.instance_id) for _, instance in shipped_instances()]
-
-
-def _first_of_each_repository_fast(params):
-    """Sandbox validation of the first task of each repository in `make test`, every task under `make test-slow`
-    (each is two gradings in bwrap, about 5 s on idle cores; all 26 cost `make test` two minutes)."""
-    seen = set()
-    for param in params:
-        instance = param.values[0]
-        fast = instance.repo not in seen
-        seen.add(instance.repo)
-        yield param if fast else pytest.param(instance, id=param.id, marks=pytest.mark.slow)
+# Sandbox validation of the first task of each repository in `make test`, every task under `make test-slow` (each
+# is two gradings in bwrap, about 5 s on idle cores; all 26 cost `make test` two minutes).
+INSTANCES = [instance for _, instance in shipped_instances()]
+INSTANCE_IDS = [instance.instance_id for instance in INSTANCES]
 BWRAP_PROBLEM = backend_available("bwrap")
 
 
 @pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
-@pytest.mark.parametrize("instance", list(_first_of_each_repository_fast(INSTANCES)))
+@pytest.mark.parametrize("instance", first_of_each(INSTANCES, lambda instance: instance.repo), ids=INSTANCE_IDS)
 def test_gold_patch_resolves_and_the_base_fails(instance, tmp_path):
     validation = validate(instance, "bwrap", workspace_root=tmp_path)
     assert not validation.problems, validation.problems
@@ -34,7 +27,7 @@ def test_gold_patch_resolves_and_the_base_fails(instance, tmp_path):
     assert validation.base_commit == instance.base_commit  # the snapshot commit is reproducible
 
 
-@pytest.mark.parametrize("instance", INSTANCES)
+@pytest.mark.parametrize("instance", INSTANCES, ids=INSTANCE_IDS)
 def test_task_data_is_consistent(instance):
     # the gold patch touches sources only; the hidden tests come with the test patch
     assert patch_paths(instance.patch) and not any(p.startswith("tests/") for p in patch_paths(instance.patch))

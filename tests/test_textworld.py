@@ -16,6 +16,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from tests.helpers_engines import CrashingSession, HangingSession, RaisingSession
+from tests.helpers_marks import first_fast
 from turngym import envs
 from turngym.envs.core import normalise_command
 from turngym.envs.textworld import TextWorldEnv, generate_game, textworld_tasks
@@ -113,7 +114,7 @@ def test_oracle_wins_with_sparse_reward_one(sparse_env, seed):
 
 
 @pytest.mark.parametrize("dense_source", ["progress", "score"])
-@pytest.mark.parametrize("seed", [s if s <= 2 else pytest.param(s, marks=pytest.mark.slow) for s in SEEDS])  # 2 fast
+@pytest.mark.parametrize("seed", first_fast(SEEDS, 2))  # the rest under slow
 def test_oracle_dense_rewards_sum_to_one(make_env, seed, dense_source):
     env = make_env(reward_mode="dense", dense_source=dense_source)
     _, info = env.reset(options={"task": task_id(seed)})
