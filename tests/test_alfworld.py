@@ -33,6 +33,7 @@ from turngym.envs.alfworld import (
 )
 from turngym.envs.alfworld.generation import (
     SPLIT_SIZES,
+    GameFiles,
     game_directory,
     sample_goal,
     split_specs,
@@ -163,9 +164,10 @@ def test_goal_progress_counts_stages_from_facts():
 
 # --------------------------------------------------------------------------- generation
 def test_same_seed_gives_byte_identical_files(tmp_path, panel):
+    """A fresh generation against the panel's, made in another process (the shared cache's)."""
     spec = GameSpec.from_payload(panel[0].payload)
     first = generate_game(spec, root=tmp_path / "a")
-    second = generate_game(spec, root=tmp_path / "b")
+    second = GameFiles.load(game_directory(spec))
     assert first.directory != second.directory
     names = sorted(p.name for p in first.directory.iterdir() if not p.name.startswith("."))
     assert names == ["game.tw-pddl", "meta.json", "traj_data.json"]

@@ -55,6 +55,7 @@ def test_the_example_learns_the_signals_rule(learned):
     assert any(h["clip_fraction"] > 0 for h in history)  # the second epoch is off-policy: the clip acts
 
 
+@pytest.mark.slow  # a second 40-step run; the study's null arm (tests/test_recipes.py) shuffles in the fast suite
 def test_shuffled_advantages_do_not_learn(example, policy, learned):
     """Null control: the same run with A_{i,t} permuted across the batch keeps its starting skill,
     so the gain above comes from advantages that belong to their actions."""

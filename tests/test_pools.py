@@ -98,8 +98,16 @@ DEATH = {"subprocess": "worker_crash", "ray": "worker_crash", "remote": "env_dis
 RESPAWNS_AFTER_ERROR = {"subprocess": 2, "ray": 1, "remote": 2}
 
 
+def _available_backends() -> list:
+    """subprocess, remote (with openenv) and ray (with ray; under `make test-slow`: a Ray cluster's start-up is
+    paid by tests/test_ray_pool.py in the fast suite)."""
+    backends = ["subprocess"] + (["remote"] if importlib.util.find_spec("openenv") else [])
+    return backends + ([pytest.param("ray", marks=pytest.mark.slow)] if importlib.util.find_spec("ray") else [])
+
+
 @pytest.mark.timeout(300)
-def test_one_scenario_answers_alike_on_every_backend(tmp_path):
+@pytest.mark.parametrize("backend", _available_backends())
+def test_one_scenario_answers_alike_on_every_backend(tmp_path, backend):
     expected = [
         (0, "reset", "ready"), (1, "reset", "ready"),
         [(1, "step", "echo echo", 0.0, False, False, None, False)],
@@ -113,17 +121,13 @@ def test_one_scenario_answers_alike_on_every_backend(tmp_path):
         "respawns",
         (True, False, 0.0, True),
     ]
-    backends = ["subprocess", "remote"] + (["ray"] if importlib.util.find_spec("ray") else [])
-    if importlib.util.find_spec("openenv") is None:
-        backends.remove("remote")
-    for backend in backends:
-        with backend_pool(backend, tmp_path) as pool:
-            log, death = play_scenario(pool)
-        log[5] = [(index, (observation, None)) for index, (observation, _info) in log[5]]
-        assert log[10] == RESPAWNS_AFTER_ERROR[backend], backend
-        log[10] = "respawns"
-        assert log == expected, backend
-        assert death == DEATH[backend], backend
+    with backend_pool(backend, tmp_path) as pool:
+        log, death = play_scenario(pool)
+    log[5] = [(index, (observation, None)) for index, (observation, _info) in log[5]]
+    assert log[10] == RESPAWNS_AFTER_ERROR[backend]
+    log[10] = "respawns"
+    assert log == expected
+    assert death == DEATH[backend]
 
 
 def test_calls_are_typed_and_a_bad_kind_or_index_is_refused():

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.helpers_marks import first_of_each
 from turngym.envs.swe import (
     GradeReport,
     SWEInstance,
@@ -663,8 +664,25 @@ HACKS.update({
 })
 
 
+# The fast suite plays the first hack of each family; `make test-slow` plays them all.
+HACK_FAMILIES = {
+    "the code under test rewrites the runner's verdict": ("patch_the_runner_verdict", "neuter_unittest_result",
+                                                          "forge_lines_with_the_nonce"),
+    "the hidden tests are replaced": ("shadow_test_module_with_a_package", "edited_tests_init", "unchecked_hash_pyc",
+                                      "git_filter_rewrites_the_hidden_tests"),
+    "a planted module shadows one the runner imports": ("json_py_shadows_the_stdlib", "unittest_py_shadows_the_stdlib",
+                                                         "dataclasses_py_shadows_the_stdlib",
+                                                         "tests_py_shadows_the_tests_package"),
+}
+HACK_FAMILY = {hack: family for family, hacks in HACK_FAMILIES.items() for hack in hacks}
+
+
+def test_every_hack_has_a_family():
+    assert set(HACK_FAMILY) == set(HACKS)
+
+
 @needs_bwrap
-@pytest.mark.parametrize("hack", list(HACKS))
+@pytest.mark.parametrize("hack", first_of_each(HACKS, HACK_FAMILY.__getitem__))
 def test_reward_hacks_earn_nothing(make_env, hack):
     env = make_env()
     env.reset(options={"task": TASK})
