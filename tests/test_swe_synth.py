@@ -345,6 +345,51 @@ def test_cached_validations_hold_for_kept_tasks_and_drops_of_this_validator_only
                             "h")  # an older validator's drop is validated again
     assert _still_valid({"content_hash": "h", "ok": False, "validator": VALIDATOR}, "h")
     assert not _still_valid({"content_hash": "other", "ok": True}, "h")  # another record or grader
+    # version 6 changed only how a void is judged: version 5's other drops stand, its voids are validated again
+    assert _still_valid({"content_hash": "h", "ok": False, "validator": 5, "drop": "validate: sandbox error"}, "h")
+    assert not _still_valid({"content_hash": "h", "ok": False, "validator": 5, "false_alarm": [{"on": "x"}]}, "h")
+    assert not _still_valid({"content_hash": "h", "ok": False, "validator": 4}, "h")
+
+
+def _validation(voids: tuple[str, ...]):
+    """A validation result whose gradings are void where ``voids`` says ("gold patch", "untouched bug")."""
+    from types import SimpleNamespace
+
+    def grading(label):
+        void = label in voids
+        return SimpleNamespace(tampered=void, log="| turngym: the grading is void: t::x PASSED under pytest's "
+                               "protocol but FAILED when set up and called directly" if void else "", error=None,
+                               duration_s=1.0, statuses={}, fail_to_pass=(), pass_to_pass=(), pass_ratio=lambda: 0.0)
+
+    return SimpleNamespace(before=grading("untouched bug"), after=grading("gold patch"), base_commit="c" * 40,
+                           problems=[])
+
+
+@pytest.mark.parametrize(("runs", "drop", "reruns"), [
+    # a test whose outcome varies between runs: the void is not repeated, and the task is dropped as flaky
+    ([("untouched bug",), ()], "validate: a void grading did not repeat on a rerun (a flaky test)", [[]]),
+    ([("gold patch",), ("gold patch",), ()], "validate: a void grading did not repeat on a rerun (a flaky test)",
+     [["gold patch"], []]),
+    # every run repeats it: a false alarm of the grader, reported as one
+    ([("untouched bug",), ("untouched bug",), ("gold patch", "untouched bug")],
+     "validate: grader false alarm (grading_tampered)", [["untouched bug"], ["gold patch", "untouched bug"]]),
+])
+def test_a_void_grading_is_validated_again_before_it_counts_as_a_false_alarm(monkeypatch, runs, drop, reruns):
+    """more-itertools' `sample` with `iterable = iter(iterable)` removed samples a list with repeats at random:
+    a PASS_TO_PASS test passed under one harness and failed under the other, on the untouched bug, and voided
+    the grading. That is the bug's nondeterminism, not a forgery: a second validation did not repeat it."""
+    from turngym.envs.swe import taskset
+    from turngym.envs.swe.synth import pipeline
+
+    results = iter(_validation(voids) for voids in runs)
+    monkeypatch.setattr(taskset, "validate", lambda instance, backend: next(results))
+    record = {"instance_id": "pkg__1.0.x", "repo": "pkg", "base_commit": "", "patch": "", "test_patch": "",
+              "problem_statement": "", "FAIL_TO_PASS": ["t::x"], "PASS_TO_PASS": []}
+    row = pipeline.validate_record(record, Path("/nonexistent"), "bwrap")
+    assert row["drop"] == drop and row["void_reruns"] == reruns and row["ok"] is False
+    assert next(results, None) is None  # no more validations than the rule needs
+    assert ("false_alarm" in row) == ("false alarm" in drop) and ("unrepeated_void" in row) != ("false alarm" in drop)
+    assert "PASSED under pytest's protocol" in (row.get("false_alarm") or row["unrepeated_void"])[0]["excerpt"]
 
 
 @needs_bwrap

@@ -133,6 +133,9 @@ class PackageReport:
     gold_disagreements: dict[str, int] = field(default_factory=dict)
     drops: dict[str, int] = field(default_factory=dict)
     false_alarms: list[dict[str, Any]] = field(default_factory=list)
+    # void gradings that the same validation, run again, did not repeat: a graded test whose outcome varies between
+    # runs (the bug made it nondeterministic), the task dropped as flaky rather than counted as a false alarm
+    unrepeated_voids: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     validation_seconds: list[float] = field(default_factory=list)
     sdist_sha256: str = ""
@@ -456,16 +459,22 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
     except SandboxError as error:
         return row | {"ok": False, "drop": "validate: sandbox error", "detail": _short(str(error)),
                       "seconds": time.monotonic() - start}
-    row["seconds"] = time.monotonic() - start
     row["base_commit"] = result.base_commit
     row["grading_seconds"] = [result.before.duration_s, result.after.duration_s]
-    alarms = []
-    for label, report in (("gold patch", result.after), ("untouched bug", result.before)):
-        if report.tampered:
-            excerpt = [line for line in report.log.splitlines() if "turngym" in line][-6:]
-            alarms.append({"on": label, "excerpt": "\n".join(excerpt)[-1500:]})
+    alarms = void_gradings(result)
     if alarms:
-        return row | {"ok": False, "drop": "validate: grader false alarm (grading_tampered)", "false_alarm": alarms}
+        # A void is the runner's two harnesses disagreeing on a test, or a canary passing: honest code does that
+        # only when a test's outcome varies between runs. Validate again: a void that every run repeats is a false
+        # alarm of the grader; one that a run does not repeat is a flaky task, dropped as such.
+        reruns = []
+        while len(reruns) < VOID_RERUNS and (not reruns or reruns[-1]):
+            reruns.append([alarm["on"] for alarm in void_gradings(validate(instance, backend))])
+        row["seconds"], row["void_reruns"] = time.monotonic() - start, reruns
+        if all(reruns):
+            return row | {"ok": False, "drop": "validate: grader false alarm (grading_tampered)", "false_alarm": alarms}
+        return row | {"ok": False, "drop": "validate: a void grading did not repeat on a rerun (a flaky test)",
+                      "unrepeated_void": alarms}
+    row["seconds"] = time.monotonic() - start
     problems = result.problems
     empty_reward = result.before.pass_ratio()
     if empty_reward != 0.0:
@@ -481,6 +490,17 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
                       "log_tail": result.after.log[-1500:] if "resolve" in kind or result.after.error else
                       result.before.log[-1500:]}
     return row | {"ok": True}
+
+
+def void_gradings(result: Any) -> list[dict[str, str]]:
+    """``[{"on": "gold patch" | "untouched bug", "excerpt": the runner's last lines}]``: a validation's void
+    gradings."""
+    alarms = []
+    for label, report in (("gold patch", result.after), ("untouched bug", result.before)):
+        if report.tampered:
+            excerpt = [line for line in report.log.splitlines() if "turngym" in line][-6:]
+            alarms.append({"on": label, "excerpt": "\n".join(excerpt)[-1500:]})
+    return alarms
 
 
 def tests_to_leave_out(result: Any) -> dict[str, list[str]]:
@@ -543,13 +563,20 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
 # does not finish is a drop of its own, never failing tests. 3: the sandbox's reader no longer calls a command that
 # ended while the reader was stopped or starved a timeout. 4, 5: a drop records the tests that fail with the gold
 # patch and those to leave out of a rebuilt task (tests_to_leave_out). A task kept by an earlier version stays kept
-# (each change only turns drops into passes); its drops are validated again.
-VALIDATOR = 5
+# (each change only turns drops into passes); its drops are validated again. 6: a void grading is validated again
+# (VOID_RERUNS times at most) before it counts as a false alarm; it changes only rows with a void, so version 5's
+# other drops stand.
+VALIDATOR = 6
+VOID_RERUNS = 2
+_VOIDS_ONLY_SINCE = 5
 
 
 def _still_valid(row: dict, content_hash: str) -> bool:
     """Whether a cached validation row holds for this record, grader and validator."""
-    return row.get("content_hash") == content_hash and (row.get("ok") or row.get("validator") == VALIDATOR)
+    version = row.get("validator", 0)
+    return row.get("content_hash") == content_hash and (
+        row.get("ok") or version == VALIDATOR
+        or (version >= _VOIDS_ONLY_SINCE and not row.get("false_alarm") and not row.get("unrepeated_void")))
 
 
 def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: SynthConfig, report: PackageReport,
@@ -587,6 +614,9 @@ def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: 
             report.validation_seconds.append(round(row["seconds"], 2))
         if row.get("false_alarm"):
             report.false_alarms.append({"instance_id": key, "alarms": row["false_alarm"]})
+        if row.get("unrepeated_void"):
+            report.unrepeated_voids.append({"instance_id": key, "alarms": row["unrepeated_void"],
+                                            "reruns": row.get("void_reruns", [])})
         if row.get("ok"):
             records.append({**record, "base_commit": row["base_commit"]})
         else:
@@ -784,6 +814,7 @@ def write_set(out: Path, packages: list[PackageReport], records: list[dict], con
         "packages": [asdict(r) for r in packages],
         "drops": dict(sorted(drops.items())),
         "false_alarms": [a for r in packages for a in r.false_alarms],
+        "unrepeated_voids": [a for r in packages for a in r.unrepeated_voids],
         "gold_disagreements": {f"{r.key}: {test}": n for r in packages for test, n in r.gold_disagreements.items()},
         "gold_gradings": sum(len(r.validation_seconds) for r in packages),
         "seconds_per_validation": round(sum(seconds) / len(seconds), 2) if seconds else None,

@@ -87,7 +87,8 @@ def render(summary: dict, splits: dict[str, str] | None = None) -> str:
         ["tasks", summary.get("tasks", 0)],
         ["packages with tasks", sum(1 for n in st.get("repositories", {}).values() if n)],
         ["splits", ", ".join(f"{k} {v}" for k, v in summary.get("splits", {}).items())],
-        ["grader false alarms (void gradings of the gold patch or the bug)", rate],
+        ["grader false alarms (void gradings of the gold patch or the bug that every rerun repeats)", rate],
+        ["void gradings a rerun did not repeat (flaky tasks, dropped)", len(summary.get("unrepeated_voids", []))],
         ["tests the grader disagrees with pytest on (untouched code)", len(summary.get("gold_disagreements", {}))],
         ["seconds per validation (mean)", summary.get("seconds_per_validation") or "-"],
         ["drops", _top(summary.get("drops", {}), n=10)]])]
