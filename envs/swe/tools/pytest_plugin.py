@@ -54,8 +54,8 @@ def _selects(step_id, nodeid):
 
 class _Selection:
     """The items a step selects (:func:`_selects`), in collection order, found by bisection among the sorted node
-    ids: every id it selects starts with the step's id, so only that sorted range is tested (a heavily parametrized
-    file with its canaries collects thousands of items; a scan of all of them for every step grew with both)."""
+    ids: every id it selects starts with the step's id, so only that sorted range is tested. Scanning every item for
+    every step cost a grading of a heavily parametrized file (9,085 items, 60 steps) about a second."""
 
     def __init__(self, items):
         self.items = list(items)
