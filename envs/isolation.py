@@ -25,6 +25,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from turngym.envs.running_clock import poll_within
+
 logger = logging.getLogger(__name__)
 
 
@@ -142,7 +144,7 @@ class IsolatedEngine:
         self.start()
         try:
             self._conn.send((method, args))
-            ready = self._conn.poll(timeout)
+            ready = poll_within(self._conn.poll, timeout)  # time this process was stopped does not count
         except (BrokenPipeError, EOFError, OSError) as error:
             self.kill()
             raise EngineCrashed(f"{self.name} died before answering {method}(): {error}") from None

@@ -24,12 +24,13 @@ Backends are registered by name (:func:`register_pool_backend`) and built by
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, Protocol
 
 from turngym.envs.pool_api import BatchCalls, Reply, failed_step
+from turngym.envs.running_clock import RunningClock
 
 CallKind = Literal["reset", "step"]
 CALL_KINDS: tuple[CallKind, ...] = ("reset", "step")
@@ -129,6 +130,7 @@ class DeadlinePool(BatchCalls):
         self.step_timeout = float(step_timeout)
         self.reset_timeout = float(reset_timeout)
         self._in_flight: dict[int, tuple[Call, float, Any]] = {}  # world -> (call, deadline, handle)
+        self._clock = RunningClock()  # deadlines count the time this process ran, not the time it was stopped
 
     @property
     def respawns(self) -> int:
@@ -142,7 +144,7 @@ class DeadlinePool(BatchCalls):
         if index in self._in_flight:
             raise RuntimeError(f"{self.transport.name(index)} is still busy with a {self._in_flight[index][0].kind}")
         timeout = self.reset_timeout if call.kind == "reset" else self.step_timeout
-        deadline = time.monotonic() + self.transport.allowance(call, timeout)
+        deadline = self._clock.now() + self.transport.allowance(call, timeout)
         self._in_flight[index] = (call, deadline, self.transport.submit(index, call, timeout))
 
     def receive(self, *, wait_all: bool = True, timeout: float | None = None) -> list[Reply]:
@@ -154,14 +156,14 @@ class DeadlinePool(BatchCalls):
         :class:`~turngym.envs.pool_api.StepResult`, a failed reset raises.
         """
         replies: list[Reply] = []
-        give_up = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+        give_up = None if timeout is None else self._clock.now() + max(timeout, 0.0)
         while self._in_flight and (wait_all or not replies):
             deadline = min(d for _, d, _ in self._in_flight.values())
             if give_up is not None:
                 deadline = min(deadline, give_up)
             by_handle = {handle: index for index, (_, _, handle) in self._in_flight.items()}
-            ready = self.transport.wait(list(by_handle), max(deadline - time.monotonic(), 0))
-            now = time.monotonic()
+            ready = self._clock.wait(partial(self.transport.wait, list(by_handle)), deadline - self._clock.now())
+            now = self._clock.now()
             answered = [by_handle[h] for h in ready]
             overdue = [i for i, (_, d, _) in self._in_flight.items() if d <= now and i not in answered]
             for index in answered + overdue:

@@ -44,3 +44,14 @@ class RaisingSession(TextWorldSession):
         if command == "raise now":
             raise RuntimeError("injected engine error")
         return super().step(command)
+
+
+class SpinningEngine:
+    """An engine whose ``spin(seconds)`` uses that much CPU time before it answers (time a stopped process does not
+    get, unlike a sleep's)."""
+
+    def spin(self, seconds: float) -> str:
+        start = time.process_time()
+        while time.process_time() - start < seconds:
+            pass
+        return "spun"
