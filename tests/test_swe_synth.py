@@ -1341,3 +1341,16 @@ def test_a_stopped_synthesis_leaves_no_validation_worker(tmp_path):
                  Path(f"/proc/{p}/stat").read_text().split(") ")[-1][0] != "Z"]
         time.sleep(0.1)
     assert not alive, f"workers {alive} outlived the run"
+
+
+def test_the_committed_validation_rows_were_made_by_this_grader():
+    """The scale set's validation rows (docs/benchmark-runs/swe-synth-scale-v1/validate/) hold only for the grader
+    that made them: any byte changed under envs/swe/tools/, a comment included, validates every row again (hours
+    of 2 cores). A change meant to do that writes the new sha256 into grader.sha256 beside the rows."""
+    from turngym.envs.swe.synth.pipeline import grader_hash
+
+    recorded = (Path(__file__).parents[1] / "docs/benchmark-runs/swe-synth-scale-v1/grader.sha256").read_text().strip()
+    assert grader_hash() == recorded, (
+        f"envs/swe/tools/ changed: its sha256 is {grader_hash()}, the committed validation rows were made by "
+        f"{recorded}; the next scale run validates every row again. If that is meant, write the new sha256 into "
+        "docs/benchmark-runs/swe-synth-scale-v1/grader.sha256")
