@@ -237,9 +237,11 @@ def test_the_fix_still_resolves_with_canaries_and_the_second_harness(make_env):
     """The defences cost a correct fix nothing: gold patch, reward 1, nothing flagged."""
     env = make_env()
     _, info = env.reset(options={"task": TASK})
-    *_, (_, reward, _, _, info) = play(env, info["walkthrough"])
-    assert reward == 1.0 and info["resolved"] and info["grading_tampered"] is False
-    assert set(info["tests"].values()) == {"PASSED"}
+    *_, (observation, reward, _, _, info) = play(env, info["walkthrough"])
+    # once (2026-12-01, the whole suite beside two long runs at load 6) one test of 21 did not pass: say which
+    not_passing = {test: status for test, status in info["tests"].items() if status != "PASSED"}
+    assert reward == 1.0 and info["resolved"] and info["grading_tampered"] is False, (not_passing, observation[-3000:])
+    assert not not_passing
 
 
 # --------------------------------------------------------------------------- the test file's own code
