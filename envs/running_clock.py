@@ -42,9 +42,9 @@ class RunningClock:
         return result
 
 
-def poll_within(poll: Callable[[float], bool], timeout: float, clock: RunningClock | None = None) -> bool:
+def poll_within(poll: Callable[[float], bool], timeout: float) -> bool:
     """Whether ``poll(s)`` (a connection's ``poll``) sees an answer within ``timeout`` seconds of running time."""
-    clock = clock or RunningClock()
+    clock = RunningClock()
     deadline = clock.now() + timeout
     while (left := deadline - clock.now()) > 0:
         if clock.wait(poll, left):

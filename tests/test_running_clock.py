@@ -91,7 +91,7 @@ def test_an_isolated_engine_survives_its_caller_being_paused_with_its_process_tr
     try:
         assert process.stdout.readline().strip() == "calling"
         time.sleep(0.5)
-        os.killpg(process.pid, signal.SIGSTOP)  # the caller and its engine, as pause.sh stops a study
+        os.killpg(process.pid, signal.SIGSTOP)  # the caller and its engine, as a paused study's tree
         time.sleep(12.0)
         os.killpg(process.pid, signal.SIGCONT)
         out, _ = process.communicate(timeout=60)

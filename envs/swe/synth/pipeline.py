@@ -461,20 +461,19 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
                       "seconds": time.monotonic() - start}
     row["base_commit"] = result.base_commit
     row["grading_seconds"] = [result.before.duration_s, result.after.duration_s]
-    alarms = void_gradings(result)
+    # A void is the runner's two harnesses disagreeing on a test, or a canary passing: honest code does that only
+    # when a test's outcome varies between runs. Validate again: a void that every run repeats is a false alarm of
+    # the grader; one that a run does not repeat is a flaky task, dropped as such.
+    alarms, reruns = void_gradings(result), []
+    while alarms and len(reruns) < VOID_RERUNS and (not reruns or reruns[-1]):
+        reruns.append([alarm["on"] for alarm in void_gradings(validate(instance, backend))])
+    row["seconds"] = time.monotonic() - start
     if alarms:
-        # A void is the runner's two harnesses disagreeing on a test, or a canary passing: honest code does that
-        # only when a test's outcome varies between runs. Validate again: a void that every run repeats is a false
-        # alarm of the grader; one that a run does not repeat is a flaky task, dropped as such.
-        reruns = []
-        while len(reruns) < VOID_RERUNS and (not reruns or reruns[-1]):
-            reruns.append([alarm["on"] for alarm in void_gradings(validate(instance, backend))])
-        row["seconds"], row["void_reruns"] = time.monotonic() - start, reruns
+        row["void_reruns"] = reruns
         if all(reruns):
             return row | {"ok": False, "drop": "validate: grader false alarm (grading_tampered)", "false_alarm": alarms}
         return row | {"ok": False, "drop": "validate: a void grading did not repeat on a rerun (a flaky test)",
                       "unrepeated_void": alarms}
-    row["seconds"] = time.monotonic() - start
     problems = result.problems
     empty_reward = result.before.pass_ratio()
     if empty_reward != 0.0:
