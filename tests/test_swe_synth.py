@@ -1354,3 +1354,23 @@ def test_the_committed_validation_rows_were_made_by_this_grader():
         f"envs/swe/tools/ changed: its sha256 is {grader_hash()}, the committed validation rows were made by "
         f"{recorded}; the next scale run validates every row again. If that is meant, write the new sha256 into "
         "docs/benchmark-runs/swe-synth-scale-v1/grader.sha256")
+
+
+def test_the_committed_scale_manifest_is_this_graders_and_its_tasks_have_committed_validations():
+    """recipes/configs/swe-synth-scale-v1.manifest.json (the set a clean clone regenerates) was made by the grader
+    of the committed rows, and every task it lists passed a validation committed beside them."""
+    from turngym.envs.swe.synth.manifest import Manifest
+    from turngym.envs.swe.synth.pipeline import grader_hash
+
+    root = Path(__file__).parents[1]
+    manifest = Manifest.read(root / "recipes/configs/swe-synth-scale-v1.manifest.json")
+    assert manifest.grader_sha256 == grader_hash()
+    rows = {}
+    for path in (root / "docs/benchmark-runs/swe-synth-scale-v1/validate").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            rows.setdefault(row["key"], []).append(row)
+    assert len(manifest.tasks) >= 400 and {t["split"] for t in manifest.tasks} >= {"train", "eval_seen", "test"}
+    unvalidated = [t["instance_id"] for t in manifest.tasks
+                   if not any(r.get("drop") is None for r in rows.get(t["instance_id"], []))]
+    assert not unvalidated, unvalidated[:5]
