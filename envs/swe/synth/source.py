@@ -1,9 +1,14 @@
 """Where a synthesized task set's repositories come from: a registry package's sdist, or a local directory.
 
-``pip download --no-binary :all: --no-deps NAME==VERSION`` fetches the source distribution (many ship
-their tests) into the cache, outside git; it is unpacked with tarfile's ``data`` filter and cleaned
-(bytecode, ``*.egg-info``, VCS folders out) into the repository the tasks use (``repo_path``). Everything
-below the cache root is keyed by name and version, so a second run reuses it.
+The source distribution of ``NAME==VERSION`` (many ship their tests) is found on pip's configured indexes and
+find-links and downloaded into the cache, outside git, without running any of its code; it is unpacked with
+tarfile's ``data`` filter and cleaned (bytecode, ``*.egg-info``, VCS folders out) into the repository the tasks use
+(``repo_path``). Everything below the cache root is keyed by name and version, so a second run reuses it.
+
+No code of a package runs on this machine outside the sandbox. ``pip download --no-binary :all:`` would run the
+sdist's build backend (its ``setup.py``) on the host to read its metadata, so the sdist is found with ``unearth``
+(PDM's finder: indexes, find-links, yanked and Requires-Python rules as pip applies them) and fetched as a file;
+the tests' requirements are installed from wheels only (``--only-binary :all:``), since building an sdist runs it.
 """
 
 from __future__ import annotations
@@ -89,30 +94,91 @@ def parse_spec(spec: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def fetch_sdist(name: str, version: str, root: Path, timeout: float = 600.0) -> Path:
-    """The sdist of ``name==version`` in ``root/sdists`` (downloaded once)."""
+MAX_SDIST_BYTES = 256 * 1024 * 1024
+SDIST_SUFFIXES = (".tar.gz", ".zip")
+
+
+def registry_sources() -> tuple[list[str], list[str]]:
+    """``(index URLs, find-links)`` as pip is configured here (pip.conf and ``PIP_*`` variables, read through
+    ``pip config list``): an option set in the environment overrides the download section's, which overrides the
+    global one; ``no-index`` drops the indexes."""
+    command = [sys.executable, "-m", "pip", "config", "list"]
+    try:
+        listed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        listed = ""
+    options: dict[str, dict[str, str]] = {}
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        section, _, option = key.strip().rpartition(".")
+        options.setdefault(option, {})[section] = value.strip().strip("'\"")
+
+    def value(option: str) -> str | None:
+        found = options.get(option, {})
+        return next((found[s] for s in (":env:", "download", "global") if s in found), None)
+
+    indexes = [value("index-url") or "https://pypi.org/simple/", *(value("extra-index-url") or "").split()]
+    if (value("no-index") or "").lower() in ("1", "true", "yes", "on"):
+        indexes = []
+    return indexes, (value("find-links") or "").split()
+
+
+def fetch_sdist(name: str, version: str, root: Path, timeout: float = 600.0,
+                sources: tuple[list[str], list[str]] | None = None) -> Path:
+    """The sdist of ``name==version`` in ``root/sdists`` (downloaded once, no code of it run). ``sources``:
+    ``(index URLs, find-links)``; default :func:`registry_sources`."""
     target = root / "sdists" / f"{name}-{version}"
     existing = sorted(p for p in target.glob("*") if p.is_file()) if target.is_dir() else []
     if existing:
         return existing[0]
+    try:
+        import httpx
+        from unearth import PackageFinder
+    except ImportError:
+        raise SourceError("fetching a registry package needs unearth: pip install 'unearth>=0.17,<0.18'") from None
+    index_urls, find_links = sources if sources is not None else registry_sources()
+    finder = PackageFinder(index_urls=index_urls, find_links=find_links, no_binary=[name])
+    try:
+        packages = [p for p in finder.find_matches(f"{name}=={version}")
+                    if p.link.filename.lower().endswith(SDIST_SUFFIXES) and not p.link.is_vcs]
+    except (httpx.HTTPError, ValueError, OSError) as error:  # an unreachable or malformed index
+        raise SourceError(f"no sdist of {name}=={version}: {type(error).__name__}: {str(error)[:160]}") from None
+    if not packages:
+        raise SourceError(f"no sdist of {name}=={version} on {', '.join(index_urls + find_links) or 'no index'}")
+    link = packages[0].link
     staging = Path(tempfile.mkdtemp(prefix=".download-", dir=_mkdir(root / "sdists")))
     try:
-        command = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--quiet",
-                   "--disable-pip-version-check", "-d", str(staging), f"{name}=={version}"]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise SourceError(f"pip download {name}=={version} took over {timeout:.0f} s") from None
-        files = sorted(p for p in staging.iterdir() if p.is_file())
-        if done.returncode != 0 or not files:
-            last = (done.stderr.strip().splitlines() or ["no file downloaded"])[-1]
-            raise SourceError(f"no sdist of {name}=={version}: {last[:200]}")
+        archive = staging / Path(link.filename).name
+        _download(finder.session, link, archive, timeout, httpx.HTTPError)
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return min(p for p in target.iterdir() if p.is_file())
+
+
+def _download(session, link, path: Path, timeout: float, http_error: type[Exception]) -> None:
+    """``link`` to ``path``, at most :data:`MAX_SDIST_BYTES`, checked against the index's hash when it gives one."""
+    expected = {name: values for name, values in (link.hash_option or {}).items()
+                if name in hashlib.algorithms_guaranteed}
+    name = "sha256" if "sha256" in expected else next(iter(expected), None)
+    digest = hashlib.new(name) if name else None
+    written = 0
+    try:
+        with session.stream("GET", link.url_without_fragment, timeout=timeout) as response, open(path, "wb") as out:
+            response.raise_for_status()
+            for block in response.iter_bytes():
+                written += len(block)
+                if written > MAX_SDIST_BYTES:
+                    raise SourceError(f"{link.filename} is over {MAX_SDIST_BYTES >> 20} MB")
+                if digest:
+                    digest.update(block)
+                out.write(block)
+    except (http_error, OSError) as error:  # transport and status errors, a file:// link that is not there
+        raise SourceError(f"cannot download {link.filename}: {type(error).__name__}: {str(error)[:160]}") from None
+    if digest and digest.hexdigest() not in expected[name]:
+        raise SourceError(f"{link.filename}: its {name} is not the one the index lists; not the archive it names")
 
 
 def _mkdir(path: Path) -> Path:
@@ -366,12 +432,14 @@ def requirements(top: Path) -> list[str]:
 
 def install_requirements(repo: Path, wanted: list[str], timeout: float = 600.0, exact: bool = False) -> None:
     """Install ``wanted`` for the sandbox's ``/usr/bin/python3`` into ``repo/.turngym-deps`` (pure-Python
-    wheels or sdists; the sandbox has no network at test time, so this happens now). ``exact``: these pins
+    wheels only: building an sdist would run its code here, outside the sandbox; the sandbox has no network at
+    test time, so this happens now). ``exact``: these pins
     only, none of their dependencies (a manifest's list is already complete)."""
     if not wanted:
         return
     command = ["/usr/bin/python3", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-               "--no-warn-script-location", *(["--no-deps"] if exact else []), "--target", str(repo / DEPS_DIR),
+               "--no-warn-script-location", "--only-binary", ":all:",  # an sdist's build runs its code on this machine
+               *(["--no-deps"] if exact else []), "--target", str(repo / DEPS_DIR),
                *wanted]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)

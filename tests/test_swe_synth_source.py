@@ -1,0 +1,69 @@
+"""Fetching a registry package for `turngym swe synth` runs none of its code on this machine: the sdist is found
+and downloaded as a file (``pip download`` would build its metadata, running its ``setup.py``), and the tests'
+requirements install from wheels only. Hermetic: a local find-links folder and a file:// simple index."""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from turngym.envs.swe.synth.source import SourceError, fetch_sdist, install_requirements
+
+
+def hostile_sdist(folder: Path, name: str, marker: Path) -> Path:
+    """``name-1.0.tar.gz`` whose setup.py writes ``marker`` when anything builds it."""
+    tree = folder / "src" / f"{name}-1.0"
+    tree.mkdir(parents=True)
+    (tree / "setup.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+                                   f"from setuptools import setup\nsetup(name={name!r}, version='1.0')\n")
+    (tree / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    archive = folder / f"{name}-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tree, arcname=tree.name)
+    return archive
+
+
+def test_the_sdist_is_fetched_without_running_its_setup_py(tmp_path):
+    marker = tmp_path / "setup-py-ran"
+    archive = hostile_sdist(tmp_path / "links", "hostilepkg", marker)
+    got = fetch_sdist("hostilepkg", "1.0", tmp_path / "cache", sources=([], [str(tmp_path / "links")]))
+    assert got.read_bytes() == archive.read_bytes()
+    assert not marker.exists(), "the sdist's setup.py ran on the host"
+    assert fetch_sdist("hostilepkg", "1.0", tmp_path / "cache", sources=([], [])) == got  # cached: no index needed
+
+
+def test_an_index_whose_hash_does_not_match_the_archive_is_refused(tmp_path):
+    archive = hostile_sdist(tmp_path / "files", "listedpkg", tmp_path / "ran")
+    page = tmp_path / "simple" / "listedpkg"
+    page.mkdir(parents=True)
+    good = hashlib.sha256(archive.read_bytes()).hexdigest()
+    page.joinpath("index.html").write_text(
+        f'<html><body><a href="{archive.as_uri()}#sha256={"0" * 64}">{archive.name}</a></body></html>')
+    index = (tmp_path / "simple").as_uri()
+    with pytest.raises(SourceError, match="sha256 is not the one the index lists"):
+        fetch_sdist("listedpkg", "1.0", tmp_path / "cache", sources=([index], []))
+    assert not list((tmp_path / "cache" / "sdists").glob("listedpkg*/*")), "a refused archive stays out of the cache"
+    page.joinpath("index.html").write_text(
+        f'<html><body><a href="{archive.as_uri()}#sha256={good}">{archive.name}</a></body></html>')
+    assert fetch_sdist("listedpkg", "1.0", tmp_path / "cache", sources=([index], [])).read_bytes() == \
+        archive.read_bytes()
+
+
+def test_a_version_with_no_sdist_is_one_line_naming_where_it_looked(tmp_path):
+    hostile_sdist(tmp_path / "links", "onlyone", tmp_path / "ran")
+    with pytest.raises(SourceError, match=r"no sdist of onlyone==2\.0 on .*links"):
+        fetch_sdist("onlyone", "2.0", tmp_path / "cache", sources=([], [str(tmp_path / "links")]))
+
+
+def test_a_requirement_with_only_an_sdist_is_refused_without_building_it(tmp_path, monkeypatch):
+    marker = tmp_path / "setup-py-ran"
+    hostile_sdist(tmp_path / "links", "sdistonly", marker)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
+    (tmp_path / "repo").mkdir()
+    with pytest.raises(SourceError, match="cannot install the tests' requirements"):
+        install_requirements(tmp_path / "repo", ["sdistonly==1.0"])
+    assert not marker.exists(), "a requirement's setup.py ran on the host"
