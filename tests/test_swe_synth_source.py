@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from turngym.envs.swe.synth.source import SourceError, fetch_sdist, install_requirements
+from turngym.envs.swe.synth.source import SourceError, fetch_sdist, install_requirements, prepare_repo, registry_sources
 
 
 def hostile_sdist(folder: Path, name: str, marker: Path) -> Path:
@@ -20,6 +20,8 @@ def hostile_sdist(folder: Path, name: str, marker: Path) -> Path:
     (tree / "setup.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
                                    f"from setuptools import setup\nsetup(name={name!r}, version='1.0')\n")
     (tree / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (tree / "tests").mkdir()
+    (tree / "tests" / "test_it.py").write_text("def test_it():\n    assert True\n")
     archive = folder / f"{name}-1.0.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tree, arcname=tree.name)
@@ -67,3 +69,36 @@ def test_a_requirement_with_only_an_sdist_is_refused_without_building_it(tmp_pat
     with pytest.raises(SourceError, match="cannot install the tests' requirements"):
         install_requirements(tmp_path / "repo", ["sdistonly==1.0"])
     assert not marker.exists(), "a requirement's setup.py ran on the host"
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
+def test_an_archive_that_unpacks_too_large_is_refused_before_unpacking(kind, tmp_path, monkeypatch):
+    import shutil
+
+    from turngym.envs.swe.synth import source
+
+    tree = tmp_path / "src" / "big-1.0"
+    tree.mkdir(parents=True)
+    (tree / "data.txt").write_bytes(b"0" * 100_000)  # compresses to almost nothing
+    archive = Path(shutil.make_archive(str(tmp_path / "big-1.0"), "gztar" if kind == "tar.gz" else "zip",
+                                       tmp_path / "src"))
+    source.check_unpacked_size(archive)  # within the limits
+    monkeypatch.setattr(source, "MAX_UNPACKED_BYTES", 50_000)
+    with pytest.raises(SourceError, match="unpacks to over"):
+        source.check_unpacked_size(archive)
+    monkeypatch.setattr(source, "MAX_UNPACKED_BYTES", 10 ** 9)
+    monkeypatch.setattr(source, "MAX_MEMBERS", 1)
+    with pytest.raises(SourceError, match="unpacks to over"):
+        source.check_unpacked_size(archive)
+
+
+def test_a_registry_spec_becomes_a_repository_from_pips_configured_sources_without_running_it(tmp_path, monkeypatch):
+    """``NAME==VERSION`` through the pipeline's own entry, with pip's sources from its environment variables."""
+    marker = tmp_path / "setup-py-ran"
+    hostile_sdist(tmp_path / "links", "viapip", marker)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
+    assert registry_sources() == ([], [str(tmp_path / "links")])
+    source, repo = prepare_repo("viapip==1.0", root=tmp_path / "cache")
+    assert source.key == "viapip-1.0" and (repo / "tests" / "test_it.py").is_file() and (repo / "setup.py").is_file()
+    assert not marker.exists(), "the sdist's setup.py ran on the host"

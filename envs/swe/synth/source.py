@@ -20,7 +20,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,6 +183,27 @@ def _download(session, link, path: Path, timeout: float, http_error: type[Except
         raise SourceError(f"{link.filename}: its {name} is not the one the index lists; not the archive it names")
 
 
+MAX_UNPACKED_BYTES = 2 * 1024 ** 3
+MAX_MEMBERS = 200_000
+
+
+def check_unpacked_size(archive: Path) -> None:
+    """Refuse an archive that would unpack to more than :data:`MAX_UNPACKED_BYTES` or :data:`MAX_MEMBERS`
+    entries (a decompression bomb would fill the disk under the cache and end the whole run), before unpacking."""
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as handle:
+            sizes = [info.file_size for info in handle.infolist()]
+    else:
+        sizes = []
+        with tarfile.open(archive) as handle:  # reads headers only, member by member
+            for member in handle:
+                sizes.append(member.size)
+                if len(sizes) > MAX_MEMBERS or sum(sizes) > MAX_UNPACKED_BYTES:
+                    break
+    if len(sizes) > MAX_MEMBERS or sum(sizes) > MAX_UNPACKED_BYTES:
+        raise SourceError(f"{archive.name} unpacks to over {MAX_UNPACKED_BYTES >> 30} GB or {MAX_MEMBERS} files")
+
+
 def _mkdir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -248,11 +271,12 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
             staging = Path(tempfile.mkdtemp(prefix=f".{source.key}-", dir=_mkdir(root / "repos" / LAYOUT)))
             try:
                 try:
+                    check_unpacked_size(archive)
                     if archive.name.endswith(".zip"):
                         shutil.unpack_archive(archive, staging / "x")
                     else:
                         shutil.unpack_archive(archive, staging / "x", filter="data")
-                except (shutil.ReadError, ValueError, OSError) as error:
+                except (shutil.ReadError, tarfile.TarError, zipfile.BadZipFile, ValueError, OSError) as error:
                     raise SourceError(f"cannot unpack {archive.name}: {error}") from None
                 entries = list((staging / "x").iterdir())
                 top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging / "x"
