@@ -271,6 +271,42 @@ def verdicts_markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def verdicts_plot(result: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
+    """A forest plot of :func:`analyse`'s comparisons, one row each, grouped by family: the mean paired difference
+    (points), its corrected interval (thick) and TOST interval (thin), each seed's difference (dots), the +-3
+    equivalence band and the verdict. Families that did not run are left out. Written to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(key, v) for key, family in result["families"].items() for v in family["verdicts"]]
+    if not rows:
+        raise ValueError("no comparison has outcomes on every seed of its family: nothing to plot")
+    figure, axis = plt.subplots(figsize=(9.5, 0.55 * len(rows) + 1.4))
+    bound = 100 * EQUIVALENCE_BOUND
+    axis.axvspan(-bound, bound, color="0.9", zorder=0, label=f"equivalence bound (±{bound:.0f} points)")
+    axis.axvline(0, color="0.4", linewidth=0.8, zorder=1)
+    colours = {"F1": "tab:blue", "F2": "tab:green", "F3": "tab:red", "F4": "tab:purple", "F5": "tab:orange"}
+    for y, (key, v) in enumerate(reversed(rows)):
+        colour = colours.get(key, "tab:gray")
+        axis.plot([100 * x for x in v.tost], [y, y], color=colour, linewidth=1, zorder=2)
+        axis.plot([100 * x for x in v.interval], [y, y], color=colour, linewidth=4, alpha=0.6, zorder=3)
+        axis.plot([100 * v.mean], [y], "o", color=colour, markersize=7, zorder=4)
+        axis.plot([100 * m for m in v.per_seed.values()], [y] * len(v.per_seed), "|", color="black",
+                  markersize=9, zorder=5)
+        axis.annotate(v.verdict, (1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=8)
+    labels = [f"{key}: {v.name} ({v.seeds} seeds)" for key, v in reversed(rows)]
+    axis.set_yticks(range(len(rows)), labels, fontsize=8)
+    axis.set_xlabel("paired difference, points (thick: the family's corrected CI; thin: TOST CI; |: each seed)")
+    axis.set_title(title or f"Pre-registered comparisons, panel {result['panel']}", fontsize=10)
+    axis.legend(loc="upper right", fontsize=7, frameon=False)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return Path(path)
+
+
 # ---------------------------------------------------------------------- pilot T: the tuning rule
 # Each algorithm's two pilot configurations (A, B) in textworld-algorithms-tune-<world>.yaml, and the main arm they
 # tune. The plan: per algorithm, the configuration with the higher success on the pilot's 200 eval games; a tie

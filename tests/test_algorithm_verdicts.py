@@ -21,6 +21,7 @@ from turngym.recipes.algorithm_verdicts import (
     judge,
     ordering_verdict,
     verdicts_markdown,
+    verdicts_plot,
 )
 from turngym.recipes.cli import main
 
@@ -161,6 +162,24 @@ def test_stats_prints_the_plans_analysis(tmp_path, capsys):
     assert "| F3 (98.33 %, 5 seeds) | PPO - RFT | not in the paper | +50.0 (" in out and "beats RFT" in out
     assert "| F4 (98.33 %) | H3: dense rewards help PPO more than turn-level RLOO | | not run |" in out
     assert "Partial:" not in out
+
+
+def test_stats_draws_the_plans_comparisons_as_a_forest_plot(tmp_path, capsys):
+    """--plot writes a PNG with one row per comparison that ran; without --plan algorithm-comparison it is refused."""
+    seeds = ["120", "121", "122"]
+    grids = {"sft-only": {s: [0, 1] * 10 for s in seeds}, "ppo": {s: [1] * 20 for s in seeds},
+             "turn_rloo": {s: [1, 0] * 10 for s in seeds}, "grpo": {s: [0] * 20 for s in seeds}}
+    path = tmp_path / "outcomes.json"
+    path.write_text(json.dumps(record_of(grids)))
+    png = tmp_path / "forest.png"
+    assert main(["stats", str(path), "--plan", "algorithm-comparison", "--plot", str(png)]) == 0
+    assert f"plot: {png}" in capsys.readouterr().out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert main(["stats", str(path), "--plot", str(tmp_path / "other.png")]) == 2
+    assert "use it with --plan algorithm-comparison" in capsys.readouterr().err
+    assert not (tmp_path / "other.png").exists()
+    with pytest.raises(ValueError, match="nothing to plot"):
+        verdicts_plot({"panel": "held_out", "families": {"F1": {"verdicts": []}}}, tmp_path / "none.png")
 
 
 def test_the_plan_needs_per_game_outcomes(tmp_path, capsys):

@@ -85,6 +85,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
             raise files.OutcomeFileError(f"{path}: holds per-seed rates; --plan needs per-game outcomes")
         print(files.rates_markdown(path, content, args.reference), end="")
         return 0
+    if args.plot and args.plan != "algorithm-comparison":
+        raise files.OutcomeFileError("--plot draws the pre-registered comparisons: use it with --plan "
+                                     "algorithm-comparison")
     if args.recorded and args.plan != "algorithm-tuning":
         raise files.OutcomeFileError("--recorded gives pilot T's recorded successes: use it with --plan "
                                      "algorithm-tuning")
@@ -94,7 +97,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.plan == "algorithm-comparison":
         from turngym.recipes.algorithm_verdicts import analyse, verdicts_markdown
 
-        print("\n" + verdicts_markdown(analyse(content["record"], panel)), end="")
+        result = analyse(content["record"], panel)
+        print("\n" + verdicts_markdown(result), end="")
+        if args.plot:
+            from turngym.recipes.algorithm_verdicts import verdicts_plot
+
+            print(f"\nplot: {verdicts_plot(result, args.plot)}")
     elif args.plan == "algorithm-tuning":
         from turngym.recipes.algorithm_verdicts import picks_markdown, read_recorded, tuning_picks
 
@@ -150,6 +158,8 @@ def add(sub) -> None:
                    help="also print a pre-registered analysis of docs/plans/2026-11-28-algorithm-comparison.md: "
                         "algorithm-comparison = its families, corrected intervals and verdicts; algorithm-tuning = "
                         "pilot T's pick of each algorithm's configuration")
+    p.add_argument("--plot", metavar="PNG", help="with --plan algorithm-comparison: also draw its comparisons as a "
+                                                 "forest plot (corrected and TOST intervals, each seed, verdicts)")
     p.add_argument("--recorded", help="with --plan algorithm-tuning: a JSON file of recorded successes "
                                       "({\"successes\": {label: rate}}) for configurations whose per-game outcomes "
                                       "were lost; marked in the table")
