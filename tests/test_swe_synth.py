@@ -283,6 +283,7 @@ def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_f
     assert "validate: FAIL_TO_PASS passes on the bug" not in report["drops"]
     assert sum(report["gold_disagreements"].values()) == len(on_gold)  # counted: the grader's false alarms
     assert set(report["gold_disagreements"]) == set(on_gold.values())
+    assert report["gold_gradings_disagreeing"] == summary["gold_gradings_disagreeing"] == len(on_gold)
     rebuilt = {r.instance_id: r for r in load_instances(tmp_path / "out" / "tasks.jsonl") if r.instance_id in moved}
     assert set(rebuilt) == set(moved) and summary["tasks"] == len(first)
     for key, test in on_gold.items():

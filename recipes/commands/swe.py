@@ -38,8 +38,9 @@ def _print_summary(summary: dict, out: Path) -> None:
               + (f"; statements: {json.dumps(package['statements'])}" if package.get("statements") else ""))
     print(f"{summary['tasks']} tasks -> {out / 'tasks.jsonl'}; splits {json.dumps(summary['splits'])}")
     print("drops: " + json.dumps(summary["drops"]))
-    print(f"grader false alarms: {len(summary['false_alarms'])} of {summary['gold_gradings']} validations; "
-          f"seconds per validation: {summary['seconds_per_validation']}")
+    print(f"grader false alarms: {len(summary['false_alarms'])} of {summary['gold_gradings']} validations void the "
+          f"grading, {summary['gold_gradings_disagreeing']} fail a test on the gold patch that pytest passes (the "
+          f"task rebuilt without it); seconds per validation: {summary['seconds_per_validation']}")
 
 
 def _statement_model(config, args: argparse.Namespace):

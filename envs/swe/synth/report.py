@@ -72,6 +72,15 @@ def package_rows(summary: dict, splits: dict[str, str]) -> list[list[Any]]:
     return rows
 
 
+def _disagreeing(summary: dict, validations: int) -> str:
+    """``n of N (x %), m test results`` (``-`` for a report written before the count was kept)."""
+    if "gold_gradings_disagreeing" not in summary or not validations:
+        return "-"
+    n = summary["gold_gradings_disagreeing"]
+    results = sum(summary.get("gold_disagreements", {}).values())
+    return f"{n} of {validations} ({100 * n / validations:.1f} %), {results} test results"
+
+
 def render(summary: dict, splits: dict[str, str] | None = None) -> str:
     """The report as markdown: packages, totals, and what the tasks are. ``splits``: each repository's split (the
     manifest's ``splits.repositories``)."""
@@ -87,8 +96,10 @@ def render(summary: dict, splits: dict[str, str] | None = None) -> str:
         ["tasks", summary.get("tasks", 0)],
         ["packages with tasks", sum(1 for n in st.get("repositories", {}).values() if n)],
         ["splits", ", ".join(f"{k} {v}" for k, v in summary.get("splits", {}).items())],
-        ["grader false alarms (void gradings of the gold patch or the bug that every rerun repeats)", rate],
+        ["grader false alarms that void a grading (on the gold patch or the bug, repeated by every rerun)", rate],
         ["void gradings a rerun did not repeat (flaky tasks, dropped)", len(summary.get("unrepeated_voids", []))],
+        [("validations whose gold patch failed a test that passes under pytest (a false alarm on a test, not a "
+          "void; the task is rebuilt without it)"), _disagreeing(summary, validations)],
         ["tests the grader disagrees with pytest on (untouched code)", len(summary.get("gold_disagreements", {}))],
         ["seconds per validation (mean)", summary.get("seconds_per_validation") or "-"],
         ["drops", _top(summary.get("drops", {}), n=10)]])]
