@@ -1,6 +1,7 @@
-"""Fetching a registry package for `turngym swe synth` runs none of its code on this machine: the sdist is found
-and downloaded as a file (``pip download`` would build its metadata, running its ``setup.py``), and the tests'
-requirements install from wheels only. Hermetic: a local find-links folder and a file:// simple index."""
+"""A hostile package given to `turngym swe synth`: none of its code runs on this machine (the sdist is found and
+downloaded as a file, where ``pip download`` would build its metadata, running its ``setup.py``; the tests'
+requirements install from wheels only), an archive that would unpack too large is refused, and a file too deep for
+Python's parser costs its own bugs, not the package. Hermetic: a local find-links folder and a file:// index."""
 
 from __future__ import annotations
 
@@ -102,3 +103,12 @@ def test_a_registry_spec_becomes_a_repository_from_pips_configured_sources_witho
     source, repo = prepare_repo("viapip==1.0", root=tmp_path / "cache")
     assert source.key == "viapip-1.0" and (repo / "tests" / "test_it.py").is_file() and (repo / "setup.py").is_file()
     assert not marker.exists(), "the sdist's setup.py ran on the host"
+
+
+def test_a_source_file_too_deep_for_pythons_parser_yields_no_bug_not_a_dropped_package():
+    """``1 + 1 + ...`` 200,000 terms long makes ``ast.parse`` raise RecursionError, not SyntaxError: that file
+    gives no span to mutate, and the package's other files still do."""
+    from turngym.envs.swe.synth.modifiers import spans
+
+    assert spans("deep.py", "x = " + " + ".join(["1"] * 200_000) + "\n") == []
+    assert [s.qualname for s in spans("fine.py", "def f():\n    return 1\n")] == ["f"]

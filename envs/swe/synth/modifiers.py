@@ -120,7 +120,7 @@ def spans(path: str, text: str) -> list[Span]:
     """Every function and class of ``text`` (nested ones too), in source order."""
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a file too deep for the parser: no bug from it
         return []
     lines = text.splitlines(keepends=True)
     found: list[Span] = []
@@ -223,6 +223,6 @@ def mutate(span: Span, text: str, modifier_class: type, seed: int, likelihood: f
         return None
     try:
         compile(new_text, span.path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return Mutation(span.path, span.qualname, modifier.name, text, new_text, seed)
