@@ -112,3 +112,17 @@ def test_a_source_file_too_deep_for_pythons_parser_yields_no_bug_not_a_dropped_p
 
     assert spans("deep.py", "x = " + " + ".join(["1"] * 200_000) + "\n") == []
     assert [s.qualname for s in spans("fine.py", "def f():\n    return 1\n")] == ["f"]
+
+
+def test_a_source_file_over_the_size_limit_gets_no_bug(tmp_path, monkeypatch):
+    from turngym.envs.swe.synth import pipeline
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    body = "def f(x):\n    if x > 1:\n        return x + 1\n    return x - 1\n"
+    (repo / "pkg" / "small.py").write_text(body)
+    (repo / "pkg" / "big.py").write_text(body + "#" * 2000 + "\n")
+    base = {"trace": {"tests/test_x.py::test_f": [["pkg/small.py", 1], ["pkg/big.py", 1]]}}
+    monkeypatch.setattr(pipeline, "MAX_SOURCE_BYTES", 1000)
+    mutations, _, units = pipeline.candidate_mutations(repo, base, "pkg-1", pipeline.SynthConfig(max_candidates=50))
+    assert units == 1 and mutations and {m.path for m in mutations} == {"pkg/small.py"}

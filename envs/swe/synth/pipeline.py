@@ -283,6 +283,10 @@ def baseline(session: TestSession, work: Path, report: PackageReport, config: Sy
     return data
 
 
+MAX_SOURCE_BYTES = 4 << 20  # a larger .py file gets no bug: parsing it could take the run's memory (real modules
+# are far smaller: the 20 scale-set packages' largest is pyparsing's core.py, 225 kB)
+
+
 def candidate_mutations(repo: Path, base: dict, source_key: str, config: SynthConfig) -> tuple[list, dict, int]:
     """``(mutations, tests by unit, covered units)``: deterministic, interleaved by modifier kind."""
     covering: dict[tuple[str, int], set[str]] = {}
@@ -294,6 +298,8 @@ def candidate_mutations(repo: Path, base: dict, source_key: str, config: SynthCo
     units: list[tuple[mods.Span, str, list[str]]] = []
     for path in source_files(repo):
         try:
+            if (repo / path).stat().st_size > MAX_SOURCE_BYTES:
+                continue
             text = (repo / path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
