@@ -5,8 +5,13 @@ Python's parser costs its own bugs, not the package. Hermetic: a local find-link
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
+import io
+import os
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,15 +19,21 @@ import pytest
 from turngym.envs.swe.synth.source import SourceError, fetch_sdist, install_requirements, prepare_repo, registry_sources
 
 
-def hostile_sdist(folder: Path, name: str, marker: Path) -> Path:
-    """``name-1.0.tar.gz`` whose setup.py writes ``marker`` when anything builds it."""
+def hostile_sdist(folder: Path, name: str, marker: Path, requires=(), extra_files=None) -> Path:
+    """``name-1.0.tar.gz`` whose setup.py writes ``marker`` when anything builds it (``requires``: its
+    Requires-Dist lines; ``extra_files``: more files, path -> bytes)."""
     tree = folder / "src" / f"{name}-1.0"
     tree.mkdir(parents=True)
     (tree / "setup.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
                                    f"from setuptools import setup\nsetup(name={name!r}, version='1.0')\n")
-    (tree / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (tree / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+                                   + "".join(f"Requires-Dist: {line}\n" for line in requires))
+    for relative, data in (extra_files or {}).items():
+        (tree / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tree / relative).write_bytes(data)
     (tree / "tests").mkdir()
     (tree / "tests" / "test_it.py").write_text("def test_it():\n    assert True\n")
+    folder.mkdir(parents=True, exist_ok=True)
     archive = folder / f"{name}-1.0.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tree, arcname=tree.name)
@@ -72,25 +83,110 @@ def test_a_requirement_with_only_an_sdist_is_refused_without_building_it(tmp_pat
     assert not marker.exists(), "a requirement's setup.py ran on the host"
 
 
-@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
-def test_an_archive_that_unpacks_too_large_is_refused_before_unpacking(kind, tmp_path, monkeypatch):
-    import shutil
+def test_unpacking_makes_only_regular_files_and_folders_inside_and_counts_real_bytes(tmp_path, monkeypatch):
+    """Links, devices and FIFOs are left out (a hard link is no full copy), a member that climbs out is refused, and
+    the caps count the bytes written, not headers that may lie."""
+    from turngym.envs.swe.synth import isolated
 
-    from turngym.envs.swe.synth import source
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, data in (("pkg-1.0/tests/test_it.py", b"def test_it():\n    pass\n"), ("pkg-1.0/big", b"0" * 5000)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for kind, link in ((tarfile.SYMTYPE, "/etc/passwd"), (tarfile.LNKTYPE, "pkg-1.0/big"), (tarfile.FIFOTYPE, "")):
+            info = tarfile.TarInfo(f"pkg-1.0/odd-{kind.decode()}")
+            info.type, info.linkname = kind, link
+            tar.addfile(info)
+    isolated.unpack(str(archive), str(tmp_path / "out"))
+    made = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*"))
+    assert made == ["pkg-1.0", "pkg-1.0/big", "pkg-1.0/tests", "pkg-1.0/tests/test_it.py"]
+    monkeypatch.setattr(isolated, "MAX_UNPACKED_BYTES", 4000)
+    with pytest.raises(ValueError, match="unpacks to over"):
+        isolated.unpack(str(archive), str(tmp_path / "again"))
+    monkeypatch.setattr(isolated, "MAX_UNPACKED_BYTES", 10 ** 9)
+    monkeypatch.setattr(isolated, "MAX_MEMBERS", 2)
+    with pytest.raises(ValueError, match="over 2 files"):
+        isolated.unpack(str(archive), str(tmp_path / "third"))
+    climbing = tmp_path / "b.zip"
+    with zipfile.ZipFile(climbing, "w") as handle:
+        handle.writestr("pkg-1.0/../../outside.py", "x = 1\n")
+    with pytest.raises(ValueError, match="would leave the archive's folder"):
+        isolated.unpack(str(climbing), str(tmp_path / "zip"))
+    assert not (tmp_path / "outside.py").exists()
 
-    tree = tmp_path / "src" / "big-1.0"
-    tree.mkdir(parents=True)
-    (tree / "data.txt").write_bytes(b"0" * 100_000)  # compresses to almost nothing
-    archive = Path(shutil.make_archive(str(tmp_path / "big-1.0"), "gztar" if kind == "tar.gz" else "zip",
-                                       tmp_path / "src"))
-    source.check_unpacked_size(archive)  # within the limits
-    monkeypatch.setattr(source, "MAX_UNPACKED_BYTES", 50_000)
-    with pytest.raises(SourceError, match="unpacks to over"):
-        source.check_unpacked_size(archive)
-    monkeypatch.setattr(source, "MAX_UNPACKED_BYTES", 10 ** 9)
-    monkeypatch.setattr(source, "MAX_MEMBERS", 1)
-    with pytest.raises(SourceError, match="unpacks to over"):
-        source.check_unpacked_size(archive)
+
+def test_a_hostile_archive_is_one_line_from_its_own_process(tmp_path, monkeypatch):
+    """A truncated archive (EOFError in tarfile) or one climbing out comes back as one SourceError line; the
+    unpacking ran in a child process, whose limits and deadline a crafted archive cannot get past."""
+    for name, content in (("cut-1.0.tar.gz", gzip.compress(b"x" * 10_000)[:200]), ("out-1.0.tar.gz", None)):
+        links = tmp_path / name / "links"
+        links.mkdir(parents=True)
+        if content is None:
+            with tarfile.open(links / name, "w:gz") as tar:
+                info = tarfile.TarInfo("../escaped.py")
+                info.size = 2
+                tar.addfile(info, io.BytesIO(b"x\n"))
+        else:
+            (links / name).write_bytes(content)
+        monkeypatch.setenv("PIP_NO_INDEX", "1")
+        monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+        with pytest.raises(SourceError, match=f"unpacking {name}") as caught:
+            prepare_repo(name.rsplit("-", 1)[0] + "==1.0", root=tmp_path / name / "cache")
+        assert "\n" not in str(caught.value)
+    assert not list(tmp_path.rglob("escaped.py"))
+
+
+def test_a_link_that_never_ends_is_cut_at_the_deadline(tmp_path):
+    """A FIFO named like an sdist in a find-links folder: opening it blocks forever, in the child; the parent cuts
+    it at the deadline and says so in one line."""
+    links = tmp_path / "links"
+    links.mkdir()
+    os.mkfifo(links / "stuck-1.0.tar.gz")
+    with pytest.raises(SourceError, match=r"fetching the sdist of stuck==1\.0 took over 5 s"):
+        fetch_sdist("stuck", "1.0", tmp_path / "cache", timeout=5, sources=([], [str(links)]))
+
+
+def test_a_direct_url_requirement_is_refused_not_built(tmp_path, monkeypatch):
+    """pip builds a requirement given as a direct URL whatever --only-binary says, so a package (or a wheel among
+    its dependencies) that declares one is refused before pip sees it, and the URL's sdist never runs."""
+    marker = tmp_path / "setup-py-ran"
+    served = hostile_sdist(tmp_path / "elsewhere", "evildep", marker)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    links = tmp_path / "links"
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    hostile_sdist(links, "asksforurl", tmp_path / "unused", requires=[f"evildep @ {served.as_uri()}"])
+    with pytest.raises(SourceError, match="evildep is required from a direct URL"):
+        prepare_repo("asksforurl==1.0", root=tmp_path / "cache")
+    wheel = links / "innocent-1.0-py3-none-any.whl"
+    files = {"innocent/__init__.py": b"", "innocent-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
+             b"Tag: py3-none-any\n", "innocent-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: innocent\n"
+             f"Version: 1.0\nRequires-Dist: evildep @ {served.as_uri()}\n".encode()}
+    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+                     f"{len(d)}\n" for n, d in files.items()) + "innocent-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as handle:
+        for name, data in {**files, "innocent-1.0.dist-info/RECORD": record.encode()}.items():
+            handle.writestr(name, data)
+    hostile_sdist(links, "asksinnocent", tmp_path / "unused", requires=["innocent"])
+    with pytest.raises(SourceError, match="evildep is required from a direct URL"):
+        prepare_repo("asksinnocent==1.0", root=tmp_path / "cache")
+    assert not marker.exists(), "a requirement's code ran on the host"
+
+
+def test_a_broken_tree_is_a_source_error_not_a_crash(tmp_path, monkeypatch):
+    """A conftest.py that is a folder (IsADirectoryError) or not UTF-8, a marker that cannot be evaluated: each
+    was an exception out of prepare_repo that stopped the whole run."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    links = tmp_path / "links"
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    cases = {"dirconftest": {"conftest.py/x.txt": b"x"}, "latinconftest": {"conftest.py": b"# \xe9\xff\n"}}
+    for name, extra in cases.items():
+        hostile_sdist(links, name, tmp_path / "unused", extra_files=extra)
+        with pytest.raises(SourceError, match=name):
+            prepare_repo(f"{name}==1.0", root=tmp_path / "cache")
+    hostile_sdist(links, "badmarker", tmp_path / "unused", requires=['six; python_version > "x" and os_name ~= "1"'])
+    with pytest.raises(SourceError):
+        prepare_repo("badmarker==1.0", root=tmp_path / "cache")
 
 
 def test_a_registry_spec_becomes_a_repository_from_pips_configured_sources_without_running_it(tmp_path, monkeypatch):

@@ -8,7 +8,9 @@ tarfile's ``data`` filter and cleaned (bytecode, ``*.egg-info``, VCS folders out
 No code of a package runs on this machine outside the sandbox. ``pip download --no-binary :all:`` would run the
 sdist's build backend (its ``setup.py``) on the host to read its metadata, so the sdist is found with ``unearth``
 (PDM's finder: indexes, find-links, yanked and Requires-Python rules as pip applies them) and fetched as a file;
-the tests' requirements are installed from wheels only (``--only-binary :all:``), since building an sdist runs it.
+the tests' requirements are installed from wheels only (``--only-binary :all:``), since building an sdist runs it,
+and never from a direct URL (:func:`install_requirements`). Fetching and unpacking run in a child process
+(:mod:`.isolated`).
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
-import zipfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+
 from turngym.envs.swe.sandbox.base import READ_ONLY_DIRS
+from turngym.envs.swe.synth.isolated import BLOCK, IsolatedFailure, one_line, run_isolated
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +75,9 @@ _SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9._+!-]+)$")
 class SourceError(Exception):
     """A package whose source cannot be used; the message is the one-line reason for the report."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
 
 def cache_root() -> Path:
     """``$TURNGYM_CACHE/swe-synth`` (default ``~/.cache/turngym/swe-synth``): sdists, repositories, state."""
@@ -97,13 +105,14 @@ def parse_spec(spec: str) -> tuple[str, str] | None:
 
 
 MAX_SDIST_BYTES = 256 * 1024 * 1024
+UNPACK_SECONDS = 120.0  # a real sdist unpacks in seconds; a crafted header can make tarfile spin (CVE-2024-6232)
 SDIST_SUFFIXES = (".tar.gz", ".zip")
 
 
 def registry_sources() -> tuple[list[str], list[str]]:
-    """``(index URLs, find-links)`` as pip is configured here (pip.conf and ``PIP_*`` variables, read through
-    ``pip config list``): an option set in the environment overrides the download section's, which overrides the
-    global one; ``no-index`` drops the indexes."""
+    """``(index URLs, find-links)`` as pip is configured here: ``PIP_*`` variables first, then the download and
+    global sections of pip's configuration files (read through ``pip config list``); ``no-index`` drops the
+    indexes. pip's defaults (PyPI, no find-links) where nothing says otherwise."""
     command = [sys.executable, "-m", "pip", "config", "list"]
     try:
         listed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False).stdout
@@ -114,6 +123,10 @@ def registry_sources() -> tuple[list[str], list[str]]:
         key, _, value = line.partition("=")
         section, _, option = key.strip().rpartition(".")
         options.setdefault(option, {})[section] = value.strip().strip("'\"")
+    for option in ("index-url", "extra-index-url", "find-links", "no-index"):
+        variable = "PIP_" + option.upper().replace("-", "_")
+        if variable in os.environ:
+            options.setdefault(option, {})[":env:"] = os.environ[variable]
 
     def value(option: str) -> str | None:
         found = options.get(option, {})
@@ -127,31 +140,26 @@ def registry_sources() -> tuple[list[str], list[str]]:
 
 def fetch_sdist(name: str, version: str, root: Path, timeout: float = 600.0,
                 sources: tuple[list[str], list[str]] | None = None) -> Path:
-    """The sdist of ``name==version`` in ``root/sdists`` (downloaded once, no code of it run). ``sources``:
-    ``(index URLs, find-links)``; default :func:`registry_sources`."""
+    """The sdist of ``name==version`` in ``root/sdists`` (downloaded once, no code of it run), found and fetched in
+    a child process under a ``timeout``-second deadline (:mod:`.isolated`: a hostile index page or link cannot
+    hang, crash or fill this one). ``sources``: ``(index URLs, find-links)``; default :func:`registry_sources`."""
     target = root / "sdists" / f"{name}-{version}"
     existing = sorted(p for p in target.glob("*") if p.is_file()) if target.is_dir() else []
     if existing:
         return existing[0]
-    try:
-        import httpx
-        from unearth import PackageFinder
-    except ImportError:
-        raise SourceError("fetching a registry package needs unearth: pip install 'unearth>=0.17,<0.18'") from None
     index_urls, find_links = sources if sources is not None else registry_sources()
-    finder = PackageFinder(index_urls=index_urls, find_links=find_links, no_binary=[name])
-    try:
-        packages = [p for p in finder.find_matches(f"{name}=={version}")
-                    if p.link.filename.lower().endswith(SDIST_SUFFIXES) and not p.link.is_vcs]
-    except (httpx.HTTPError, ValueError, OSError) as error:  # an unreachable or malformed index
-        raise SourceError(f"no sdist of {name}=={version}: {type(error).__name__}: {str(error)[:160]}") from None
-    if not packages:
-        raise SourceError(f"no sdist of {name}=={version} on {', '.join(index_urls + find_links) or 'no index'}")
-    link = packages[0].link
     staging = Path(tempfile.mkdtemp(prefix=".download-", dir=_mkdir(root / "sdists")))
     try:
-        archive = staging / Path(link.filename).name
-        _download(finder.session, link, archive, timeout, httpx.HTTPError)
+        try:
+            run_isolated("turngym.envs.swe.synth.source:find_and_download", name, version, index_urls, find_links,
+                         str(staging), min(timeout, 60.0), timeout=timeout,
+                         what=f"fetching the sdist of {name}=={version}",
+                         file_bytes=MAX_SDIST_BYTES + BLOCK)
+        except IsolatedFailure as failure:
+            raise SourceError(str(failure).replace("SourceError: ", "")) from None
+        files = [p for p in staging.iterdir() if p.is_file()]
+        if len(files) != 1:
+            raise SourceError(f"fetching the sdist of {name}=={version} left {len(files)} files")
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
@@ -160,10 +168,37 @@ def fetch_sdist(name: str, version: str, root: Path, timeout: float = 600.0,
     return min(p for p in target.iterdir() if p.is_file())
 
 
+def find_and_download(name: str, version: str, index_urls: list[str], find_links: list[str], folder: str,
+                      timeout: float) -> str:
+    """Find the sdist of ``name==version`` with ``unearth`` and download it into ``folder``; its path. Run in a
+    child by :func:`fetch_sdist`."""
+    try:
+        import httpx
+        from unearth import PackageFinder
+    except ImportError:
+        raise SourceError("fetching a registry package needs unearth: pip install 'unearth>=0.17,<0.18'") from None
+    finder = PackageFinder(index_urls=index_urls, find_links=find_links, no_binary=[name])
+    try:
+        packages = [p for p in finder.find_matches(f"{name}=={version}")
+                    if p.link.filename.lower().endswith(SDIST_SUFFIXES) and not p.link.is_vcs
+                    and p.link.url.lower().startswith(("https://", "http://", "file://"))]
+    except (httpx.HTTPError, ValueError, OSError) as error:  # an unreachable or malformed index
+        raise SourceError(f"no sdist of {name}=={version}: {type(error).__name__}: {str(error)[:160]}") from None
+    if not packages:
+        raise SourceError(f"no sdist of {name}=={version} on {', '.join(index_urls + find_links) or 'no index'}")
+    link = packages[0].link
+    archive = Path(folder) / Path(link.filename).name
+    _download(finder.session, link, archive, timeout, httpx.HTTPError)
+    return str(archive)
+
+
 def _download(session, link, path: Path, timeout: float, http_error: type[Exception]) -> None:
     """``link`` to ``path``, at most :data:`MAX_SDIST_BYTES`, checked against the index's hash when it gives one."""
-    expected = {name: values for name, values in (link.hash_option or {}).items()
-                if name in hashlib.algorithms_guaranteed}
+    listed = {name.lower(): values for name, values in (link.hash_option or {}).items()}
+    expected = {name: values for name, values in listed.items() if name in hashlib.algorithms_guaranteed}
+    if listed and not expected:
+        raise SourceError(f"{link.filename}: the index lists only {', '.join(sorted(listed))} hashes, which "
+                          "cannot be checked here")
     name = "sha256" if "sha256" in expected else next(iter(expected), None)
     digest = hashlib.new(name) if name else None
     written = 0
@@ -179,29 +214,8 @@ def _download(session, link, path: Path, timeout: float, http_error: type[Except
                 out.write(block)
     except (http_error, OSError) as error:  # transport and status errors, a file:// link that is not there
         raise SourceError(f"cannot download {link.filename}: {type(error).__name__}: {str(error)[:160]}") from None
-    if digest and digest.hexdigest() not in expected[name]:
+    if digest and digest.hexdigest() not in [value.lower() for value in expected[name]]:
         raise SourceError(f"{link.filename}: its {name} is not the one the index lists; not the archive it names")
-
-
-MAX_UNPACKED_BYTES = 2 * 1024 ** 3
-MAX_MEMBERS = 200_000
-
-
-def check_unpacked_size(archive: Path) -> None:
-    """Refuse an archive that would unpack to more than :data:`MAX_UNPACKED_BYTES` or :data:`MAX_MEMBERS`
-    entries (a decompression bomb would fill the disk under the cache and end the whole run), before unpacking."""
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as handle:
-            sizes = [info.file_size for info in handle.infolist()]
-    else:
-        sizes = []
-        with tarfile.open(archive) as handle:  # reads headers only, member by member
-            for member in handle:
-                sizes.append(member.size)
-                if len(sizes) > MAX_MEMBERS or sum(sizes) > MAX_UNPACKED_BYTES:
-                    break
-    if len(sizes) > MAX_MEMBERS or sum(sizes) > MAX_UNPACKED_BYTES:
-        raise SourceError(f"{archive.name} unpacks to over {MAX_UNPACKED_BYTES >> 30} GB or {MAX_MEMBERS} files")
 
 
 def _mkdir(path: Path) -> Path:
@@ -271,22 +285,24 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
             staging = Path(tempfile.mkdtemp(prefix=f".{source.key}-", dir=_mkdir(root / "repos" / LAYOUT)))
             try:
                 try:
-                    check_unpacked_size(archive)
-                    if archive.name.endswith(".zip"):
-                        shutil.unpack_archive(archive, staging / "x")
-                    else:
-                        shutil.unpack_archive(archive, staging / "x", filter="data")
-                except (shutil.ReadError, tarfile.TarError, zipfile.BadZipFile, ValueError, OSError) as error:
-                    raise SourceError(f"cannot unpack {archive.name}: {error}") from None
+                    run_isolated("turngym.envs.swe.synth.isolated:unpack", str(archive), str(staging / "x"),
+                                 timeout=UNPACK_SECONDS, what=f"unpacking {archive.name}")
+                except IsolatedFailure as failure:
+                    raise SourceError(str(failure)) from None
                 entries = list((staging / "x").iterdir())
+                if not entries:
+                    raise SourceError(f"{archive.name} is empty")
                 top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging / "x"
-                _copy_clean(top, staging / "repo")
-                if pins is None:
-                    install_requirements(staging / "repo", requirements(top))
-                else:
-                    install_requirements(staging / "repo", pins, exact=True)
-                write_own_metadata(top, staging / "repo", source)
-                write_path_conftest(staging / "repo")
+                try:
+                    _copy_clean(top, staging / "repo")
+                    if pins is None:
+                        install_requirements(staging / "repo", requirements(top))
+                    else:
+                        install_requirements(staging / "repo", pins, exact=True)
+                    write_own_metadata(top, staging / "repo", source)
+                    write_path_conftest(staging / "repo")
+                except (OSError, shutil.Error, ValueError, RecursionError) as error:  # its files, not this run's
+                    raise SourceError(f"{source.key}: {type(error).__name__}: {error}") from None
                 os.replace(staging / "repo", repo)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -399,6 +415,8 @@ def python_path(repo: Path) -> str:
 
 
 TEST_EXTRAS = ("test", "tests", "testing")
+SANDBOX_PYTHON = {**default_environment(), "python_version": "3.11", "python_full_version": "3.11.2",
+                  "implementation_name": "cpython", "platform_python_implementation": "CPython"}  # for markers
 # The sandbox's own pytest runs every suite (turngym's grading plugin is checked against it), so pytest and its
 # plugins are never installed next to the tests.
 NOT_INSTALLED = re.compile(r"^(pytest|pytest[-_].*|coverage|tox|nox|pre-commit|mypy|flake8|ruff|black)$",
@@ -432,11 +450,7 @@ def _declared(top: Path) -> list[str]:
 
 def requirements(top: Path) -> list[str]:
     """The runtime requirements and the test extras of an unpacked sdist, for the sandbox's Python 3.11."""
-    from packaging.markers import default_environment
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    environment = {**default_environment(), "python_version": "3.11", "python_full_version": "3.11.2",
-                   "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    environment = SANDBOX_PYTHON
     found = []
     for line in _declared(top):
         try:
@@ -449,27 +463,104 @@ def requirements(top: Path) -> list[str]:
         wanted = marker is None or marker.evaluate({**environment, "extra": ""}) or any(
             marker.evaluate({**environment, "extra": extra}) for extra in TEST_EXTRAS)
         if wanted:
-            requirement.marker = None
-            found.append(str(requirement))
+            found.append(_plain_requirement(line))
     return sorted(set(found))
 
 
 def install_requirements(repo: Path, wanted: list[str], timeout: float = 600.0, exact: bool = False) -> None:
-    """Install ``wanted`` for the sandbox's ``/usr/bin/python3`` into ``repo/.turngym-deps`` (pure-Python
-    wheels only: building an sdist would run its code here, outside the sandbox; the sandbox has no network at
-    test time, so this happens now). ``exact``: these pins
-    only, none of their dependencies (a manifest's list is already complete)."""
+    """Install ``wanted`` and their dependencies for the sandbox's ``/usr/bin/python3`` into
+    ``repo/.turngym-deps`` (the sandbox has no network at test time, so this happens now). ``exact``: these pins
+    only, none of their dependencies (a manifest's list is already complete).
+
+    No requirement's code runs here: pip installs from wheels only (``--only-binary :all:``; building an sdist runs
+    it) and with ``--no-deps``, one round of requirements at a time, since pip would build a dependency given as a
+    direct URL (``evil @ file:///...``, even one a wheel declares) whatever ``--only-binary`` says. Each round's
+    dependencies are read from the wheels just installed; a direct URL anywhere is refused, and so is a set whose
+    installed versions do not satisfy every requirement among them."""
     if not wanted:
         return
-    command = ["/usr/bin/python3", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-               "--no-warn-script-location", "--only-binary", ":all:",  # an sdist's build runs its code on this machine
-               *(["--no-deps"] if exact else []), "--target", str(repo / DEPS_DIR),
-               *wanted]
+    deadline, target, done = time.monotonic() + timeout, repo / DEPS_DIR, set()
+    pending = [_plain_requirement(line) for line in wanted]
+    extras: dict[str, set[str]] = {}  # extras asked of each distribution, whose dependencies count too
+    while pending:
+        _pip_install(pending, target, deadline)
+        for line in pending:
+            requirement = Requirement(line)
+            done.add(_canonical(requirement.name))
+            extras.setdefault(_canonical(requirement.name), set()).update(requirement.extras)
+        if exact:
+            break
+        while True:  # an extra asked of an installed wheel may add its own dependencies
+            found, before = _dependencies(target, extras), {name: set(asked) for name, asked in extras.items()}
+            for line in found:
+                requirement = Requirement(line)
+                extras.setdefault(_canonical(requirement.name), set()).update(requirement.extras)
+            if extras == before:
+                break
+        installed = {_canonical(name) for name in _installed_versions(target)}
+        pending = sorted({line for line in found if _canonical(Requirement(line).name) not in done | installed})
+    shutil.rmtree(target / "bin", ignore_errors=True)
+    if not exact:
+        _check_satisfied(target, extras)
+
+
+def _plain_requirement(line: str) -> str:
+    """``line`` as a plain requirement (name, extras, version specifiers), or :class:`SourceError` for a direct
+    URL, which pip would fetch and build outside any sandbox."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise SourceError(f"installing the tests' requirements took over {timeout:.0f} s") from None
+        requirement = Requirement(line)
+    except InvalidRequirement:
+        raise SourceError(f"not a requirement: {line[:120]!r}") from None
+    if requirement.url:
+        raise SourceError(f"{requirement.name} is required from a direct URL ({requirement.url[:100]}); only "
+                          "wheels from the index are installed (building it would run its code here)")
+    requirement.marker = None
+    return str(requirement)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pip_install(requirements_: list[str], target: Path, deadline: float) -> None:
+    left = deadline - time.monotonic()
+    command = ["/usr/bin/python3", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+               "--no-warn-script-location", "--only-binary", ":all:", "--no-deps", "--target", str(target),
+               *requirements_]
+    with tempfile.TemporaryDirectory(prefix="turngym-pip-") as empty:  # a requirement is never a file found here
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=max(left, 1), check=False,
+                                  cwd=empty)
+        except subprocess.TimeoutExpired:
+            raise SourceError("installing the tests' requirements took too long") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise SourceError(f"cannot install the tests' requirements {wanted}: {last[:200]}")
-    shutil.rmtree(repo / DEPS_DIR / "bin", ignore_errors=True)
+        raise SourceError(f"cannot install the tests' requirements {requirements_}: {last[:200]}")
+
+
+def _installed_versions(target: Path) -> dict[str, str]:
+    return {line.split("==", 1)[0]: line.split("==", 1)[1] for line in installed_requirements(target.parent)}
+
+
+def _dependencies(target: Path, extras: dict[str, set[str]]) -> list[str]:
+    """The requirements the installed wheels declare for the sandbox's Python, with the ``extras`` asked of each
+    (markers evaluated; a direct URL is :class:`SourceError`), as plain requirement lines."""
+    import importlib.metadata
+
+    found = []
+    for dist in importlib.metadata.distributions(path=[str(target)]):
+        asked = {""} | extras.get(_canonical(dist.metadata["Name"] or ""), set())
+        for line in dist.requires or ():
+            marker = Requirement(line).marker
+            if marker is None or any(marker.evaluate({**SANDBOX_PYTHON, "extra": extra}) for extra in asked):
+                found.append(_plain_requirement(line))
+    return sorted(set(found))
+
+
+def _check_satisfied(target: Path, extras: dict[str, set[str]]) -> None:
+    versions = {_canonical(name): version for name, version in _installed_versions(target).items()}
+    for line in _dependencies(target, extras):
+        requirement = Requirement(line)
+        have = versions.get(_canonical(requirement.name))
+        if have is None or not requirement.specifier.contains(have, prereleases=True):
+            raise SourceError(f"the tests' requirements conflict: {line} is needed, {have or 'nothing'} is installed")
