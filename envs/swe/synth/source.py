@@ -1,8 +1,8 @@
 """Where a synthesized task set's repositories come from: a registry package's sdist, or a local directory.
 
 The source distribution of ``NAME==VERSION`` (many ship their tests) is found on pip's configured indexes and
-find-links and downloaded into the cache, outside git, without running any of its code; it is unpacked with
-tarfile's ``data`` filter and cleaned (bytecode, ``*.egg-info``, VCS folders out) into the repository the tasks use
+find-links and downloaded into the cache, outside git, without running any of its code; it is unpacked
+(:func:`.isolated.unpack`) and cleaned (bytecode, ``*.egg-info``, VCS folders out) into the repository the tasks use
 (``repo_path``). Everything below the cache root is keyed by name and version, so a second run reuses it.
 
 No code of a package runs on this machine outside the sandbox. ``pip download --no-binary :all:`` would run the
