@@ -222,3 +222,13 @@ def test_a_source_file_over_the_size_limit_gets_no_bug(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "MAX_SOURCE_BYTES", 1000)
     mutations, _, units = pipeline.candidate_mutations(repo, base, "pkg-1", pipeline.SynthConfig(max_candidates=50))
     assert units == 1 and mutations and {m.path for m in mutations} == {"pkg/small.py"}
+
+
+def test_a_local_folder_that_holds_the_cache_is_refused_and_odd_specs_are_one_line(tmp_path):
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    with pytest.raises(SourceError, match="holds the cache"):
+        prepare_repo(str(home), root=home / ".cache" / "turngym" / "swe-synth")
+    assert not (home / ".cache").exists() or not list((home / ".cache").rglob("proj"))
+    with pytest.raises(SourceError, match="neither NAME==VERSION nor a directory"):
+        prepare_repo("pkg==" + "1" * 5000, root=tmp_path / "cache")

@@ -69,7 +69,7 @@ _turngym_paths()
 del _turngym_paths
 # turngym-synth: end
 """
-_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9._+!-]+)$")
+_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]{0,99})==([A-Za-z0-9._+!-]{1,64})$")  # a cache path each
 
 
 class SourceError(Exception):
@@ -264,15 +264,24 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
         local = Path(spec).expanduser()
         if not local.is_dir():
             raise SourceError(f"{spec!r} is neither NAME==VERSION nor a directory")
-        tree = _tree_digest(local)
+        if root.resolve().is_relative_to(local.resolve()):
+            raise SourceError(f"{spec} holds the cache ({root}): copying it would copy the cache into itself")
+        try:
+            tree = _tree_digest(local)
+        except (OSError, RecursionError) as error:
+            raise SourceError(f"{spec}: {type(error).__name__}: {error}") from None
         source = Source(name=spec_name(spec), version=f"local-{tree[:12]}", spec=str(local.resolve()))
         repo = root / "repos" / LAYOUT / source.key
         if not repo.is_dir():
             staging = Path(tempfile.mkdtemp(prefix=f".{source.key}-", dir=_mkdir(root / "repos" / LAYOUT)))
-            _copy_clean(local, staging / "repo")
-            write_path_conftest(staging / "repo")
-            os.replace(staging / "repo", repo)
-            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                _copy_clean(local, staging / "repo")
+                write_path_conftest(staging / "repo")
+                os.replace(staging / "repo", repo)
+            except (OSError, shutil.Error, ValueError, RecursionError) as error:
+                raise SourceError(f"{spec}: {type(error).__name__}: {error}") from None
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
     else:
         name, version = parsed
         archive = fetch_sdist(name, version, root)
