@@ -644,6 +644,10 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
     except SourceError as error:
         report.status, report.reason = "dropped", str(error)
         return report, []
+    except (OSError, ValueError) as error:  # what prepare_repo did not foresee still drops one package, not the run
+        logger.exception("preparing %s failed", spec)
+        report.status, report.reason = "dropped", f"{type(error).__name__}: {_short(str(error))}"
+        return report, []
     report.key, report.sdist_sha256 = source.key, source.sdist_sha256
     report.name, report.version, report.requirements = source.name, source.version, installed_requirements(repo)
     report.seconds["source"] = time.monotonic() - start

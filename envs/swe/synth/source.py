@@ -247,7 +247,13 @@ def _copy_clean(src: Path, dst: Path) -> None:
 def spec_name(spec: str) -> str:
     """The repository's name for ``name==version`` or a local directory (what splits and records call it)."""
     parsed = parse_spec(spec)
-    return parsed[0] if parsed else re.sub(r"[^A-Za-z0-9._-]", "_", Path(spec).expanduser().resolve().name)
+    if parsed:
+        return parsed[0]
+    try:
+        name = Path(spec).expanduser().resolve().name
+    except (OSError, ValueError, RuntimeError):
+        name = spec.rstrip("/").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100]
 
 
 def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = None,
@@ -262,8 +268,12 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
     parsed = parse_spec(spec)
     if parsed is None:
         local = Path(spec).expanduser()
-        if not local.is_dir():
-            raise SourceError(f"{spec!r} is neither NAME==VERSION nor a directory")
+        try:
+            is_dir = local.is_dir()
+        except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+            is_dir = False
+        if not is_dir:
+            raise SourceError(f"{spec[:200]!r} is neither NAME==VERSION nor a directory")
         if root.resolve().is_relative_to(local.resolve()):
             raise SourceError(f"{spec} holds the cache ({root}): copying it would copy the cache into itself")
         try:
