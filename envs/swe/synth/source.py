@@ -16,6 +16,7 @@ and never from a direct URL (:func:`install_requirements`). Fetching and unpacki
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import logging
 import os
 import re
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from turngym.envs.swe.sandbox.base import READ_ONLY_DIRS
 from turngym.envs.swe.synth.isolated import BLOCK, IsolatedFailure, one_line, run_isolated
@@ -256,6 +258,11 @@ def spec_name(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100]
 
 
+# What a package's own files can make copying, reading or installing them raise (a conftest.py that is a folder or
+# not UTF-8, a marker that cannot be evaluated, a tree too deep): a SourceError for that package, not a crash.
+TREE_ERRORS = (OSError, shutil.Error, ValueError, RecursionError)
+
+
 def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = None,
                  sdist_sha256: str = "") -> tuple[Source, Path]:
     """``(source, repository directory)`` for ``name==version`` or a local directory, in the cache.
@@ -278,7 +285,7 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
             raise SourceError(f"{spec} holds the cache ({root}): copying it would copy the cache into itself")
         try:
             tree = _tree_digest(local)
-        except (OSError, RecursionError) as error:
+        except TREE_ERRORS as error:
             raise SourceError(f"{spec}: {type(error).__name__}: {error}") from None
         source = Source(name=spec_name(spec), version=f"local-{tree[:12]}", spec=str(local.resolve()))
         repo = root / "repos" / LAYOUT / source.key
@@ -288,7 +295,7 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
                 _copy_clean(local, staging / "repo")
                 write_path_conftest(staging / "repo")
                 os.replace(staging / "repo", repo)
-            except (OSError, shutil.Error, ValueError, RecursionError) as error:
+            except TREE_ERRORS as error:
                 raise SourceError(f"{spec}: {type(error).__name__}: {error}") from None
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -320,7 +327,7 @@ def prepare_repo(spec: str, root: Path | None = None, pins: list[str] | None = N
                         install_requirements(staging / "repo", pins, exact=True)
                     write_own_metadata(top, staging / "repo", source)
                     write_path_conftest(staging / "repo")
-                except (OSError, shutil.Error, ValueError, RecursionError) as error:  # its files, not this run's
+                except TREE_ERRORS as error:
                     raise SourceError(f"{source.key}: {type(error).__name__}: {error}") from None
                 os.replace(staging / "repo", repo)
             finally:
@@ -469,7 +476,6 @@ def _declared(top: Path) -> list[str]:
 
 def requirements(top: Path) -> list[str]:
     """The runtime requirements and the test extras of an unpacked sdist, for the sandbox's Python 3.11."""
-    environment = SANDBOX_PYTHON
     found = []
     for line in _declared(top):
         try:
@@ -479,8 +485,8 @@ def requirements(top: Path) -> list[str]:
         if NOT_INSTALLED.match(requirement.name):
             continue
         marker = requirement.marker
-        wanted = marker is None or marker.evaluate({**environment, "extra": ""}) or any(
-            marker.evaluate({**environment, "extra": extra}) for extra in TEST_EXTRAS)
+        wanted = marker is None or marker.evaluate({**SANDBOX_PYTHON, "extra": ""}) or any(
+            marker.evaluate({**SANDBOX_PYTHON, "extra": extra}) for extra in TEST_EXTRAS)
         if wanted:
             found.append(_plain_requirement(line))
     return sorted(set(found))
@@ -505,19 +511,19 @@ def install_requirements(repo: Path, wanted: list[str], timeout: float = 600.0, 
         _pip_install(pending, target, deadline)
         for line in pending:
             requirement = Requirement(line)
-            done.add(_canonical(requirement.name))
-            extras.setdefault(_canonical(requirement.name), set()).update(requirement.extras)
+            done.add(canonicalize_name(requirement.name))
+            extras.setdefault(canonicalize_name(requirement.name), set()).update(requirement.extras)
         if exact:
             break
         while True:  # an extra asked of an installed wheel may add its own dependencies
             found, before = _dependencies(target, extras), {name: set(asked) for name, asked in extras.items()}
             for line in found:
                 requirement = Requirement(line)
-                extras.setdefault(_canonical(requirement.name), set()).update(requirement.extras)
+                extras.setdefault(canonicalize_name(requirement.name), set()).update(requirement.extras)
             if extras == before:
                 break
-        installed = {_canonical(name) for name in _installed_versions(target)}
-        pending = sorted({line for line in found if _canonical(Requirement(line).name) not in done | installed})
+        installed = {canonicalize_name(name) for name in _installed_versions(target)}
+        pending = sorted({line for line in found if canonicalize_name(Requirement(line).name) not in done | installed})
     shutil.rmtree(target / "bin", ignore_errors=True)
     if not exact:
         _check_satisfied(target, extras)
@@ -535,10 +541,6 @@ def _plain_requirement(line: str) -> str:
                           "wheels from the index are installed (building it would run its code here)")
     requirement.marker = None
     return str(requirement)
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _pip_install(requirements_: list[str], target: Path, deadline: float) -> None:
@@ -564,11 +566,9 @@ def _installed_versions(target: Path) -> dict[str, str]:
 def _dependencies(target: Path, extras: dict[str, set[str]]) -> list[str]:
     """The requirements the installed wheels declare for the sandbox's Python, with the ``extras`` asked of each
     (markers evaluated; a direct URL is :class:`SourceError`), as plain requirement lines."""
-    import importlib.metadata
-
     found = []
     for dist in importlib.metadata.distributions(path=[str(target)]):
-        asked = {""} | extras.get(_canonical(dist.metadata["Name"] or ""), set())
+        asked = {""} | extras.get(canonicalize_name(dist.metadata["Name"] or ""), set())
         for line in dist.requires or ():
             marker = Requirement(line).marker
             if marker is None or any(marker.evaluate({**SANDBOX_PYTHON, "extra": extra}) for extra in asked):
@@ -577,9 +577,9 @@ def _dependencies(target: Path, extras: dict[str, set[str]]) -> list[str]:
 
 
 def _check_satisfied(target: Path, extras: dict[str, set[str]]) -> None:
-    versions = {_canonical(name): version for name, version in _installed_versions(target).items()}
+    versions = {canonicalize_name(name): version for name, version in _installed_versions(target).items()}
     for line in _dependencies(target, extras):
         requirement = Requirement(line)
-        have = versions.get(_canonical(requirement.name))
+        have = versions.get(canonicalize_name(requirement.name))
         if have is None or not requirement.specifier.contains(have, prereleases=True):
             raise SourceError(f"the tests' requirements conflict: {line} is needed, {have or 'nothing'} is installed")
