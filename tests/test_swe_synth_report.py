@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from turngym.envs.swe.synth.report import f2p_buckets, render
 
 SUMMARY = {
@@ -55,3 +57,19 @@ def test_the_cli_reads_a_sets_folder(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text(json.dumps({"splits": {"repositories": {"a": "test"}}}))
     assert main(["swe", "report", str(tmp_path)]) == 0
     assert "| a==1 | test |" in capsys.readouterr().out
+
+
+def test_the_plot_draws_the_set_and_refuses_a_report_with_no_package(tmp_path, capsys):
+    from turngym.envs.swe.synth.report import _drop_kind, plot
+    from turngym.recipes.cli import main
+
+    assert [_drop_kind(r) for r in ("no test fails", "the bug hangs the tests", "validate: x")] == [
+        "dropped: no test fails", "dropped in screening (other)", "dropped in validation"]
+    (tmp_path / "report.json").write_text(json.dumps(SUMMARY))
+    assert main(["swe", "report", str(tmp_path), "--plot", str(tmp_path / "set.png")]) == 0
+    assert f"plot: {tmp_path / 'set.png'}" in capsys.readouterr().out
+    assert (tmp_path / "set.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    only_dropped = {**SUMMARY, "packages": [SUMMARY["packages"][1]]}
+    with pytest.raises(ValueError, match="no synthesized package"):
+        plot(only_dropped, tmp_path / "none.png")
+    assert not (tmp_path / "none.png").exists()

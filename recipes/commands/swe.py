@@ -86,7 +86,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from turngym.envs.swe.synth.report import render
+    from turngym.envs.swe.synth.report import plot, render
 
     folder = Path(args.set).expanduser()
     if not (folder / "report.json").is_file():
@@ -95,6 +95,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     manifest = folder / "manifest.json"
     splits = json.loads(manifest.read_text()).get("splits", {}).get("repositories", {}) if manifest.is_file() else {}
     print(render(summary, splits), end="")
+    if args.plot:
+        print(f"plot: {plot(summary, Path(args.plot).expanduser(), splits)}")
     return 0
 
 
@@ -129,4 +131,6 @@ def add(sub) -> None:
     r = swe.add_parser("report", help="a synthesized set's report.json as markdown tables: packages, drops, false "
                                       "alarms, cost, and what the tasks are")
     r.add_argument("set", help="the --out folder of `turngym swe synth`")
+    r.add_argument("--plot", metavar="FILE.png", help="also draw the set: per package, the bugs screened as tasks "
+                   "and drops with the seconds per validation; the modifiers, FAIL_TO_PASS counts and tiers")
     r.set_defaults(func=cmd_report)

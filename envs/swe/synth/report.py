@@ -9,6 +9,7 @@ alarms and disagreements with pytest, seconds per validation), the set's totals,
 from __future__ import annotations
 
 import statistics as stats
+from pathlib import Path
 from typing import Any
 
 # FAIL_TO_PASS counts in the buckets the docs use (the synthesis caps the list at max_f2p = 20)
@@ -113,3 +114,90 @@ def render(summary: dict, splits: dict[str, str] | None = None) -> str:
                   "", f"FAIL_TO_PASS median {st.get('fail_to_pass', {}).get('median', 0)}; runner modes: "
                   + ", ".join(f"{k} {v}" for k, v in st.get("runner", {}).items())]
     return "\n".join(parts) + "\n"
+
+
+def _drop_kind(reason: str) -> str:
+    """A drop reason's colour group in :func:`plot`: no failing test, another screening drop, or validation's."""
+    if reason.startswith("validate"):
+        return "dropped in validation"
+    return "dropped: no test fails" if reason == "no test fails" else "dropped in screening (other)"
+
+
+SPLIT_COLOURS = {"train": "tab:blue", "eval": "tab:orange", "test": "tab:purple", "-": "tab:gray"}
+DROP_COLOURS = {"dropped: no test fails": "0.8", "dropped in screening (other)": "0.6", "dropped in validation": "0.35"}
+
+
+def plot(summary: dict, path: str | Path, splits: dict[str, str] | None = None) -> Path:
+    """A figure of ``report.json`` (``turngym swe report DIR --plot FILE.png``): per package, the bugs screened as
+    tasks (coloured by the repository's split) and drops (by kind), and the seconds per validation; for the set,
+    the modifier kinds, the FAIL_TO_PASS counts and the tiers. Written to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = splits or {}
+    packages = [p for p in summary.get("packages", []) if p.get("status") == "ok"]
+    if not packages:
+        raise ValueError("the report has no synthesized package: nothing to plot")
+    st = summary.get("statistics", {})
+    tasks = st.get("repositories", {})
+    figure = plt.figure(figsize=(13, 4.2 + 0.32 * len(packages)))
+    grid = figure.add_gridspec(2, 3, height_ratios=[0.6 + 0.32 * len(packages), 3.6], hspace=0.45, wspace=0.35)
+
+    bars = figure.add_subplot(grid[0, :2])
+    names = [p["spec"] for p in packages][::-1]
+    left = [0.0] * len(names)
+    shown: set[str] = set()
+    for i, p in enumerate(packages[::-1]):
+        split = splits.get(p["name"], "-")
+        pieces = [(f"tasks ({split})", tasks.get(p["name"], 0), SPLIT_COLOURS.get(split, "tab:gray"))]
+        drops: dict[str, int] = {}
+        for reason, count in p.get("drops", {}).items():
+            drops[_drop_kind(reason)] = drops.get(_drop_kind(reason), 0) + count
+        pieces += [(kind, drops.get(kind, 0), colour) for kind, colour in DROP_COLOURS.items()]
+        for label, width, colour in pieces:
+            if width:
+                bars.barh(i, width, left=left[i], color=colour, label=None if label in shown else label)
+                shown.add(label)
+                left[i] += width
+        bars.annotate(str(tasks.get(p["name"], 0)), (left[i], i), xytext=(3, 0), textcoords="offset points",
+                      va="center", fontsize=8)
+    bars.set_yticks(range(len(names)), names, fontsize=8)
+    bars.set_xlabel("bugs screened")
+    alarms, validations = len(summary.get("false_alarms", [])), summary.get("gold_gradings", 0)
+    title = (f"{summary.get('tasks', 0)} tasks from {sum(1 for n in tasks.values() if n)} packages; "
+             f"{alarms} of {validations} validations voided by a grader false alarm")
+    if "gold_gradings_disagreeing" in summary:
+        title += f", {summary['gold_gradings_disagreeing']} with a test the gold patch failed (left out)"
+    figure.suptitle(title, fontsize=11)
+    bars.set_xlim(0, 1.08 * max(left))
+    handles, labels = bars.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: (not labels[i].startswith("tasks"), labels[i]))
+    bars.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, ncol=len(labels),
+                loc="lower left", bbox_to_anchor=(0, 1.01), frameon=False, handlelength=1.2)
+
+    cost = figure.add_subplot(grid[0, 2])
+    seconds = [p.get("validation_seconds") or [0.0] for p in packages[::-1]]
+    cost.boxplot(seconds, vert=False, widths=0.6, flierprops={"markersize": 3})
+    cost.set_yticks(range(1, len(names) + 1), [p["name"] for p in packages[::-1]], fontsize=8)
+    cost.set_xlabel("seconds per validation")
+    cost.set_title("validation cost", fontsize=10)
+
+    def _bars(axis, counts: dict[str, int], title: str, horizontal: bool = False) -> None:
+        labels, values = list(counts), list(counts.values())
+        (axis.barh if horizontal else axis.bar)(labels, values, color="tab:blue")
+        axis.set_title(title, fontsize=10)
+        axis.tick_params(labelsize=7)
+
+    modifiers = dict(sorted(st.get("modifiers", {}).items(), key=lambda kv: (kv[1], kv[0])))
+    _bars(figure.add_subplot(grid[1, 0]), {k.removeprefix("func_pm_"): v for k, v in modifiers.items()},
+          "tasks by modifier", horizontal=True)
+    _bars(figure.add_subplot(grid[1, 1]), f2p_buckets(st.get("fail_to_pass", {}).get("histogram", {})),
+          "tasks by FAIL_TO_PASS tests")
+    tiers = st.get("tiers", {})
+    _bars(figure.add_subplot(grid[1, 2]), {t: tiers.get(t, 0) for t in ("easy", "medium", "hard")}, "tasks by tier")
+    path = Path(path)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return path
