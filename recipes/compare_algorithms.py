@@ -347,7 +347,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", nargs="+", metavar="LABEL",
                         help="run only these entries of the config's 'algorithms' now (with base and SFT-only), in "
                              "the config's order, seed by seed, into the same study: a later call with other arms "
-                             "extends it (tier by tier), and the tables cover every arm finished so far")
+                             "extends it (tier by tier), and the tables cover every arm finished so far; "
+                             "'--arms none': base and SFT-only alone (a stop rule's seeds)")
     parser.add_argument("--process-per-rl-stage", action="store_true",
                         help="run each RL or RFT stage (with the SFT and evaluations around it) in a fresh process, "
                              "in the study's order, until the study is done: a process's memory then never carries "
@@ -413,8 +414,12 @@ def main_with(args: argparse.Namespace, relaunch: Sequence[str] | None = None) -
     if limit is not None and limit < 1:
         raise ValueError(f"--max-rl-stages must be at least 1, not {limit}")
     arms = getattr(args, "arms", None)  # `turngym demo` has no --arms
+    if arms and "none" in arms:
+        if len(arms) > 1:
+            raise ValueError(f"--arms none runs no RL arm; it cannot be given with {', '.join(set(arms) - {'none'})}")
+        arms = []
     try:
-        options = {"arms": arms} if arms else {}
+        options = {"arms": arms} if arms is not None else {}
         if limit is not None:
             options["max_train_stages"] = limit
         summary, out = run(config, restart=args.restart, **options)

@@ -965,6 +965,15 @@ def test_a_study_runs_its_arms_tier_by_tier_with_an_rft_arm(tmp_path, policy, mo
     assert "| turn_rloo | 8 | " in table and "| rft | 8 | - | " in table and "| turn_rloo | rft |" in table
     assert "Not in this table (not run yet, or unfinished for some seed): grpo." in table
 
+    # --arms none: base and SFT-only alone (a stop rule's seeds); here all finished, so nothing runs again.
+    assert main(["compare", "--config", str(path), "--arms", "none"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["arms_run"] == ["base", "sft-only"] and summary["arms_left_out"] == ["grpo"]
+    assert list(summary["arms"]) == ["base", "sft-only", "turn_rloo", "rft"]
+    capsys.readouterr()
+    assert main(["compare", "--config", str(path), "--arms", "none", "rft"]) == 2
+    assert "--arms none runs no RL arm; it cannot be given with rft" in capsys.readouterr().err
+
     # --arms names only the config's entries; a changed config is refused as before.
     with pytest.raises(ValueError, match="--arms: no algorithm entry ppo in the config; it has turn_rloo, rft, grpo"):
         compare_algorithms.run(config, arms=["ppo"], progress=False)
