@@ -66,6 +66,51 @@ def test_an_index_whose_hash_does_not_match_the_archive_is_refused(tmp_path):
         archive.read_bytes()
 
 
+def test_a_hash_the_finder_does_not_know_is_refused_not_skipped(tmp_path):
+    """unearth keeps only the hash names it knows from a link's #fragment; a name it dropped is still a hash the
+    index lists, and one that cannot be checked here refuses the archive (as in a JSON index page)."""
+    archive = hostile_sdist(tmp_path / "files", "oddhash", tmp_path / "ran")
+    page = tmp_path / "simple" / "oddhash"
+    page.mkdir(parents=True)
+    page.joinpath("index.html").write_text(
+        f'<html><body><a href="{archive.as_uri()}#whirlpool={"0" * 128}">{archive.name}</a></body></html>')
+    with pytest.raises(SourceError, match="lists only whirlpool hashes, which cannot be checked here"):
+        fetch_sdist("oddhash", "1.0", tmp_path / "cache", sources=([(tmp_path / "simple").as_uri()], []))
+    sha3 = hashlib.sha3_256(archive.read_bytes()).hexdigest()  # one hashlib knows and unearth does not: checked
+    page.joinpath("index.html").write_text(
+        f'<html><body><a href="{archive.as_uri()}#sha3_256={"0" * 64}">{archive.name}</a></body></html>')
+    with pytest.raises(SourceError, match="sha3_256 is not the one the index lists"):
+        fetch_sdist("oddhash", "1.0", tmp_path / "cache", sources=([(tmp_path / "simple").as_uri()], []))
+    page.joinpath("index.html").write_text(
+        f'<html><body><a href="{archive.as_uri()}#sha3_256={sha3}">{archive.name}</a></body></html>')
+    assert fetch_sdist("oddhash", "1.0", tmp_path / "cache",
+                       sources=([(tmp_path / "simple").as_uri()], [])).read_bytes() == archive.read_bytes()
+
+
+def test_an_index_on_the_network_cannot_point_at_a_file_of_this_machine(tmp_path):
+    """An http index page whose link is file:///...: the host would copy a local file of its own into the cache."""
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    local = hostile_sdist(tmp_path / "private", "localfile", tmp_path / "ran")
+    page = tmp_path / "served" / "simple" / "localfile"
+    page.mkdir(parents=True)
+    page.joinpath("index.html").write_text(f'<html><body><a href="{local.as_uri()}">{local.name}</a></body></html>')
+    handler = partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "served"))
+    handler.log_message = lambda *args: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        index = f"http://127.0.0.1:{server.server_address[1]}/simple"
+        with pytest.raises(SourceError, match=r"an index on the network \(http://127\.0\.0\.1.*\) points at a file "
+                                              r"of this machine; refused"):
+            fetch_sdist("localfile", "1.0", tmp_path / "cache", sources=([index], []))
+    finally:
+        server.shutdown()
+    assert not list((tmp_path / "cache" / "sdists").glob("localfile*/*"))
+
+
 def test_a_version_with_no_sdist_is_one_line_naming_where_it_looked(tmp_path):
     hostile_sdist(tmp_path / "links", "onlyone", tmp_path / "ran")
     with pytest.raises(SourceError, match=r"no sdist of onlyone==2\.0 on .*links"):
@@ -199,6 +244,12 @@ def test_a_registry_spec_becomes_a_repository_from_pips_configured_sources_witho
     source, repo = prepare_repo("viapip==1.0", root=tmp_path / "cache")
     assert source.key == "viapip-1.0" and (repo / "tests" / "test_it.py").is_file() and (repo / "setup.py").is_file()
     assert not marker.exists(), "the sdist's setup.py ran on the host"
+    monkeypatch.setenv("PIP_NO_INDEX", "Off")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://index.invalid/simple/")
+    assert registry_sources()[0][0] == "https://index.invalid/simple/"
+    monkeypatch.setenv("PIP_NO_INDEX", "maybe")  # pip refuses it; read as "no", it would reach the indexes
+    with pytest.raises(SourceError, match="pip's no-index is 'maybe', which is neither yes nor no"):
+        registry_sources()
 
 
 def test_a_source_file_too_deep_for_pythons_parser_yields_no_bug_not_a_dropped_package():

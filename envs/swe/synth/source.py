@@ -27,6 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -111,6 +112,9 @@ UNPACK_SECONDS = 120.0  # a real sdist unpacks in seconds; a crafted header can 
 SDIST_SUFFIXES = (".tar.gz", ".zip")
 
 
+PIP_TRUE, PIP_FALSE = ("y", "yes", "t", "true", "on", "1"), ("", "n", "no", "f", "false", "off", "0")  # pip's strtobool
+
+
 def registry_sources() -> tuple[list[str], list[str]]:
     """``(index URLs, find-links)`` as pip is configured here: ``PIP_*`` variables first, then the download and
     global sections of pip's configuration files (read through ``pip config list``); ``no-index`` drops the
@@ -135,7 +139,10 @@ def registry_sources() -> tuple[list[str], list[str]]:
         return next((found[s] for s in (":env:", "download", "global") if s in found), None)
 
     indexes = [value("index-url") or "https://pypi.org/simple/", *(value("extra-index-url") or "").split()]
-    if (value("no-index") or "").lower() in ("1", "true", "yes", "on"):
+    no_index = (value("no-index") or "").strip().lower()
+    if no_index not in (*PIP_TRUE, *PIP_FALSE):  # pip itself refuses such a value
+        raise SourceError(f"pip's no-index is {one_line(no_index)[:40]!r}, which is neither yes nor no")
+    if no_index in PIP_TRUE:
         indexes = []
     return indexes, (value("find-links") or "").split()
 
@@ -189,6 +196,9 @@ def find_and_download(name: str, version: str, index_urls: list[str], find_links
     if not packages:
         raise SourceError(f"no sdist of {name}=={version} on {', '.join(index_urls + find_links) or 'no index'}")
     link = packages[0].link
+    if link.url.lower().startswith("file://") and (link.comes_from or "").lower().startswith(("http://", "https://")):
+        raise SourceError(f"{link.filename}: an index on the network ({link.comes_from}) points at a file of this "
+                          "machine; refused")
     archive = Path(folder) / Path(link.filename).name
     _download(finder.session, link, archive, timeout, httpx.HTTPError)
     return str(archive)
@@ -197,6 +207,10 @@ def find_and_download(name: str, version: str, index_urls: list[str], find_links
 def _download(session, link, path: Path, timeout: float, http_error: type[Exception]) -> None:
     """``link`` to ``path``, at most :data:`MAX_SDIST_BYTES`, checked against the index's hash when it gives one."""
     listed = {name.lower(): values for name, values in (link.hash_option or {}).items()}
+    # unearth reads only the hash names it knows from a link's #fragment: any other name is a hash it dropped
+    for name, values in parse_qs(urlsplit(link.url).fragment).items():
+        if name.lower() not in ("egg", "subdirectory"):
+            listed.setdefault(name.lower(), values)
     expected = {name: values for name, values in listed.items() if name in hashlib.algorithms_guaranteed}
     if listed and not expected:
         raise SourceError(f"{link.filename}: the index lists only {', '.join(sorted(listed))} hashes, which "
