@@ -111,6 +111,47 @@ def test_an_index_on_the_network_cannot_point_at_a_file_of_this_machine(tmp_path
     assert not list((tmp_path / "cache" / "sdists").glob("localfile*/*"))
 
 
+def test_an_index_page_is_held_only_up_to_its_cap_as_decoded(tmp_path, monkeypatch):
+    """A gzip page that inflates past the cap is refused there, not read whole (the red team's 1.5 MB page inflated
+    to 1.5 GB in the child); a page under it, gzipped, is read as before."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from turngym.envs.swe.synth import source
+
+    archive = hostile_sdist(tmp_path / "files", "gzpage", tmp_path / "ran")
+    page = f'<html><body><a href="/f/{archive.name}">{archive.name}</a></body></html>'.encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        padding = 0
+
+        def do_GET(self):
+            if self.path.startswith("/f/"):
+                body, extra = archive.read_bytes(), []
+            else:
+                body, extra = gzip.compress(page + b" " * Handler.padding), [("Content-Encoding", "gzip")]
+            self.send_response(200)
+            for key, value in [("Content-Type", "text/html"), ("Content-Length", str(len(body))), *extra]:
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    try:
+        assert fetch_sdist("gzpage", "1.0", tmp_path / "a", sources=([index], [])).read_bytes() == \
+            archive.read_bytes()
+        Handler.padding = source.MAX_INDEX_PAGE_BYTES  # about 64 kB gzipped
+        with pytest.raises(SourceError, match=r"the index page http://127\.0\.0\.1:\d+/simple/gzpage/ is over 64 MB"):
+            fetch_sdist("gzpage", "1.0", tmp_path / "b", sources=([index], []))
+    finally:
+        server.shutdown()
+
+
 def test_a_version_with_no_sdist_is_one_line_naming_where_it_looked(tmp_path):
     hostile_sdist(tmp_path / "links", "onlyone", tmp_path / "ran")
     with pytest.raises(SourceError, match=r"no sdist of onlyone==2\.0 on .*links"):

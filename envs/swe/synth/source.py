@@ -108,6 +108,7 @@ def parse_spec(spec: str) -> tuple[str, str] | None:
 
 
 MAX_SDIST_BYTES = 256 * 1024 * 1024
+MAX_INDEX_PAGE_BYTES = 64 * 1024 * 1024  # PyPI's largest simple pages are a few MB
 UNPACK_SECONDS = 120.0  # a real sdist unpacks in seconds; a crafted header can make tarfile spin (CVE-2024-6232)
 SDIST_SUFFIXES = (".tar.gz", ".zip")
 
@@ -186,7 +187,8 @@ def find_and_download(name: str, version: str, index_urls: list[str], find_links
         from unearth import PackageFinder
     except ImportError:
         raise SourceError("fetching a registry package needs unearth: pip install 'unearth>=0.17,<0.18'") from None
-    finder = PackageFinder(index_urls=index_urls, find_links=find_links, no_binary=[name])
+    finder = PackageFinder(index_urls=index_urls, find_links=find_links, no_binary=[name],
+                           session=_capped_client(index_urls))
     try:
         packages = [p for p in finder.find_matches(f"{name}=={version}")
                     if p.link.filename.lower().endswith(SDIST_SUFFIXES) and not p.link.is_vcs
@@ -202,6 +204,35 @@ def find_and_download(name: str, version: str, index_urls: list[str], find_links
     archive = Path(folder) / Path(link.filename).name
     _download(finder.session, link, archive, timeout, httpx.HTTPError)
     return str(archive)
+
+
+def _capped_client(index_urls: list[str]):
+    """unearth's own client (file:// too, the indexes' credentials), whose ``get`` (how it reads an index page)
+    holds at most :data:`MAX_INDEX_PAGE_BYTES` of the page, as decoded: a gzip bomb stops at the cap, not at the
+    child's address-space limit. unearth reads a page whole with ``get`` and offers no limit of its own."""
+    import httpx
+    from unearth.auth import MultiDomainBasicAuth
+    from unearth.fetchers import PyPIClient
+
+    class CappedClient(PyPIClient):
+        def get(self, url, **kwargs):
+            with self.stream("GET", url, **kwargs) as response:
+                held, size = [], 0
+                for block in response.iter_bytes():
+                    size += len(block)
+                    if size > MAX_INDEX_PAGE_BYTES:
+                        raise SourceError(f"the index page {one_line(str(url))[:120]} is over "
+                                          f"{MAX_INDEX_PAGE_BYTES >> 20} MB")
+                    held.append(block)
+            # the bytes are decoded already: the rebuilt response must not decode them again
+            headers = [(k, v) for k, v in response.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            return httpx.Response(response.status_code, headers=headers, content=b"".join(held),
+                                  request=response.request, history=response.history)
+
+    client = CappedClient()
+    client.auth = MultiDomainBasicAuth(index_urls=index_urls)
+    return client
 
 
 def _download(session, link, path: Path, timeout: float, http_error: type[Exception]) -> None:
