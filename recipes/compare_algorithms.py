@@ -416,7 +416,8 @@ def main_with(args: argparse.Namespace, relaunch: Sequence[str] | None = None) -
     arms = getattr(args, "arms", None)  # `turngym demo` has no --arms
     if arms and "none" in arms:
         if len(arms) > 1:
-            raise ValueError(f"--arms none runs no RL arm; it cannot be given with {', '.join(set(arms) - {'none'})}")
+            others = ", ".join(label for label in arms if label != "none")
+            raise ValueError(f"--arms none runs no RL arm; it cannot be given with {others}")
         arms = []
     try:
         options = {"arms": arms} if arms is not None else {}

@@ -111,7 +111,7 @@ def test_an_index_on_the_network_cannot_point_at_a_file_of_this_machine(tmp_path
     assert not list((tmp_path / "cache" / "sdists").glob("localfile*/*"))
 
 
-def test_an_index_page_is_held_only_up_to_its_cap_as_decoded(tmp_path, monkeypatch):
+def test_an_index_page_is_held_only_up_to_its_cap_as_decoded(tmp_path):
     """A gzip page that inflates past the cap is refused there, not read whole (the red team's 1.5 MB page inflated
     to 1.5 GB in the child); a page under it, gzipped, is read as before."""
     import threading

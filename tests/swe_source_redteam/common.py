@@ -147,7 +147,8 @@ class QuietHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _tree_bytes(path: Path) -> int:
+def tree_bytes(path: Path) -> int:
+    """Disk blocks under ``path``, in bytes (hard links each counted: what the unpacking wrote)."""
     total = 0
     for folder, _, files in os.walk(path, onerror=lambda error: None):
         for name in files:
@@ -251,7 +252,7 @@ class Case:
                 self.violation(f"took {seconds:.0f} s, past its {deadline:.0f} s deadline")
             if error is not None and "\n" in str(error):
                 self.violation(f"a SourceError of {len(str(error).splitlines())} lines")
-            used = _tree_bytes(self.cache)
+            used = tree_bytes(self.cache)
             if used > CACHE_BOUND:
                 self.violation(f"the cache holds {used >> 20} MB after the call")
             if error is not None:
@@ -279,8 +280,5 @@ def repo_entries(repo: Path) -> str:
     """What of note a prepared repository holds: symlinks, setuid/setgid files, its size."""
     links = [p for p in repo.rglob("*") if p.is_symlink()]
     special = [p for p in repo.rglob("*") if not p.is_symlink() and p.is_file() and p.stat().st_mode & 0o6000]
-    return (f"{len(links)} symlinks, {len(special)} setuid/setgid files, {_tree_bytes(repo) >> 10} kB on disk")
+    return (f"{len(links)} symlinks, {len(special)} setuid/setgid files, {tree_bytes(repo) >> 10} kB on disk")
 
-
-def tree_bytes(path: Path) -> int:
-    return _tree_bytes(path)

@@ -9,6 +9,7 @@ alarms and disagreements with pytest, seconds per validation), the set's totals,
 from __future__ import annotations
 
 import statistics as stats
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -152,9 +153,9 @@ def plot(summary: dict, path: str | Path, splits: dict[str, str] | None = None) 
     for i, p in enumerate(packages[::-1]):
         split = splits.get(p["name"], "-")
         pieces = [(f"tasks ({split})", tasks.get(p["name"], 0), SPLIT_COLOURS.get(split, "tab:gray"))]
-        drops: dict[str, int] = {}
+        drops: Counter[str] = Counter()
         for reason, count in p.get("drops", {}).items():
-            drops[_drop_kind(reason)] = drops.get(_drop_kind(reason), 0) + count
+            drops[_drop_kind(reason)] += count
         pieces += [(kind, drops.get(kind, 0), colour) for kind, colour in DROP_COLOURS.items()]
         for label, width, colour in pieces:
             if width:
@@ -178,8 +179,8 @@ def plot(summary: dict, path: str | Path, splits: dict[str, str] | None = None) 
                 loc="lower left", bbox_to_anchor=(0, 1.01), frameon=False, handlelength=1.2)
 
     cost = figure.add_subplot(grid[0, 2])
-    seconds = [p.get("validation_seconds") or [0.0] for p in packages[::-1]]
-    cost.boxplot(seconds, vert=False, widths=0.6, flierprops={"markersize": 3})
+    seconds = [p.get("validation_seconds") or [] for p in packages[::-1]]  # none validated: an empty row
+    cost.boxplot(seconds, orientation="horizontal", widths=0.6, flierprops={"markersize": 3})
     cost.set_yticks(range(1, len(names) + 1), [p["name"] for p in packages[::-1]], fontsize=8)
     cost.set_xlabel("seconds per validation")
     cost.set_title("validation cost", fontsize=10)

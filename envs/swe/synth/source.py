@@ -108,7 +108,7 @@ def parse_spec(spec: str) -> tuple[str, str] | None:
 
 
 MAX_SDIST_BYTES = 256 * 1024 * 1024
-MAX_INDEX_PAGE_BYTES = 64 * 1024 * 1024  # PyPI's largest simple pages are a few MB
+MAX_INDEX_PAGE_BYTES = 64 * 1024 * 1024  # a generous bound: the largest page of this machine's index is 30 kB
 UNPACK_SECONDS = 120.0  # a real sdist unpacks in seconds; a crafted header can make tarfile spin (CVE-2024-6232)
 SDIST_SUFFIXES = (".tar.gz", ".zip")
 
