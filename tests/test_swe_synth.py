@@ -155,6 +155,7 @@ from turngym.envs.swe.grading import patch_paths
 from turngym.envs.swe.sandbox import backend_available
 from turngym.envs.swe.synth import SynthConfig, synthesize
 from turngym.envs.swe.synth.manifest import SplitRule
+from turngym.envs.swe.synth.runner import ids_not_found
 from turngym.envs.swe.synth.statement import changed_lines, write_statement
 
 BWRAP_PROBLEM = backend_available("bwrap")
@@ -656,6 +657,53 @@ def test_bad_input_gives_one_line_reasons_not_a_crash(tmp_path):
     assert "neither NAME==VERSION nor a directory" in reasons["does-not-exist"]
     assert all("\n" not in reason for reason in reasons.values())
     assert summary["tasks"] == 0 and (tmp_path / "out" / "tasks.jsonl").read_text() == ""
+
+
+@needs_bwrap
+def test_a_test_named_anew_at_each_collection_is_left_out_as_flaky_not_the_package(tmp_path):
+    """marshmallow 3.21.1 names a parametrized test after the time of collection; pytest then found none of the
+    ids the baseline asked for and ran nothing, and the package was dropped as "no test passes"."""
+    package = _package(tmp_path / "src", "stamped", {
+        "stamped/__init__.py": "def double(x):\n    if x is None:\n        return 0\n    return x * 2\n",
+        "tests/test_s.py": """\
+            import time
+
+            import pytest
+
+            from stamped import double
+
+
+            def test_double():
+                assert double(2) == 4
+
+
+            def test_none():
+                assert double(None) == 0
+
+
+            @pytest.mark.parametrize("stamp", [time.time_ns()])
+            def test_stamped(stamp):
+                assert double(stamp) == 2 * stamp
+            """,
+    })
+    summary = synthesize([str(package)], tmp_path / "out", SynthConfig(max_candidates=2, validate=False),
+                         root=tmp_path / "cache")
+    (report,) = summary["packages"]
+    assert report["status"] == "ok", report["reason"]
+    assert (report["tests_collected"], report["tests_kept"], report["tests_flaky"]) == (3, 2, 1)
+    (baseline,) = (tmp_path / "cache").rglob("baseline.json")
+    data = json.loads(baseline.read_text())
+    assert data["kept"] == ["tests/test_s.py::test_double", "tests/test_s.py::test_none"]
+    assert [t.split("[")[0] for t in data["flaky"]] == ["tests/test_s.py::test_stamped"]
+
+
+def test_ids_a_run_could_not_find_are_read_from_pytests_errors():
+    ids = ["tests/test_t.py::test_stamp[01-12-2026 18:57:17]", "tests/test_t.py::test_plain"]
+    log = ("\nno tests ran in 0.00s\nERROR: not found: /testbed/tests/test_t.py::test_stamp[01-12-2026 18:57:17]\n"
+           "(no name '/testbed/tests/test_t.py::test_stamp[01-12-2026 18:57:17]' in any of [<Module test_t.py>])\n"
+           "ERROR: not found: /testbed/tests/test_other.py::test_x\n")
+    assert ids_not_found(log, ids) == [ids[0]]  # only ids it was asked for, the space kept
+    assert ids_not_found("1 passed in 0.01s\n", ids) == []
 
 
 def test_the_statement_leaves_out_every_line_the_bug_changed():

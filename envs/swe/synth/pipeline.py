@@ -63,7 +63,7 @@ from turngym.envs.swe.instances import SWEInstance
 from turngym.envs.swe.synth import modifiers as mods
 from turngym.envs.swe.synth.llm_statement import rewrite_statements
 from turngym.envs.swe.synth.manifest import Manifest, SplitRule, content_hash, repo_splits, task_split, versions
-from turngym.envs.swe.synth.runner import Run, TestSession
+from turngym.envs.swe.synth.runner import Run, TestSession, ids_not_found
 from turngym.envs.swe.synth.source import (
     LAYOUT,
     SourceError,
@@ -239,8 +239,15 @@ def support_files(classes_from: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- stages
+MAX_RENAMED_RERUNS = 2  # baseline runs redone after a run could not find some ids (each rerun finds fewer)
+
+
 def baseline(session: TestSession, work: Path, report: PackageReport, config: SynthConfig) -> dict | None:
-    """Collect, run twice, trace; cached in ``baseline.json``. None (and ``report.reason``) when unusable."""
+    """Collect, run twice, trace; cached in ``baseline.json``. None (and ``report.reason``) when unusable.
+
+    A test kept passes in both runs. Tests that pass in one only are ``flaky``, and so are ids a run could not find
+    (a parametrized id holding the time: pytest then runs none of the ids, so they are left out and the run is
+    redone)."""
     path = work / "baseline.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
@@ -255,18 +262,30 @@ def baseline(session: TestSession, work: Path, report: PackageReport, config: Sy
         report.reason = f"no test collected: {_first_error(log)}"
         return None
     runs: list[Run] = []
-    for _ in range(2):
-        run = session.run(ids, timeout=config.suite_timeout, tb="line")
+    running, renamed = list(ids), []  # renamed: ids a run could not find (named anew at each collection)
+    for _ in range(2 + MAX_RENAMED_RERUNS):
+        run = session.run(running, timeout=config.suite_timeout, tb="line")
         if run.timed_out:
             report.reason = f"the suite did not finish within {config.suite_timeout:.0f} s (hangs?)"
             return None
         if run.flooded:
             report.reason = "the suite prints past the sandbox's output limit (even without the passing tests' output)"
             return None
+        missing = ids_not_found(run.log, running)
+        if missing:  # pytest ran nothing: leave those ids out, as flaky, and run this round again
+            renamed += missing
+            running = [t for t in running if t not in set(missing)]
+            continue
         runs.append(run)
-    passed = [[t for t in ids if r.statuses[t] == "PASSED"] for r in runs]
+        if len(runs) == 2:
+            break
+    if len(runs) < 2:
+        report.reason = (f"test ids change between collection and run ({len(renamed)} left out, e.g. "
+                         f"{_short(renamed[0])}), and still do after {MAX_RENAMED_RERUNS} reruns")
+        return None
+    passed = [[t for t in running if r.statuses[t] == "PASSED"] for r in runs]
     kept = [t for t in passed[0] if t in set(passed[1])]
-    flaky = sorted(set(passed[0]) ^ set(passed[1]))
+    flaky = sorted(set(passed[0]) ^ set(passed[1]) | set(renamed))
     if not kept:
         report.reason = f"no test passes in the sandbox: {_first_error(runs[0].log)}"
         return None

@@ -23,6 +23,7 @@ from typing import Self
 
 from turngym.envs.swe.grading import parse_test_log
 from turngym.envs.swe.sandbox import PhaseTimeouts, SandboxLimits, SandboxSpec, make_sandbox, resolve_backend
+from turngym.envs.swe.sandbox.base import WORKDIR
 
 SCRATCH = "/scratch"
 IDS_FILE = f"{SCRATCH}/.turngym-synth-ids"
@@ -211,6 +212,26 @@ class TestSession:
         if len(data) != size:
             raise RuntimeError(f"read {len(data)} bytes of {path} from the sandbox, not {size}")
         return data
+
+
+_NOT_FOUND = re.compile(r"^ERROR: not found: (.+?)\s*$")
+
+
+def ids_not_found(log: str, ids: list[str]) -> list[str]:
+    """The ids of ``ids`` that pytest could not find in this run (it then runs none of them, exit code 4).
+
+    A parametrized test whose id holds the time or a random value is named anew at every collection: marshmallow
+    3.21.1's ``test_invalid_datetime_deserialization[12-01-2026 18:57:17]`` was collected, then not found by the
+    run a second later, and the whole package was dropped as "no test passes"."""
+    wanted = set(ids)
+    missing = []
+    for line in log.splitlines():
+        match = _NOT_FOUND.match(line.strip())
+        if match:
+            name = match.group(1).removeprefix(f"{WORKDIR}/")
+            if name in wanted and name not in missing:
+                missing.append(name)
+    return missing
 
 
 # --------------------------------------------------------------------------- failure details
