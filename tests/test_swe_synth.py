@@ -299,6 +299,55 @@ def test_a_task_whose_fail_to_pass_partly_passes_in_the_graders_run_is_rebuilt_f
     assert calls == [] and again["tasks"] == summary["tasks"]  # both validations are cached
 
 
+@needs_bwrap
+def test_a_rebuild_that_draws_another_unjudgeable_test_is_rebuilt_again_without_both(synthesized, tmp_path,
+                                                                                       monkeypatch):
+    """pyparsing runs each test class under 6 parser modes: a task rebuilt without `Test02_...::testOptionalEachTest2`
+    (failing on gold under strict equality) drew `Test06_...::testOptionalEachTest2` into its PASS_TO_PASS sample,
+    which failed on gold the same way, and 4 tasks were dropped. Now the rebuild is rebuilt again without both rounds'
+    tests; both are counted as the grader's false alarms, and each round's validations are cached apart. The first
+    two validations are faked (which test fails with the gold patch), the third is the sandbox's."""
+    from turngym.envs.swe.synth import pipeline
+
+    root, package, config, _ = synthesized
+    shutil.copytree(root / "cache", tmp_path / "cache")
+    first = {r["instance_id"]: r for r in map(json.loads, (root / "out" / "tasks.jsonl").read_text().splitlines())
+             if len(r["PASS_TO_PASS"]) >= 2}
+    assert first, "the tiny package has no task with two PASS_TO_PASS tests"
+    for rows in (tmp_path / "cache").rglob("validate*.jsonl"):  # only the faked tasks are validated again
+        rows.write_text("".join(line + "\n" for line in rows.read_text().splitlines()
+                                if json.loads(line)["key"] not in first))
+    calls, on_gold, real = [], {}, pipeline.validate_record
+
+    def gold_fails_a_passing_test_twice(record, repo_path, backend):
+        key = record["instance_id"]
+        calls.append(key)
+        if key in first and calls.count(key) <= 2:
+            test = record["PASS_TO_PASS"][0]
+            on_gold.setdefault(key, []).append(test)
+            return {"key": key, "ok": False, "drop": "validate: the gold patch does not resolve it", "seconds": 0.1,
+                    "failing_on_gold": [test], "leave_out": [test]}
+        return real(record, repo_path, backend)
+
+    monkeypatch.setattr(pipeline, "validate_record", gold_fails_a_passing_test_twice)
+    summary = synthesize([str(package)], tmp_path / "out", config, root=tmp_path / "cache")
+    (report,) = summary["packages"]
+    assert report["regraded"] == len(first), report["drops"]
+    assert not any("gold patch" in reason for reason in report["drops"]), report["drops"]
+    assert all(len(set(tests)) == 2 for tests in on_gold.values())  # the second round drew another test
+    assert sum(report["gold_disagreements"].values()) == 2 * len(first)  # both rounds' false alarms counted
+    rebuilt = {r.instance_id: r for r in load_instances(tmp_path / "out" / "tasks.jsonl") if r.instance_id in first}
+    assert set(rebuilt) == set(first)
+    for key, tests in on_gold.items():
+        assert not set(tests) & set(rebuilt[key].fail_to_pass + rebuilt[key].pass_to_pass)
+    (work,) = [p.parent for p in (tmp_path / "cache").rglob("validate-regraded-2.jsonl")]
+    assert {json.loads(line)["key"] for line in (work / "validate-regraded-2.jsonl").read_text().splitlines()} \
+        == set(first)
+    calls.clear()
+    again = synthesize([str(package)], tmp_path / "out2", config, root=tmp_path / "cache")
+    assert calls == [] and again["tasks"] == summary["tasks"]  # every round's validation is cached
+
+
 def test_only_tests_whose_removal_leaves_a_valid_task_are_left_out():
     """FAIL_TO_PASS tests passing on the bug (screening's order effects) and tests failing with the gold patch (the
     grader disagreeing with pytest on the package's own code: boltons' `OrderedMultiDict == dict` under strict
