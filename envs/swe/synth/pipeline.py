@@ -765,11 +765,9 @@ def regrade_candidates(candidates: list[dict], records: list[dict], rows: dict[s
     kept: dict[str, dict] = {}
     left_out: dict[str, set[str]] = {}
     last_drop: dict[str, str] = {}  # each rebuilt task not kept: the reason of its latest validation
+    _count_gold_disagreements(report, [rows.get(r["instance_id"], {}) for r in candidates])
     pending, latest = candidates, rows
-    for round_ in range(1, REGRADE_ROUNDS + 2):
-        _count_gold_disagreements(report, [latest.get(r["instance_id"], {}) for r in pending])
-        if round_ > REGRADE_ROUNDS:
-            break
+    for round_ in range(1, REGRADE_ROUNDS + 1):
         rebuilt = []
         for record in pending:
             key = record["instance_id"]
@@ -794,6 +792,7 @@ def regrade_candidates(candidates: list[dict], records: list[dict], rows: dict[s
             kept[record["instance_id"]] = record
             del last_drop[record["instance_id"]]
         last_drop.update({key: f"{row['drop']} (regraded)" for key, row in round_rows.items() if not row.get("ok")})
+        _count_gold_disagreements(report, list(round_rows.values()))
         pending, latest = [r for r in rebuilt if r["instance_id"] not in kept], round_rows
     report.gold_disagreements = dict(sorted(report.gold_disagreements.items()))
     for key in kept.keys() | last_drop.keys():  # each rebuilt task: its first reason out, its outcome in
