@@ -348,6 +348,52 @@ def test_a_rebuild_that_draws_another_unjudgeable_test_is_rebuilt_again_without_
     assert calls == [] and again["tasks"] == summary["tasks"]  # every round's validation is cached
 
 
+@needs_bwrap
+def test_a_second_rebuild_leaves_out_every_test_the_package_found_failing_on_gold(synthesized, tmp_path,
+                                                                                 monkeypatch):
+    """The gold tree is the same in each of a package's tasks, so a test failing on it under the grader fails in all
+    of them. semver's first rebuilds drew, into their PASS_TO_PASS samples, tests other tasks had already found
+    failing on gold, and 9 of 10 second rebuilds were dropped for nothing else. Now a second rebuild leaves out every
+    test any validation before it found failing on gold. Here the grader "fails" three of `test_grade`'s parametrized
+    cases on gold and passes every other task (faked: the sandbox's verdicts are the tests above), and PASS_TO_PASS
+    samples hold two tests, so the rebuilds keep drawing those cases."""
+    from turngym.envs.swe.synth import pipeline
+
+    root, package, _, _ = synthesized
+    shutil.copytree(root / "cache", tmp_path / "cache")
+    on_gold = {f"tests/test_more.py::test_grade[{case}]" for case in ("95-A", "80-B", "60-C")}
+    calls: list[tuple[str, set[str], list[str]]] = []  # (task, its graded tests, those failing on gold)
+
+    def gold_fails_the_grade_cases(record, repo_path, backend):
+        tests = set(record["FAIL_TO_PASS"] + record["PASS_TO_PASS"])
+        failing = sorted(tests & on_gold)
+        calls.append((record["instance_id"], tests, failing))
+        if not failing:
+            return {"key": record["instance_id"], "ok": True, "seconds": 0.1, "base_commit": "0" * 40}
+        leave_out = failing if set(record["FAIL_TO_PASS"]) - on_gold else None
+        return {"key": record["instance_id"], "ok": False, "drop": "validate: the gold patch does not resolve it",
+                "seconds": 0.1, "failing_on_gold": failing, "leave_out": leave_out}
+
+    monkeypatch.setattr(pipeline, "validate_record", gold_fails_the_grade_cases)
+    config = SynthConfig(seed=0, max_candidates=8, max_p2p=2)
+    summary = synthesize([str(package)], tmp_path / "out", config, root=tmp_path / "cache")
+    (report,) = summary["packages"]
+    seen: dict[str, int] = {}
+    found_before_round_2: set[str] = set()
+    second_rebuilds = []
+    for key, tests, failing in calls:  # each round's validations all come before the next round's
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] <= 2:
+            found_before_round_2.update(failing)
+        else:
+            second_rebuilds.append((key, tests))
+    assert second_rebuilds, "no task was rebuilt twice: the fake no longer exercises the second round"
+    for key, tests in second_rebuilds:
+        assert not tests & found_before_round_2, (key, sorted(tests & found_before_round_2))
+    assert not any("gold patch" in reason for reason in report["drops"]), report["drops"]
+    assert report["regraded"] == len(second_rebuilds) == 4 and set(report["gold_disagreements"]) == on_gold
+
+
 def test_only_tests_whose_removal_leaves_a_valid_task_are_left_out():
     """FAIL_TO_PASS tests passing on the bug (screening's order effects) and tests failing with the gold patch (the
     grader disagreeing with pytest on the package's own code: boltons' `OrderedMultiDict == dict` under strict
