@@ -160,10 +160,12 @@ def _package(root: Path, package: str = PACKAGE) -> Path:
 
 
 def _grade(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool = False,
-           support: tuple[str, ...] = ()) -> dict[str, str]:
+           support: tuple[str, ...] = (), discard: bool = False) -> dict[str, str]:
     env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}
     if pristine is not None:
         env["TURNGYM_PRISTINE"] = str(pristine)
+    if discard:
+        env["TURNGYM_PRISTINE_DISCARD"] = "1"
     command = ["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "unittest_runner.py"),
                *(flag for path in support for flag in ("--support", path))]
     done = subprocess.run(command + (["--pytest"] if pytest_mode else []) + ids, input="n0nce\n", cwd=repo, env=env,
@@ -394,6 +396,94 @@ def test_the_grading_script_gives_the_runner_the_base_tree(make_swe_env, own_equ
     assert reward == 0.0 and info["grading_tampered"] is False, info["tests"]
     assert info["tests"]["tests/test_pkg.py::TestPkg::test_pairs"] == "FAILED", info["tests"]
     assert info["tests"]["tests/test_pkg.py::test_plain_assert"] == "FAILED", info["tests"]
+
+
+# A bug in code the package's own == calls: `Version("1.2")` parses as 2.1. Judged on the base tree, the bugged ==
+# read "1.2" as 2.1 too and refused the gold patch's honest `version() == "1.2"` (semver: 33 tests of the scale set).
+EQ_BUG = ("self.major, self.minor = (int(p) for p in text.split(\".\"))",
+          "self.minor, self.major = (int(p) for p in text.split(\".\"))")
+
+
+def reads_the_answer(roots: str) -> str:
+    """Code the agent appends to its package: at import, it looks through ``roots`` (a Python expression) for the
+    gold parsing and, where it finds it, puts it in. It earns the reward exactly when the answer is readable."""
+    return textwrap.dedent(f'''
+        import os as _os
+
+
+        def _answer_on_disk(roots):
+            for root in roots:
+                for folder, _, files in _os.walk(root):
+                    for name in files:
+                        try:
+                            with open(_os.path.join(folder, name), encoding="latin-1") as handle:
+                                if "self.major, self.minor = " + "(int(p)" in handle.read(1 << 20):
+                                    return True
+                        except OSError:
+                            pass
+            return False
+
+
+        if _answer_on_disk({roots}):
+            def _gold_init(self, text):  # not the gold line, which the agent's own patch would then hold
+                self.major, self.minor = [int(p) for p in text.split(".")]
+
+            Version.__init__ = _gold_init
+        ''')
+
+
+def test_a_reference_tree_that_holds_the_answer_is_gone_before_any_test_runs(trees):
+    """The grading script puts the gold patch in the reference tree and asks the runner to discard it: the runner
+    reads it, deletes it, and only then runs code under test, which finds nothing. Kept on disk (the control), the
+    same code finds the answer and passes."""
+    repo, pristine = trees  # the reference is the untouched package: the gold tree of a task whose bug is EQ_BUG
+    _attack(repo, EQ_BUG)
+    with (repo / "pkg" / "__init__.py").open("a") as handle:
+        handle.write(reads_the_answer(repr([str(pristine)])))
+    target = "tests.test_pkg.TestPkg.test_version"
+    assert _grade(repo, [target], pristine) == {target: "PASSED"}  # the control: the answer was readable
+    assert _grade(repo, [target], pristine, discard=True) == {target: "FAILED"}
+    assert not pristine.exists()
+
+
+@pytest.fixture
+def eq_bug_task(tmp_path):
+    """A task graded in the bwrap sandbox whose bug is in code the package's own ``==`` calls (:data:`EQ_BUG`)."""
+    from tests.test_swe_forgery import _git_diff
+    from turngym.envs.swe import SWEInstance, swe_taskset
+
+    repo = _package(tmp_path / "eq-repo", PACKAGE.replace(*EQ_BUG))
+    (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    init = repo / "pkg" / "__init__.py"
+    gold = _git_diff(repo, lambda r: init.write_text(init.read_text().replace(EQ_BUG[1], EQ_BUG[0])))
+    ids = [f"tests/test_pkg.py::TestPkg::test_{name}" for name in ("version", "in", "pairs", "nested")]
+    instance = SWEInstance(instance_id="local__eq-1", repo="local/eq", base_commit="",
+                           problem_statement="Version('1.2') reads as 2.1", patch=gold, test_patch="",
+                           fail_to_pass=tuple(ids[:2]), pass_to_pass=tuple(ids[2:]), repo_path=str(repo))
+    return swe_taskset([instance], name="eq")
+
+
+@pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
+def test_a_bug_under_the_packages_own_eq_is_judged_on_the_gold_tree(make_swe_env, eq_bug_task):
+    """Through the world in bwrap: the gold patch resolves a bug in code the package's own ``==`` calls (judged on
+    the base tree, the bugged ``==`` refused its honest pairs), the bug itself earns nothing, and code under test
+    that looks for the answer in the grading sandbox's reference tree, /scratch and /tmp finds none."""
+    from tests.test_swe import BWRAP_PROBLEM, _append, play
+
+    if BWRAP_PROBLEM is not None:
+        pytest.skip(f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
+    env = make_swe_env(tasks=eq_bug_task)
+    _, info = env.reset(options={"task": "local__eq-1"})
+    *_, (_, reward, _, _, info) = play(env, info["walkthrough"])
+    assert reward == 1.0 and info["resolved"], info["tests"]
+    _, info = env.reset(options={"task": "local__eq-1"})
+    *_, (_, reward, _, _, info) = play(env, ["submit"])
+    assert reward == 0.0 and info["tests"]["tests/test_pkg.py::TestPkg::test_version"] == "FAILED", info["tests"]
+    _, info = env.reset(options={"task": "local__eq-1"})
+    looks = _append("pkg/__init__.py", reads_the_answer(
+        '[_os.environ.get("TURNGYM_PRISTINE", "/nonexistent"), "/scratch", "/tmp"]'))
+    *_, (_, reward, _, _, info) = play(env, [looks, "submit"])
+    assert reward == 0.0 and info["tests"]["tests/test_pkg.py::TestPkg::test_version"] == "FAILED", info["tests"]
 
 
 # Red team, round 6 (each passed under 48b273a): (package, the agent's version of it, tests, the graded ids)

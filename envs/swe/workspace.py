@@ -51,9 +51,13 @@ TREE_TOOL = f"{TOOLS}/tree.py"
 TEST_SCRIPT = f"{SCRATCH}/.turngym-tests.sh"
 INDEX_FILE = f"{SCRATCH}/.turngym-index"
 PATCH_FILE = f"{SCRATCH}/.turngym-patch"
-# The base tree's Python sources, copied before the agent's files are laid over it: the runner reads them before
-# any code under test runs and judges strict equality's disputes on them (tools/judge.py).
+# The base tree's Python sources, copied before the agent's files are laid over it, with the task's gold patch
+# applied when the runner grades: the runner reads them before any code under test runs (and, the gold patch in them,
+# deletes them) and judges strict equality's disputes on them (tools/judge.py). The base alone is the bugged code: a
+# bug in the package's own `==`, or in code it calls, made the judge refuse the gold patch's honest pairs (120 of
+# the 150 tests the scale set's validation found failing on gold: docs/benchmark-runs/swe-synth-scale-v1/gold-analysis).
 PRISTINE_DIR = f"{SCRATCH}/.turngym-pristine"
+GOLD_PATCH_FILE = "/tmp/turngym-gold.patch"
 EMPTY_DIRS_FILE = "/tmp/turngym-empty-dirs"
 EMPTY_DIRS_TOOL = "/tmp/turngym-empty-dirs.py"
 # the patch comes back after this word and a nonce of each grading: no file name can forge it
@@ -289,6 +293,20 @@ class Workspace:
         finally:
             grader.close()
 
+    def _gold_reference_lines(self, command: str) -> list[str]:
+        """Set-up lines that apply the gold patch's Python files to the reference tree, when the runner grades (it
+        deletes the tree before any code under test runs; another command would leave the answer on disk) and the
+        task has a gold patch. One that does not apply leaves the base, as before."""
+        if UNITTEST_RUNNER not in command or not self.instance.patch.strip():
+            return []
+        return [
+            f"printf '%s' {_b64(self.instance.patch)} | base64 -d > {GOLD_PATCH_FILE} || exit 90",
+            (f"(cd {PRISTINE_DIR} && {GIT} apply --include='*.py' --whitespace=nowarn {GOLD_PATCH_FILE}) "
+             ">/dev/null 2>&1 || echo 'turngym: the gold patch does not apply to the reference tree: "
+             "the judge uses the base'"),
+            f"rm -f {GOLD_PATCH_FILE} || exit 90",
+        ]
+
     def _grading_script(self, command: str, marker: str) -> str:
         """Set-up of a grading: the agent's files over the base, the patch measured, the hidden tests.
 
@@ -309,6 +327,7 @@ class Workspace:
             f"python3 -I -B {EMPTY_DIRS_TOOL} list {EMPTY_DIRS_FILE} || exit 90",
             f"base_tree=$({index} {GIT} add -A -f >/dev/null 2>&1 && {index} {GIT} write-tree) || exit 90",
             f"rm -rf {PRISTINE_DIR} && python3 -I -B {TREE_TOOL} sources {WORKDIR} {PRISTINE_DIR} || exit 90",
+            *self._gold_reference_lines(command),
             (f"python3 -I -B {TREE_TOOL} copy {AGENT_TREE} {WORKDIR} {self.tree_arguments()} "
              "|| echo 'turngym: some files of the working tree could not be copied'"),
             f"python3 -I -B {EMPTY_DIRS_TOOL} prune {EMPTY_DIRS_FILE} || exit 90",
@@ -324,7 +343,8 @@ class Workspace:
                          "|| { echo TURNGYM_TEST_PATCH_FAILED; exit 91; }")
         # The test command goes in a script file, as SWE-bench's eval.sh: thousands of test ids
         # would exceed the kernel's limit on one command-line argument.
-        script = f"export TURNGYM_PRISTINE={PRISTINE_DIR}\n{command}"
+        discard = "export TURNGYM_PRISTINE_DISCARD=1\n" if self._gold_reference_lines(command) else ""
+        script = f"export TURNGYM_PRISTINE={PRISTINE_DIR}\n{discard}{command}"
         lines.append(f"printf '%s' {_b64(script)} | base64 -d > {TEST_SCRIPT}")
         return "\n".join(lines)
 

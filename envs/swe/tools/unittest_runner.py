@@ -73,8 +73,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGIN = os.path.join(HERE, "pytest_plugin.py")
 INTEGRITY = os.path.join(HERE, "integrity.py")
 JUDGE = os.path.join(HERE, "judge.py")
-# The package's untouched tree (TURNGYM_PRISTINE, extracted by the grading script from the base commit): its .py
-# sources, read into memory by main() before any code under test runs, for the judge of strict equality's disputes.
+# The package's reference tree (TURNGYM_PRISTINE, extracted by the grading script from the base commit, with the
+# task's gold patch applied where the grading has one): its .py sources, read into memory by main() before any code
+# under test runs, for the judge of strict equality's disputes. With TURNGYM_PRISTINE_DISCARD the tree holds the
+# answer, and main() deletes it from disk before any code under test runs.
 PRISTINE = [None]
 GRADED = []  # the test files graded now, relative to the tree: the only test modules the judge may import
 PRISTINE_LIMIT = 64 << 20  # bytes of source: a larger tree is not read (disputes then fail as before)
@@ -689,13 +691,16 @@ def check_main(result_fd):
 
 # --------------------------------------------------------------------------- the parent
 def _no_dump():
-    """prctl(PR_SET_DUMPABLE, 0): processes of the same user can no longer ptrace us or read our memory."""
+    """prctl(PR_SET_DUMPABLE, 0): processes of the same user can no longer ptrace us or read our memory. Whether it
+    holds (PR_GET_DUMPABLE reads 0)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)
+        return libc.prctl(3, 0, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        pass
+        return False
 
 
 def _subreaper():
@@ -1427,6 +1432,15 @@ def read_pristine(root, emit):
     return {"root": os.path.abspath(root), "sources": sources}
 
 
+def discard_reference(root):
+    """Delete the reference tree ``root`` (it holds the gold patch: code under test must never read it); whether it
+    is gone."""
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+    return not os.path.lexists(root)
+
+
 JUDGED = {}  # a frozen pair's verdict, by the graded files and its data: both harnesses send the same pairs
 
 
@@ -1456,7 +1470,7 @@ def judge_disputes(disputes):
 def main(argv):
     nonce = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.readline().strip()
     sys.stdin = open(os.devnull)  # noqa: SIM115
-    _no_dump()
+    hidden = _no_dump()
     prefix = (nonce + " ") if nonce else ""
     del nonce
     out = sys.stdout
@@ -1469,7 +1483,15 @@ def main(argv):
         emit("\n" + prefix + status + " " + test_id)
 
     _subreaper()
-    PRISTINE[0] = read_pristine(os.environ.get("TURNGYM_PRISTINE", ""), emit)
+    reference, holds_the_answer = os.environ.get("TURNGYM_PRISTINE", ""), os.environ.pop("TURNGYM_PRISTINE_DISCARD", "")
+    if holds_the_answer and not hidden:  # code under test could read the answer in this process's memory
+        emit("| turngym: this process's memory is not hidden from the code under test, so the reference tree is not "
+             "read; strict equality's refusals are final")
+    else:
+        PRISTINE[0] = read_pristine(reference, emit)
+    if holds_the_answer and not discard_reference(reference):
+        emit("| turngym: the reference tree holds the answer and could not be deleted: nothing is graded")
+        return 2
     while argv[:1] == [SUPPORT_FLAG] and len(argv) > 1:
         SUPPORT.append(os.path.normpath(argv[1]).lstrip("/"))
         argv = argv[2:]
