@@ -9,6 +9,7 @@ its honest tests pass only with the untouched tree, and every attack still fails
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import textwrap
@@ -484,6 +485,68 @@ def test_a_bug_under_the_packages_own_eq_is_judged_on_the_gold_tree(make_swe_env
         '[_os.environ.get("TURNGYM_PRISTINE", "/nonexistent"), "/scratch", "/tmp"]'))
     *_, (_, reward, _, _, info) = play(env, [looks, "submit"])
     assert reward == 0.0 and info["tests"]["tests/test_pkg.py::TestPkg::test_version"] == "FAILED", info["tests"]
+
+
+def test_only_one_bare_runner_call_gets_the_gold_reference():
+    """Anything before the runner in the command (a build step the task names) runs the agent's code while the
+    reference holding the answer is on disk: such a command keeps the base as its reference (red team,
+    2026-12-02: `python3 setup.py -q && python3 /opt/turngym/unittest_runner.py ...` copied the answer in)."""
+    from turngym.envs.swe.test_command import DEFAULT_TEST_CMD, RUNNER_PATH, runs_only_the_runner
+
+    runner = f"python3 {RUNNER_PATH} --pytest 'tests/test_a.py::test_b[x|y]'"
+    assert runs_only_the_runner(DEFAULT_TEST_CMD.format(tests="tests/test_a.py::test_b"))
+    assert runs_only_the_runner(runner) and runs_only_the_runner(f"PYTHONHASHSEED=0 python3 -I -B {runner[8:]}")
+    for command in (f"python3 setup.py -q && {runner}", f"pytest tests # {RUNNER_PATH}", f"{runner}; cat x",
+                    f"source activate env && {runner}", f"python3 -c 'import x' {RUNNER_PATH}",
+                    f"bash -c '{runner}'", f"python3 -m {RUNNER_PATH}", f"{runner} > log", "", f"'{RUNNER_PATH}"):
+        assert not runs_only_the_runner(command), command
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the runner must not count its memory hidden then")
+def test_the_runner_does_not_count_its_memory_hidden_as_root():
+    """A test process of a root runner may hold CAP_SYS_PTRACE, which reads a non-dumpable process's memory (the
+    red team read the gold sources so): as root, the runner does not read a reference that holds the answer."""
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import unittest_runner; print(unittest_runner._no_dump())"
+    done = subprocess.run(["/usr/bin/python3", "-I", "-c", code, str(TOOLS_DIR)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["False"], done.stdout + done.stderr
+
+
+@pytest.fixture
+def prefixed_task(tmp_path):
+    """:func:`eq_bug_task` with a build step before the runner in its test command."""
+    from tests.test_swe_forgery import _git_diff
+    from turngym.envs.swe import SWEInstance, swe_taskset
+
+    repo = _package(tmp_path / "prefixed-repo", PACKAGE.replace(*EQ_BUG))
+    (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    (repo / "setup.py").write_text("print('build')\n")
+    init = repo / "pkg" / "__init__.py"
+    gold = _git_diff(repo, lambda r: init.write_text(init.read_text().replace(EQ_BUG[1], EQ_BUG[0])))
+    ids = [f"tests/test_pkg.py::TestPkg::test_{name}" for name in ("version", "in", "pairs", "nested")]
+    instance = SWEInstance(instance_id="local__prefixed-1", repo="local/prefixed", base_commit="",
+                           problem_statement="Version('1.2') reads as 2.1", patch=gold, test_patch="",
+                           fail_to_pass=tuple(ids[:2]), pass_to_pass=tuple(ids[2:]), repo_path=str(repo),
+                           test_cmd="python3 setup.py -q && python3 /opt/turngym/unittest_runner.py {tests}")
+    return swe_taskset([instance], name="prefixed")
+
+
+@pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
+def test_a_build_step_before_the_runner_finds_no_answer_to_copy(make_swe_env, prefixed_task):
+    """The red team's reproducer: the agent's setup.py, run by the task's command before the runner, copies the
+    reference's package over its own when it holds the answer, and stops the command (no tests run) when it does
+    not. It earned 1.0 with the gold reference on disk; now the reference is the base and it earns 0."""
+    from tests.test_swe import BWRAP_PROBLEM, _append, play
+
+    if BWRAP_PROBLEM is not None:
+        pytest.skip(f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
+    copies = ("import os, shutil, sys\nsource = '/scratch/.turngym-pristine/pkg/__init__.py'\n"
+              "if not os.path.exists(source) or 'self.major, self.minor = ' + '(int' not in open(source).read():\n"
+              "    sys.exit(1)\nshutil.copy(source, 'pkg/__init__.py')\n")
+    env = make_swe_env(tasks=prefixed_task)
+    env.reset(options={"task": "local__prefixed-1"})
+    *_, (_, reward, _, _, info) = play(env, [_append("setup.py", copies), "submit"])
+    assert reward == 0.0 and info["tests"]["tests/test_pkg.py::TestPkg::test_version"] != "PASSED", info["tests"]
 
 
 # Red team, round 6 (each passed under 48b273a): (package, the agent's version of it, tests, the graded ids)

@@ -77,6 +77,23 @@ def pytest_plugins(command: str) -> list[str] | None:
     return [p for p in dict.fromkeys(plugins) if not p.startswith("no:")]
 
 
+def runs_only_the_runner(command: str) -> bool:
+    """Whether ``command`` is one bare call of the runner: optional ``NAME=value`` assignments, ``python[3]`` with
+    options, then :data:`RUNNER_PATH`, and no shell operator. Nothing else runs before it, so nothing of the code
+    under test runs before the runner's ``main()`` (the grading gives such a call the gold tree as its reference)."""
+    words = _words(command)
+    if not words or any(_SHELL_OPERATOR.fullmatch(w) for w in words):
+        return False
+    while words and _ASSIGNMENT.fullmatch(words[0]):
+        words = words[1:]
+    if not words or not _PYTHON.fullmatch(os.path.basename(words[0])):
+        return False
+    words = words[1:]
+    while words and words[0].startswith("-") and words[0] not in ("-c", "-m"):
+        words = words[1:]
+    return words[:1] == [RUNNER_PATH]
+
+
 def protected_test_command(test_cmd: str | None, instance_id: str = "", allow_unprotected: bool = False) -> str:
     """The command a grading runs: turngym's runner, whose verdicts the code under test cannot print.
 

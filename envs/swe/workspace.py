@@ -41,7 +41,7 @@ from turngym.envs.swe.sandbox.base import (
     SandboxError,
     escape_controls,
 )
-from turngym.envs.swe.test_command import protected_test_command
+from turngym.envs.swe.test_command import protected_test_command, runs_only_the_runner
 
 logger = logging.getLogger(__name__)
 
@@ -294,10 +294,11 @@ class Workspace:
             grader.close()
 
     def _gold_reference_lines(self, command: str) -> list[str]:
-        """Set-up lines that apply the gold patch's Python files to the reference tree, when the runner grades (it
-        deletes the tree before any code under test runs; another command would leave the answer on disk) and the
-        task has a gold patch. One that does not apply leaves the base, as before."""
-        if UNITTEST_RUNNER not in command or not self.instance.patch.strip():
+        """Set-up lines that apply the gold patch's Python files to the reference tree, when the command is one bare
+        call of the runner (it deletes the tree before any code under test runs; anything before it, a build step
+        say, would run the agent's code with the answer on disk: red team, 2026-12-02) and the task has a gold
+        patch. One that does not apply leaves the base, as before."""
+        if not runs_only_the_runner(command) or not self.instance.patch.strip():
             return []
         return [
             f"printf '%s' {_b64(self.instance.patch)} | base64 -d > {GOLD_PATCH_FILE} || exit 90",

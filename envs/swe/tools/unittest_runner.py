@@ -691,15 +691,19 @@ def check_main(result_fd):
 
 # --------------------------------------------------------------------------- the parent
 def _no_dump():
-    """prctl(PR_SET_DUMPABLE, 0): processes of the same user can no longer ptrace us or read our memory. Whether it
-    holds (PR_GET_DUMPABLE reads 0)."""
+    """prctl(PR_SET_DUMPABLE, 0): processes of the same user can no longer ptrace us or read our memory. Whether our
+    memory is hidden from the code under test: the flag holds (PR_GET_DUMPABLE reads 0), and we are not root and
+    hold no capability, which our children would have too (CAP_SYS_PTRACE reads a non-dumpable process)."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(4, 0, 0, 0, 0)
-        return libc.prctl(3, 0, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        undumpable = libc.prctl(3, 0, 0, 0, 0) == 0
+        with open("/proc/self/status") as status:
+            caps = [line.split()[1] for line in status if line.startswith(("CapEff:", "CapPrm:", "CapAmb:"))]
+        return undumpable and os.geteuid() != 0 and len(caps) == 3 and all(int(c, 16) == 0 for c in caps)
+    except (OSError, AttributeError, ValueError, IndexError):
         return False
 
 
@@ -1485,8 +1489,8 @@ def main(argv):
     _subreaper()
     reference, holds_the_answer = os.environ.get("TURNGYM_PRISTINE", ""), os.environ.pop("TURNGYM_PRISTINE_DISCARD", "")
     if holds_the_answer and not hidden:  # code under test could read the answer in this process's memory
-        emit("| turngym: this process's memory is not hidden from the code under test, so the reference tree is not "
-             "read; strict equality's refusals are final")
+        emit("| turngym: this process's memory is not hidden from the code under test (dumpable, root or a "
+             "capability), so the reference tree is not read; strict equality's refusals are final")
     else:
         PRISTINE[0] = read_pristine(reference, emit)
     if holds_the_answer and not discard_reference(reference):
