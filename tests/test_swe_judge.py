@@ -435,8 +435,8 @@ def reads_the_answer(roots: str) -> str:
 
 def test_a_reference_tree_that_holds_the_answer_is_gone_before_any_test_runs(trees):
     """The grading script puts the gold patch in the reference tree and asks the runner to discard it: the runner
-    reads it, deletes it, and only then runs code under test, which finds nothing. Kept on disk (the control), the
-    same code finds the answer and passes."""
+    deletes it (having read it first, where its memory is hidden: not as root, as here) and only then runs code
+    under test, which finds nothing. Kept on disk (the control), the same code finds the answer and passes."""
     repo, pristine = trees  # the reference is the untouched package: the gold tree of a task whose bug is EQ_BUG
     _attack(repo, EQ_BUG)
     with (repo / "pkg" / "__init__.py").open("a") as handle:
@@ -447,21 +447,29 @@ def test_a_reference_tree_that_holds_the_answer_is_gone_before_any_test_runs(tre
     assert not pristine.exists()
 
 
-@pytest.fixture
-def eq_bug_task(tmp_path):
-    """A task graded in the bwrap sandbox whose bug is in code the package's own ``==`` calls (:data:`EQ_BUG`)."""
+def _eq_bug_taskset(root: Path, name: str, test_cmd: str | None = None):
+    """A one-task set graded in the bwrap sandbox whose bug is in code the package's own ``==`` calls
+    (:data:`EQ_BUG`), with the task's own ``test_cmd`` if given (its repository then has a ``setup.py`` to run)."""
     from tests.test_swe_forgery import _git_diff
     from turngym.envs.swe import SWEInstance, swe_taskset
 
-    repo = _package(tmp_path / "eq-repo", PACKAGE.replace(*EQ_BUG))
+    repo = _package(root / f"{name}-repo", PACKAGE.replace(*EQ_BUG))
     (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    if test_cmd is not None:
+        (repo / "setup.py").write_text("print('build')\n")
     init = repo / "pkg" / "__init__.py"
     gold = _git_diff(repo, lambda r: init.write_text(init.read_text().replace(EQ_BUG[1], EQ_BUG[0])))
-    ids = [f"tests/test_pkg.py::TestPkg::test_{name}" for name in ("version", "in", "pairs", "nested")]
-    instance = SWEInstance(instance_id="local__eq-1", repo="local/eq", base_commit="",
+    ids = [f"tests/test_pkg.py::TestPkg::test_{test}" for test in ("version", "in", "pairs", "nested")]
+    instance = SWEInstance(instance_id=f"local__{name}-1", repo=f"local/{name}", base_commit="",
                            problem_statement="Version('1.2') reads as 2.1", patch=gold, test_patch="",
-                           fail_to_pass=tuple(ids[:2]), pass_to_pass=tuple(ids[2:]), repo_path=str(repo))
-    return swe_taskset([instance], name="eq")
+                           fail_to_pass=tuple(ids[:2]), pass_to_pass=tuple(ids[2:]), repo_path=str(repo),
+                           test_cmd=test_cmd)
+    return swe_taskset([instance], name=name)
+
+
+@pytest.fixture
+def eq_bug_task(tmp_path):
+    return _eq_bug_taskset(tmp_path, "eq")
 
 
 @pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
@@ -515,20 +523,8 @@ def test_the_runner_does_not_count_its_memory_hidden_as_root():
 @pytest.fixture
 def prefixed_task(tmp_path):
     """:func:`eq_bug_task` with a build step before the runner in its test command."""
-    from tests.test_swe_forgery import _git_diff
-    from turngym.envs.swe import SWEInstance, swe_taskset
-
-    repo = _package(tmp_path / "prefixed-repo", PACKAGE.replace(*EQ_BUG))
-    (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
-    (repo / "setup.py").write_text("print('build')\n")
-    init = repo / "pkg" / "__init__.py"
-    gold = _git_diff(repo, lambda r: init.write_text(init.read_text().replace(EQ_BUG[1], EQ_BUG[0])))
-    ids = [f"tests/test_pkg.py::TestPkg::test_{name}" for name in ("version", "in", "pairs", "nested")]
-    instance = SWEInstance(instance_id="local__prefixed-1", repo="local/prefixed", base_commit="",
-                           problem_statement="Version('1.2') reads as 2.1", patch=gold, test_patch="",
-                           fail_to_pass=tuple(ids[:2]), pass_to_pass=tuple(ids[2:]), repo_path=str(repo),
-                           test_cmd="python3 setup.py -q && python3 /opt/turngym/unittest_runner.py {tests}")
-    return swe_taskset([instance], name="prefixed")
+    return _eq_bug_taskset(tmp_path, "prefixed",
+                           "python3 setup.py -q && python3 /opt/turngym/unittest_runner.py {tests}")
 
 
 @pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")

@@ -317,6 +317,7 @@ class Workspace:
         directories git cannot show (empty ones) are removed, so the patch is exactly what is graded.
         """
         index = f"GIT_INDEX_FILE={INDEX_FILE}"
+        gold_reference = self._gold_reference_lines(command)
         lines = [
             "set -o pipefail",
             f"cd {WORKDIR} || exit 90",
@@ -328,7 +329,7 @@ class Workspace:
             f"python3 -I -B {EMPTY_DIRS_TOOL} list {EMPTY_DIRS_FILE} || exit 90",
             f"base_tree=$({index} {GIT} add -A -f >/dev/null 2>&1 && {index} {GIT} write-tree) || exit 90",
             f"rm -rf {PRISTINE_DIR} && python3 -I -B {TREE_TOOL} sources {WORKDIR} {PRISTINE_DIR} || exit 90",
-            *self._gold_reference_lines(command),
+            *gold_reference,
             (f"python3 -I -B {TREE_TOOL} copy {AGENT_TREE} {WORKDIR} {self.tree_arguments()} "
              "|| echo 'turngym: some files of the working tree could not be copied'"),
             f"python3 -I -B {EMPTY_DIRS_TOOL} prune {EMPTY_DIRS_FILE} || exit 90",
@@ -344,7 +345,7 @@ class Workspace:
                          "|| { echo TURNGYM_TEST_PATCH_FAILED; exit 91; }")
         # The test command goes in a script file, as SWE-bench's eval.sh: thousands of test ids
         # would exceed the kernel's limit on one command-line argument.
-        discard = "export TURNGYM_PRISTINE_DISCARD=1\n" if self._gold_reference_lines(command) else ""
+        discard = "export TURNGYM_PRISTINE_DISCARD=1\n" if gold_reference else ""
         script = f"export TURNGYM_PRISTINE={PRISTINE_DIR}\n{discard}{command}"
         lines.append(f"printf '%s' {_b64(script)} | base64 -d > {TEST_SCRIPT}")
         return "\n".join(lines)
