@@ -38,6 +38,7 @@ bound then. It checks, with the garbage collector off and no code of the reposit
 What it cannot see is said in docs/worlds/swe.md ("Residual risk").
 """
 
+import argparse
 import ast
 import collections
 import copy as copy_module
@@ -929,13 +930,15 @@ def instance_parts(value, kind, _mro=type.__dict__["__mro__"].__get__, _cdict=ty
 # Library classes whose own Python __eq__ strict equality believes against a builtin value (a Counter with a dict, a
 # Fraction with an int, mock's _Call with a tuple), taken by identity with their __eq__ and __ne__ when the test
 # process starts, before the repository can write any module: anything else with a library __eq__ is refused.
-LIBRARY_EQUALITIES = (("collections", "Counter"), ("fractions", "Fraction"), ("unittest.mock", "_Call"))
+LIBRARY_EQUALITIES = (("collections", "Counter"), ("fractions", "Fraction"), ("unittest.mock", "_Call"),
+                      ("argparse", "Namespace"))
 
 
 def library_equalities():
     """``{id(class): (class, its own __eq__ and __ne__ entries)}`` for :data:`LIBRARY_EQUALITIES`, from the
     modules imported so far (``collections`` and ``fractions`` are imported here)."""
-    import collections  # noqa: F401 - here, before the repository loads
+    import argparse  # noqa: F401 - here, before the repository loads
+    import collections  # noqa: F401
     import fractions  # noqa: F401
 
     found = {}
@@ -945,6 +948,43 @@ def library_equalities():
         if isinstance(klass, type):
             found[id(klass)] = (klass, tuple(vars(klass)[m] for m in ("__eq__", "__ne__") if m in vars(klass)))
     return found
+
+
+def argparse_namespace_reader():
+    """``(Namespace, attributes, intact)`` for ``argparse.Namespace``, taken before the repository loads.
+
+    Its ``==`` is Python code, ``vars(self) == vars(other)``: a dict comparison that strict equality walks item
+    by item, as it walks a ``SimpleNamespace``'s (a gold patch of semver compares the ``Namespace`` its parser
+    returns; without the walk, an always-equal attribute would pass, the round-10 hole). ``attributes(value)``
+    reads an instance's own ``__dict__`` by the C descriptor ``vars`` reaches. ``intact()`` says whether what
+    that ``==`` runs is still what it was: the classes of its MRO hold the same entries (a ``__getattribute__``
+    given to ``_AttributeHolder`` would show ``vars`` another dict; ``copy`` may add its ``__slotnames__`` list),
+    and the globals and builtins its code names
+    (``vars``, ``isinstance``, ``Namespace``) are bound as they were."""
+    import argparse
+    import builtins
+
+    namespace = argparse.Namespace
+    class_dict = type.__dict__["__dict__"].__get__
+    classes = tuple(klass for klass in namespace.__mro__ if klass is not object)
+    held = tuple((class_dict(klass), dict(class_dict(klass))) for klass in classes)
+    descriptor = next(class_dict(klass)["__dict__"] for klass in classes if "__dict__" in class_dict(klass))
+    code_names = class_dict(namespace)["__eq__"].__code__.co_names
+    bound = tuple((scope, tuple((name, scope.get(name, held)) for name in code_names))
+                  for scope in (vars(argparse), vars(builtins)))
+
+    def intact(_held=held, _bound=bound, _len=len, _proxy_get=MappingProxyType.get, _dict_get=dict.get, _type=type,
+               _list=list):
+        for proxy, entries in _held:
+            added = _len(proxy) - _len(entries)  # copyreg caches a list of slot names in a class it copies
+            if added and (added != 1 or _type(_proxy_get(proxy, "__slotnames__")) is not _list):
+                return False
+            for key, value in dict.items(entries):
+                if _proxy_get(proxy, key, _held) is not value:
+                    return False
+        return all(_dict_get(scope, name, _held) is value for scope, names in _bound for name, value in names)
+
+    return namespace, descriptor.__get__, intact
 
 
 def make_strict_equality(cwd, trusted, code_ok=None, function_ok=None):
@@ -975,6 +1015,7 @@ def make_strict_equality(cwd, trusted, code_ok=None, function_ok=None):
     root = os.path.realpath(cwd) + os.sep
     trusted = frozenset(trusted)
     library = library_equalities()
+    argparse_namespace = argparse_namespace_reader()
     # the value types whose == is a storage comparison; Fraction, whose believed library == reads a registered
     # Rational's numerator and denominator as Decimal's C == does; and UUID, whose == answers only another UUID
     # (round 8: an always-equal object passed for each). Taken here, before the repository loads.
@@ -1256,7 +1297,7 @@ def make_strict_equality(cwd, trusted, code_ok=None, function_ok=None):
                     (klass for klass in _mro(kind) for base in _bases if klass is base), None),
                 _deque=collections.deque, _deque_iter=collections.deque.__iter__,
                 _namespace=SimpleNamespace, _namespace_dict=SimpleNamespace.__dict__["__dict__"].__get__,
-                _fixed=fixed_equality):
+                _fixed=fixed_equality, _argparse=argparse_namespace, _mro=mro):
         stack, budget, seen = [(first, second)], [_budget], set()  # pairs: (an element of first, one of second)
         while stack:
             a, b = stack.pop()
@@ -1290,6 +1331,13 @@ def make_strict_equality(cwd, trusted, code_ok=None, function_ok=None):
                         stack += [(items_a[i], items_b[i]) for i in _range(_len(items_a))]
                     elif kind_a is _namespace and kind_b is _namespace:
                         stack.append((_namespace_dict(a), _namespace_dict(b)))
+                    elif any(klass is _argparse[0] for kind in (kind_a, kind_b) for klass in _mro(kind)):
+                        # argparse's own Namespace only, with its == as it was: a subclass, or a class the code
+                        # under test changed, could show vars() another dict than the one walked here
+                        if kind_a is not _argparse[0] or kind_b is not _argparse[0] or not _argparse[2]():
+                            return f"a {_qualname(kind_a)} was compared with a {_qualname(kind_b)}: strict " \
+                                   "equality walks only argparse's own Namespace, as argparse defined it"
+                        stack.append((_argparse[1](a), _argparse[1](b)))
                     else:
                         why = (_element(a) or _element(b)) if _fixed(kind_a) is not None and \
                             _fixed(kind_a) is _fixed(kind_b) and not _builtin_eq(kind_a) else ""
@@ -1763,6 +1811,7 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
 
     values = value_kinds()
     proxy_mapping = proxy_reader()
+    namespace_attributes = argparse_namespace_reader()[1]
     # in-memory buffers, frozen by their contents and position (a package's spooled file compares its buffer's)
     buffers = ((io.BytesIO, "bytes", io.BytesIO.getvalue, io.BytesIO.tell),
                (io.StringIO, "str", io.StringIO.getvalue, io.StringIO.tell))
@@ -1782,6 +1831,8 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
          [ref(get(value)) for get in _get]),
         (SimpleNamespace, "namespace",
          lambda value, ref, _get=SimpleNamespace.__dict__["__dict__"].__get__: [ref(_get(value))]),
+        (argparse.Namespace, "argparse_namespace",  # what a command-line parser returns (semver's tests)
+         lambda value, ref, _get=namespace_attributes: [ref(_get(value))]),
         (re.Pattern, "pattern",  # a compiled pattern: its source and flags (round 13: an != that reads one)
          lambda value, ref, _get=(re.Pattern.__dict__["pattern"].__get__, re.Pattern.__dict__["flags"].__get__):
          [ref(get(value)) for get in _get]),

@@ -32,6 +32,7 @@ library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on s
 ``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
 """
 
+import argparse
 import ast
 import collections
 import datetime
@@ -641,13 +642,16 @@ class Builder:
             raise Refused("a malformed dispute")
         return functools.partial(made, *arguments, **named)
 
-    def build_namespace(self, index, state):
-        value = self.built[index] = types.SimpleNamespace()
+    def build_namespace(self, index, state, _kind=types.SimpleNamespace):
+        value = self.built[index] = _kind()
         attributes = self(state)
         if type(attributes) is not dict or any(type(k) is not str for k in attributes):
             raise Refused("a malformed dispute")
         vars(value).update(attributes)
         return value
+
+    def build_argparse_namespace(self, index, state):
+        return self.build_namespace(index, state, argparse.Namespace)
 
     def build_module(self, index, name):
         if type(name) is not str:
@@ -1045,7 +1049,7 @@ def leaves(nodes, index, cap=256, containers=False):
             children = [i for item in node[1] for i in (item[1:] if type(item) is tuple else (item,))]
         elif kind == "defaultdict":
             children = [item[1] for item in node[2] if type(item) is tuple and len(item) == 2]
-        elif kind in ("namespace", "proxy"):
+        elif kind in ("namespace", "argparse_namespace", "proxy"):
             children = [node[1]]
         elif kind == "object":
             contents, state, slots = node[4], node[5], node[6]

@@ -1,0 +1,3 @@
+"""Round 19: an argparse.Namespace holding the package's own values, judged on the untouched package (unittest)."""
+PKG = 'import argparse, types\n\nclass Version:\n    def __init__(self, text):\n        self.parts = tuple(int(p) for p in text.split("."))\n\n    def __eq__(self, other):\n        if not isinstance(other, Version):\n            return NotImplemented\n        return self.parts == other.parts\n\n    __hash__ = None\n\ndef options(text):\n    return argparse.Namespace(version=Version(text), verbose=False)\n'
+TESTS = 'import argparse, types, unittest\nfrom pkg import *\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(options("1.2"), argparse.Namespace(version=Version("1.2"), verbose=False))\n'
