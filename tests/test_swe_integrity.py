@@ -346,6 +346,27 @@ def test_only_a_test_that_writes_its_modules_state_gets_plain_canaries(body, wri
     assert (planned.count(body.strip().splitlines()[-1].strip()) == 1) is writes  # copies repeat the body's last line
 
 
+@pytest.mark.parametrize(("body", "warns"), [
+    ("    with pytest.warns(DeprecationWarning):\n        make('EST5EDT')\n", True),  # dateutil's tzstr cache
+    ("    with self.assertWarnsRegex(UserWarning, 'x'):\n        make('x')\n", True),
+    ("    with warns(UserWarning):\n        make('x')\n", True),
+    ("    pytest.deprecated_call(make, 'x')\n", True),
+    ("    with pytest.raises(ValueError):\n        make('x')\n", False),
+    ("    assert make('x') == 1\n", False),
+])
+def test_a_test_that_asserts_a_warning_gets_plain_canaries(body, warns):
+    """A warning the package emits once (then caches) does not come again in the test after a canary that copied
+    its body (the scale set's gold analysis, cause G)."""
+    import ast
+
+    integrity = _sandbox_integrity()
+    source = f"import pytest\n\n\ndef test_x():\n{body}"
+    definition = next(node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef))
+    assert integrity._asserts_a_warning(definition) is warns
+    planned, _ = integrity.plan_canaries(source, [("test_x",)], False, __import__("random").Random(0))
+    assert (planned.count(body.strip().splitlines()[-1].strip()) == 1) is warns  # copies repeat the body's last line
+
+
 @pytest.mark.parametrize(("source", "copied"), [
     # the base's runTest is in the file: each canary class holds a copy of it
     (("import unittest\n\n\nclass Cases(unittest.TestCase):\n    def runTest(self):\n        assert CHECK\n\n\n"

@@ -162,6 +162,14 @@ def _package(root: Path, package: str = PACKAGE) -> Path:
 
 def _grade(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool = False,
            support: tuple[str, ...] = (), discard: bool = False) -> dict[str, str]:
+    return _grade_with_log(repo, ids, pristine, pytest_mode, support, discard)[0]
+
+
+def _grade_with_log(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool = False,
+                    support: tuple[str, ...] = (), discard: bool = False,
+                    states: tuple[str, ...] = ()) -> tuple[dict[str, str], str]:
+    """The runner's verdicts on ``ids`` in ``repo`` and its output (``states``: the task's reference states, sent
+    after the nonce as the grading sends them)."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}
     if pristine is not None:
         env["TURNGYM_PRISTINE"] = str(pristine)
@@ -169,7 +177,8 @@ def _grade(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool 
         env["TURNGYM_PRISTINE_DISCARD"] = "1"
     command = ["/usr/bin/python3", "-I", "-B", str(TOOLS_DIR / "unittest_runner.py"),
                *(flag for path in support for flag in ("--support", path))]
-    done = subprocess.run(command + (["--pytest"] if pytest_mode else []) + ids, input="n0nce\n", cwd=repo, env=env,
+    done = subprocess.run(command + (["--pytest"] if pytest_mode else []) + ids,
+                          input=" ".join(("n0nce", *states)) + "\n", cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     found = {}
     for line in done.stdout.splitlines():
@@ -177,7 +186,7 @@ def _grade(repo: Path, ids: list[str], pristine: Path | None, pytest_mode: bool 
         if len(words) == 3 and words[0] == "n0nce":
             found[words[2]] = words[1]
     assert set(found) == set(ids), done.stdout[-3000:] + done.stderr[-2000:]
-    return found
+    return found, done.stdout
 
 
 @pytest.fixture
@@ -308,7 +317,8 @@ def _judge_one(pristine, sources, nodes, agent_tree):
     request = json.dumps({"root": str(pristine), "sources": sources, "disputes": [frozen.hex()]})
     done = subprocess.run(["/usr/bin/python3", "-B", "-s", str(TOOLS_DIR / "judge.py"), str(agent_tree)],
                           input=request, capture_output=True, text=True, timeout=60, check=False)
-    (held, why), = json.loads(done.stdout.splitlines()[-1])
+    (held, why, probed), = json.loads(done.stdout.splitlines()[-1])
+    assert probed is False or not held  # only a refusal is ever "by the probes alone"
     return held, why
 
 
@@ -445,6 +455,101 @@ def test_a_reference_tree_that_holds_the_answer_is_gone_before_any_test_runs(tre
     assert _grade(repo, [target], pristine) == {target: "PASSED"}  # the control: the answer was readable
     assert _grade(repo, [target], pristine, discard=True) == {target: "FAILED"}
     assert not pristine.exists()
+
+
+# A package whose own == against a mapping reads the keys only (boltons' OrderedMultiDict, an upstream bug): honest,
+# yet it also equals the judge's probes, as a planted wildcard does (cause D of the scale set's gold analysis).
+COARSE = """import array
+
+
+class Multi:
+    def __init__(self, items, extra=None):
+        self.items = list(items)
+        self.extra = extra
+
+    def __eq__(self, other):
+        if isinstance(other, dict):
+            return [k for k, _ in self.items] == list(other)
+        return isinstance(other, Multi) and self.items == other.items
+
+    __hash__ = None
+
+
+def build(b=2):
+    return Multi([("a", 1), ("b", b)])
+
+
+def build_with_array(b=2):
+    return Multi([("a", 1), ("b", b)], array.array("i", [b]))
+"""
+COARSE_TESTS = """import unittest
+
+from pkg import build, build_with_array
+
+
+class T(unittest.TestCase):
+    def test_a(self):
+        self.assertEqual(build(), {"a": 1, "b": 2})
+
+    def test_array(self):
+        self.assertEqual(build_with_array(), {"a": 1, "b": 2})
+"""
+
+
+def _reference_states(log: str) -> tuple[str, ...]:
+    from turngym.envs.swe.synth.pipeline import reference_states_in
+
+    return reference_states_in(log)
+
+
+def test_a_coarse_eq_holds_where_its_state_is_the_gold_patchs(tmp_path):
+    """The gold patch's grading refuses the package's honest, coarse == by the judge's probes and prints the pair's
+    digest; given that digest back (the task's reference states), the gold patch passes. A wrong value, one behind
+    an always-equal ``__eq__``, and a state the judge cannot rebuild in full (a C array inside) still fail. (The
+    right value behind an always-equal ``__eq__`` passes, as it does without reference states: the judge compares
+    the state on the untouched class.)"""
+    gold = _scenario_tree(tmp_path / "gold", COARSE, COARSE_TESTS)
+    ids = ["tests.test_pkg.T.test_a", "tests.test_pkg.T.test_array"]
+    found, log = _grade_with_log(gold, ids, gold)
+    assert found == dict.fromkeys(ids, "FAILED") and "also equals" in log  # the false alarm, by the probes
+    states = _reference_states(log)
+    assert len(states) == 1  # test_a's pair: the arrayed one has a stand-in, and no state of its own
+    assert _grade_with_log(gold, ids, gold, states=states)[0] == {ids[0]: "PASSED", ids[1]: "FAILED"}
+    wrong = COARSE.replace("def build(b=2)", "def build(b=3)")
+    always = wrong.replace("    def __eq__(self, other):\n", "    def __eq__(self, other):\n        return True\n")
+    for name, package in (("wrong", wrong), ("always", always)):
+        agent = _scenario_tree(tmp_path / name, package, COARSE_TESTS)
+        assert _grade_with_log(agent, ids[:1], gold, states=states)[0] == {ids[0]: "FAILED"}, name
+    assert _grade_with_log(gold, ids[:1], None, states=states)[0] == {ids[0]: "FAILED"}  # no reference, no judge
+
+
+@pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
+def test_the_validation_gives_a_coarse_eq_task_the_gold_patchs_reference_states(tmp_path):
+    """Through the world's grading in bwrap (the states go to the runner after the nonce, beside the gold reference
+    tree): the gold patch's first grading fails the coarse ``==`` test and prints its state; the validation gives
+    the task that state and grades again, and the gold patch resolves it while the bug still fails."""
+    from tests.test_swe import BWRAP_PROBLEM
+    from tests.test_swe_forgery import _git_diff
+    from turngym.envs.swe import SWEInstance
+    from turngym.envs.swe.synth.pipeline import validate_with_reference_states
+
+    if BWRAP_PROBLEM is not None:
+        pytest.skip(f"bwrap sandbox unavailable: {BWRAP_PROBLEM}")
+    tests = COARSE_TESTS + (
+        '\n    def test_items(self):\n        self.assertEqual(build().items, [("a", 1), ("b", 2)])\n')
+    repo = _scenario_tree(tmp_path / "repo", COARSE.replace("def build(b=2)", "def build(b=5)"), tests)
+    (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    init = repo / "pkg" / "__init__.py"
+    gold = _git_diff(repo, lambda r: init.write_text(COARSE))
+    ids = ("tests/test_pkg.py::T::test_items", "tests/test_pkg.py::T::test_a")
+    instance = SWEInstance(instance_id="local__coarse-1", repo="local/coarse", base_commit="",
+                           problem_statement="build() holds 5 for b", patch=gold, test_patch="",
+                           fail_to_pass=ids, pass_to_pass=(), repo_path=str(repo))
+    result, validated = validate_with_reference_states(instance, "bwrap")
+    assert len(validated.reference_states) == 1 and validated.to_record()["reference_states"]
+    assert result.after.statuses == dict.fromkeys(ids, "PASSED"), result.after.log[-2000:]
+    assert result.before.statuses == dict.fromkeys(ids, "FAILED"), result.before.log[-2000:]
+    assert SWEInstance.from_record(validated.to_record()).reference_states == validated.reference_states
 
 
 def _eq_bug_taskset(root: Path, name: str, test_cmd: str | None = None):

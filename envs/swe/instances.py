@@ -70,6 +70,15 @@ def _test_list(value: Any, field_name: str, instance_id: str) -> tuple[str, ...]
     return tuple(value)
 
 
+def _reference_states(value: Any, instance_id: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, str) and len(v) == 64 and set(v) <= set("0123456789abcdef") for v in value):
+        raise ValueError(f"{instance_id}: reference_states must be a list of sha256 hex digests")
+    return tuple(sorted(set(value)))
+
+
 @dataclass(frozen=True)
 class SWEInstance:
     """One SWE task: a repository at a commit, an issue, the gold patch and the tests that judge it."""
@@ -89,6 +98,10 @@ class SWEInstance:
     hints_text: str = ""
     difficulty: str = ""
     unprotected_test_cmd: bool = False
+    # sha256 digests of the frozen pairs the gold patch's grading gave strict equality's judge that only its probes
+    # refused (a package's honest == coarser than its data): set by `turngym swe synth`'s validation, sent to the
+    # runner beside the gold reference tree (docs/worlds/swe.md, "Reference states")
+    reference_states: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -106,7 +119,7 @@ class SWEInstance:
         if repo_path and base_dir is not None and not os.path.isabs(repo_path):
             repo_path = str(Path(base_dir) / repo_path)
         known = {*REQUIRED, "image", "image_name", "test_cmd", "repo_path", "setup_patch", "hints_text", "difficulty",
-                 "unprotected_test_cmd"}
+                 "unprotected_test_cmd", "reference_states"}
         unprotected = record.get("unprotected_test_cmd", False)
         if not isinstance(unprotected, bool):
             raise ValueError(f"{instance_id}: unprotected_test_cmd must be true or false, not {unprotected!r}")  # noqa: TRY004
@@ -127,6 +140,7 @@ class SWEInstance:
             hints_text=str(record.get("hints_text") or ""),
             difficulty=str(record.get("difficulty") or record["repo"]),
             unprotected_test_cmd=unprotected,
+            reference_states=_reference_states(record.get("reference_states"), instance_id),
             extra={k: v for k, v in record.items() if k not in known},
         )
 
@@ -150,6 +164,8 @@ class SWEInstance:
                 record[key] = getattr(self, key)
         if self.unprotected_test_cmd:
             record["unprotected_test_cmd"] = True
+        if self.reference_states:
+            record["reference_states"] = list(self.reference_states)
         return record
 
     @property

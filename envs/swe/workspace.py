@@ -284,8 +284,9 @@ class Workspace:
                 return self._report({}, prepared.output, error, start, patch_over_limit(patch, size) if over else patch,
                                     truncated=over)
             nonce = secrets.token_hex(16)
+            states = self.instance.reference_states if self._gives_gold_reference(command) else ()
             run = grader.exec(f"bash {TEST_SCRIPT}", workdir=WORKDIR, timeout=self.test_timeout,
-                              stdin=f"{nonce}\n".encode())
+                              stdin=" ".join((nonce, *states)).encode() + b"\n")
             prefix = nonce if UNITTEST_RUNNER in command else ""
             statuses = parse_test_log(run.output, self.instance.test_ids, prefix=prefix)
             error = run.describe_kill(self.test_timeout, grader.limits)
@@ -293,12 +294,18 @@ class Workspace:
         finally:
             grader.close()
 
+    def _gives_gold_reference(self, command: str) -> bool:
+        """Whether the runner gets the gold patch's reference tree, and with it the task's reference states (sent
+        after the nonce on its standard input, never written to disk): only when ``command`` is one bare call of
+        the runner and the task has a gold patch (:meth:`_gold_reference_lines`)."""
+        return runs_only_the_runner(command) and bool(self.instance.patch.strip())
+
     def _gold_reference_lines(self, command: str) -> list[str]:
         """Set-up lines that apply the gold patch's Python files to the reference tree, when the command is one bare
         call of the runner (it deletes the tree before any code under test runs; anything before it, a build step
         say, would run the agent's code with the answer on disk: red team, 2026-12-02) and the task has a gold
         patch. One that does not apply leaves the base, as before."""
-        if not runs_only_the_runner(command) or not self.instance.patch.strip():
+        if not self._gives_gold_reference(command):
             return []
         return [
             f"printf '%s' {_b64(self.instance.patch)} | base64 -d > {GOLD_PATCH_FILE} || exit 90",

@@ -19,7 +19,9 @@ For each package (``name==version`` from the registry, or a local directory):
    validate`: turngym's runner, a fresh grading sandbox): the bugged repository fails every FAIL_TO_PASS
    and passes every PASS_TO_PASS test, the gold patch resolves it, the empty patch earns 0. A void grading
    (``grading_tampered``) on the gold patch or the untouched bug is a *false alarm* of the grader: it is
-   reported with its log excerpt, never silently dropped.
+   reported with its log excerpt, never silently dropped. A gold grading in which strict equality's judge refused
+   a pair by its probes alone (a package's honest ``==`` coarser than its data) prints the pair's digest; the task
+   keeps those digests as its ``reference_states`` and is validated again with them (:func:`validate_record`).
 
 Validation runs in ``workers`` processes when asked (each validation its own sandboxes; the same set as one).
 Every stage writes its results under ``<cache>/work/<name>-<version>/`` (``baseline.json``,
@@ -51,7 +53,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -469,8 +471,38 @@ def grader_hash() -> str:
     return digest.hexdigest()
 
 
+REFERENCE_STATES_LINE = "| turngym: reference states "
+
+
+def reference_states_in(log: str) -> tuple[str, ...]:
+    """The digests a grading's runner printed for pairs its judge refused by the probes alone (sorted, unique)."""
+    found = set()
+    for line in log.splitlines():
+        if line.startswith(REFERENCE_STATES_LINE):
+            found.update(w for w in line[len(REFERENCE_STATES_LINE):].split()
+                         if len(w) == 64 and set(w) <= set("0123456789abcdef"))
+    return tuple(sorted(found))
+
+
+def validate_with_reference_states(instance: SWEInstance, backend: str) -> tuple[Any, SWEInstance]:
+    """``(validation result, the instance it validated)``. Where the gold patch fails tests and its grading printed
+    reference states (pairs the judge refused by its probes alone: an honest ``==`` coarser than its data, as
+    boltons' ``OrderedMultiDict == dict``), the instance takes them and is validated again: a pair whose frozen
+    state is exactly the gold patch's is then judged as the gold patch's was. One more validation, only then."""
+    from turngym.envs.swe.taskset import validate
+
+    result = validate(instance, backend)
+    states = reference_states_in(result.after.log)
+    failing = any(result.after.statuses.get(t) not in PASSING for t in instance.test_ids)
+    if not states or not failing or result.after.error:
+        return result, instance
+    instance = replace(instance, reference_states=tuple(sorted({*instance.reference_states, *states})))
+    return validate(instance, backend), instance
+
+
 def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
-    """The world's own validation of one record: ``{"key", "ok", "drop", "false_alarm", "seconds", ...}``."""
+    """The world's own validation of one record: ``{"key", "ok", "drop", "false_alarm", "seconds", ...}``, with
+    ``reference_states`` when the task needs them (:func:`validate_with_reference_states`)."""
     from turngym.envs.swe.sandbox import SandboxError
     from turngym.envs.swe.taskset import validate
 
@@ -478,7 +510,7 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
     start = time.monotonic()
     row: dict[str, Any] = {"key": record["instance_id"]}
     try:
-        result = validate(instance, backend)
+        result, instance = validate_with_reference_states(instance, backend)
     except RuntimeError as error:
         return row | {"ok": False, "drop": "validate: the gold patch does not apply", "detail": _short(str(error)),
                       "seconds": time.monotonic() - start}
@@ -487,6 +519,8 @@ def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
                       "seconds": time.monotonic() - start}
     row["base_commit"] = result.base_commit
     row["grading_seconds"] = [result.before.duration_s, result.after.duration_s]
+    if instance.reference_states:
+        row["reference_states"] = list(instance.reference_states)
     # A void is the runner's two harnesses disagreeing on a test, or a canary passing: honest code does that only
     # when a test's outcome varies between runs. Validate again: a void that every run repeats is a false alarm of
     # the grader; one that a run does not repeat is a flaky task, dropped as such.
@@ -644,7 +678,8 @@ def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: 
             report.unrepeated_voids.append({"instance_id": key, "alarms": row["unrepeated_void"],
                                             "reruns": row.get("void_reruns", [])})
         if row.get("ok"):
-            records.append({**record, "base_commit": row["base_commit"]})
+            states = {"reference_states": row["reference_states"]} if row.get("reference_states") else {}
+            records.append({**record, "base_commit": row["base_commit"], **states})
         else:
             drops[row["drop"]] += 1
     return records

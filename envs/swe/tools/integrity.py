@@ -179,7 +179,7 @@ def _run_test_canaries(tree, container, names, tails, rng):
     ``runTest`` the source does not show is called through ``super()``."""
     run_test = _run_test_def(tree, container)
     copies = [None]
-    if run_test is not None and not _writes_module_state(run_test, tree) and not any(
+    if run_test is not None and _runs_twice(run_test, tree) and not any(
             type(n) is ast.Name and n.id in ("super", "__class__") for n in ast.walk(run_test)):
         copies = [_copied(run_test, "runTest", tail) for tail in tails]
     if None in copies:
@@ -371,6 +371,30 @@ def _writes_module_state(definition, tree):
     return False
 
 
+# calls that assert a warning is emitted: pytest's ``warns``/``deprecated_call``, unittest's ``assertWarns*``
+WARNING_ASSERTIONS = frozenset(("warns", "deprecated_call", "assertWarns", "assertWarnsRegex"))
+
+
+def _asserts_a_warning(definition):
+    """Whether a test's body asserts that a warning is emitted. Running it twice is not running the test when the
+    warning comes once: python-dateutil's ``tzstr`` caches its instances, so after a canary that copied the body of
+    ``test_tzstr_internal_timedeltas`` the test's own call hit the cache and did not warn (a false alarm on the gold
+    patch in two draws of three). Its canaries are plain failing statements instead."""
+    for node in ast.walk(definition):
+        if type(node) is ast.Call:
+            name = node.func.attr if type(node.func) is ast.Attribute else \
+                node.func.id if type(node.func) is ast.Name else None
+            if name in WARNING_ASSERTIONS:
+                return True
+    return False
+
+
+def _runs_twice(definition, tree):
+    """Whether a copy of the test's body, run before it in its process, leaves the test as it was (neither
+    :func:`_writes_module_state` nor :func:`_asserts_a_warning`)."""
+    return not _writes_module_state(definition, tree) and not _asserts_a_warning(definition)
+
+
 def _indented(text, indent):
     """``text`` (ending in a line break) with ``indent`` before each line."""
     return "".join(indent + line if line.strip() else line for line in (text.rstrip("\n") + "\n").splitlines(True))
@@ -418,7 +442,7 @@ def plan_canaries(source, targets, unittest_style, rng):
                 ((subs[0],), (subs[1],))
             continue
         copies = [_copied(definition, n, body) for n, body in zip(names, (fail, error))] if definition and \
-            not _writes_module_state(definition, tree) else [None]
+            _runs_twice(definition, tree) else [None]
         if None in copies:
             defs = _test_defs(node) if node is not None else _test_defs(tree)
             asynchronous = bool(defs) and sum(type(d) is ast.AsyncFunctionDef for d in defs) * 2 > len(defs)
@@ -1578,9 +1602,13 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         kind, base = _type(container), _base_container(_type(container))
         if base is None:  # another container: plain `in`, unless the member compares by the repository's own __eq__
             why = _own(_type(member))
-            if why:
-                raise self.failureException(self._formatMessage(msg, "strict equality: a member that compares by "
-                                                                f"the repository's own __eq__ ({why})"))
+            if why:  # then the judge decides `member in container` on the untouched code
+                why = f"a member that compares by the repository's own __eq__ ({why})"
+                frozen = _dispute.freeze(container, member, "in") if _dispute is not None else b""
+                if frozen:
+                    _dispute(frozen, why)
+                    return
+                raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
             _contains(self, member, container, msg)
             return
         why = _overrides(kind, _operations)
@@ -2190,8 +2218,13 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
         base = _base_container(kind)
         if base is None:  # another container: plain `in`, unless the member compares by the repository's own __eq__
             why = _own(_type(member))
-            if why:
-                raise AssertionError(f"strict equality: a member that compares by the repository's own __eq__ ({why})")
+            if why:  # then the judge decides `member in container` on the untouched code (boltons' complement set)
+                why = f"a member that compares by the repository's own __eq__ ({why})"
+                frozen = _dispute.freeze(container, member, "in") if _dispute is not None else b""
+                if frozen:
+                    _dispute(frozen, why)
+                    return True
+                raise AssertionError("strict equality: " + why)
             return member in container
         why = _overrides(kind, _operations)
         if why:

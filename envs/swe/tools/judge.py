@@ -26,9 +26,9 @@ slots; no code of the objects runs) and the runner's parent hands the frozen pai
    side with an element added or dropped, an enum member's siblings), or equals an instance of another class
    whatever that one holds: an untouched class that equals anything cannot vouch for a value.
 
-It prints one JSON line: ``[[held, why], ...]``, one per dispute. Anything it cannot do (a layout that differs,
-a malformed dispute, an exception) refuses the pair; the test then fails as before. Standard
-library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on standard input:
+It prints one JSON line: ``[[held, why, probed], ...]``, one per dispute (``probed``: see :func:`decide`).
+Anything it cannot do (a layout that differs, a malformed dispute, an exception) refuses the pair; the test then
+fails as before. Standard library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on standard input:
 ``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
 """
 
@@ -472,7 +472,7 @@ class Builder:
         if index in self.built:
             return self.built[index]
         if index in self.open:
-            raise Refused("a cycle through immutable values")
+            return self.bound_in_a_cycle(index)
         self.open.add(index)
         node = self.nodes[index]
         if type(node) is not tuple or not node or type(node[0]) is not str:
@@ -709,7 +709,22 @@ class Builder:
         function = self(func)
         if not callable(function):
             raise Refused("a malformed dispute")
-        return types.MethodType(function, self(owner))
+        target = self(owner)
+        if index in self.built:  # made while the owner's state was built (:meth:`bound_in_a_cycle`)
+            return self.built[index]
+        return types.MethodType(function, target)
+
+    def bound_in_a_cycle(self, index):
+        """A bound method met again while its owner's state is being built (pyparsing's ``Word`` keeps
+        ``self.parseImpl = self.parseImpl_regex``, a method bound to itself): made now, on the owner's registered
+        shell, as pickle's BUILD lets a cycle through a mutable object close. Any other cycle passes only through
+        immutable values, which cannot be made before their parts."""
+        node = self.nodes[index]
+        if node[0] != "bound" or len(node) != 3 or any(type(i) is not int or i not in self.built for i in node[1:]):
+            raise Refused("a cycle through immutable values")
+        value = self.built[index] = types.MethodType(self.built[node[1]], self.built[node[2]])
+        self.index_of.setdefault(id(value), index)
+        return value
 
     def build_cmethod(self, index, owner, name):
         """A C method bound to an object (a pattern's ``match``, a list's ``append``, a str's ``__eq__``): the method
@@ -1305,50 +1320,60 @@ def rebuilder(build, nodes, finder):
 
 
 def decide(data, finder):
-    """``(held, why)`` for one frozen pair: judged on the compared objects (put back as they were before each probe
-    when the comparison changed them), or, when that cannot be done, again with each probe on a rebuild of its
-    own."""
+    """``(held, why, probed)`` for one frozen pair: judged on the compared objects (put back as they were before
+    each probe when the comparison changed them), or, when that cannot be done, again with each probe on a rebuild
+    of its own. ``probed``: the untouched comparison held and only a probe refused, on a pair rebuilt in full (no
+    stand-in): the runner then accepts the pair when its frozen state is one the gold patch produced
+    (``unittest_runner.REFERENCE_STATES``), since an honest ``==`` coarser than its data fails the probes too."""
     try:
         version, nodes, roots, op = marshal.loads(bytes.fromhex(data))
     except Exception:  # noqa: BLE001
-        return False, "a malformed dispute"
+        return False, "a malformed dispute", False
     if version != 1 or type(roots) is not tuple or len(roots) != 2 or op not in ("==", "in", "!="):
-        return False, "a malformed dispute"
+        return False, "a malformed dispute", False
     return judged(nodes, roots, op, finder, afresh=False) or judged(nodes, roots, op, finder, afresh=True)
 
 
+def rebuilt_in_full(build):
+    """Whether every object of the pair was rebuilt from its frozen state: no opaque or identity stand-in (a C
+    type's, a dependency's, a class made inside a function), whose state the frozen table does not hold."""
+    return not any(type(value) is Opaque or type(value) is Identity for value in build.built.values())
+
+
 def judged(nodes, roots, op, finder, afresh):
-    """``(held, why)`` for a rebuilt pair: its comparison, then the probes, each on ``fresh`` objects when
-    ``afresh``; else on the pair put back as it was before the comparison (:func:`restoring`), or None when that
-    cannot be done or a probe changed what was not put back."""
+    """``(held, why, probed)`` for a rebuilt pair (:func:`decide`): its comparison, then the probes, each on
+    ``fresh`` objects when ``afresh``; else on the pair put back as it was before the comparison
+    (:func:`restoring`), or None when that cannot be done or a probe changed what was not put back."""
     holds = says_equal if op == "==" else says_in if op == "in" else says_unequal
     try:
         build = Builder(nodes, finder)
         first, second = build(roots[0]), build(roots[1])
     except Refused as refused:
-        return False, f"the untouched package could not rebuild the pair: {refused}"
+        return False, f"the untouched package could not rebuild the pair: {refused}", False
     except Exception as error:  # noqa: BLE001
-        return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300]
+        return False, f"the untouched package could not rebuild the pair: {type(error).__name__}: {error}"[:300], \
+            False
     fresh = rebuilder(build, nodes, finder) if afresh else None
     before = None if afresh else signature(build)
     saved = None if afresh else restorers(build)
     try:
         if not holds(first, second):
             return False, (f"the untouched package's own == says they differ ({op})" if op != "!=" else
-                           "the untouched package's own != says they are equal")
+                           "the untouched package's own != says they are equal"), False
         if not afresh:
             fresh = restoring(build, saved, before, nodes)
             if fresh is None:
                 return None
-        verdict = probes(first, second, op, holds, build, nodes, roots, finder, fresh, fresh_limit(nodes, afresh))
+        held, why = probes(first, second, op, holds, build, nodes, roots, finder, fresh, fresh_limit(nodes, afresh))
+        verdict = held, why, not held and rebuilt_in_full(build)
         if not afresh:
             fresh(None)  # put back what the last probe changed, then nothing else may differ
             return None if signature(build) != before else verdict
         return verdict
     except Refused as refused:
-        return False, f"the untouched package could not rebuild the pair: {refused}"
+        return False, f"the untouched package could not rebuild the pair: {refused}", False
     except Exception as error:  # noqa: BLE001
-        return False, f"the untouched package could not judge the pair: {type(error).__name__}"[:300]
+        return False, f"the untouched package could not judge the pair: {type(error).__name__}"[:300], False
 
 
 def fresh_limit(nodes, afresh):
@@ -1372,7 +1397,7 @@ def probes(first, second, op, holds, build, nodes, roots, finder, fresh, limit=4
                 try:
                     copy = built_again(build, nodes, finder)(root)
                 except Exception:  # noqa: BLE001
-                    return False, "the untouched package could not rebuild the pair twice"
+                    raise Refused("it could not be rebuilt twice") from None
                 if check(fresh(original), copy) is (check is says_unequal):
                     return False, f"an untouched {type(original).__qualname__} differs from its own copy"
         return True, ""
@@ -1386,10 +1411,11 @@ def probes(first, second, op, holds, build, nodes, roots, finder, fresh, limit=4
     if op == "==":
         lined_up, couples = pairs(first, second, instances, {id(m) for m in build.members},
                                   lambda obj: shape(nodes, build.index_of.get(id(obj))))
-    else:  # `second in first`: the member faces each item, both ways
-        lined_up = [(m, second) for m in first if id(m) in instances]
-        lined_up += [(second, item) for item in first if id(second) in instances and id(item) not in instances]
-        couples = [(a, b) for item in first for a, b in ((item, second), (second, item))
+    else:  # `second in first`: the member faces each item, both ways; a package container (not the list of the
+        items = first if type(first) is list else []  # refused items) is never iterated: its own `in` decided
+        lined_up = [(m, second) for m in items if id(m) in instances]
+        lined_up += [(second, item) for item in items if id(second) in instances and id(item) not in instances]
+        couples = [(a, b) for item in items for a, b in ((item, second), (second, item))
                    if id(a) in instances and id(b) in instances and type(a) is not type(b)]
     for mine, other in couples:  # an instance against another, whatever that one holds
         if indifferent(mine, other, build, nodes, finder, rng, token, fresh):
