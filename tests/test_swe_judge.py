@@ -507,7 +507,7 @@ def test_a_coarse_eq_holds_where_its_state_is_the_gold_patchs(tmp_path):
     digest; given that digest back (the task's reference states), the gold patch passes. A wrong value, one behind
     an always-equal ``__eq__``, and a state the judge cannot rebuild in full (a C array inside) still fail. (The
     right value behind an always-equal ``__eq__`` passes, as it does without reference states: the judge compares
-    the state on the untouched class.)"""
+    the state on the untouched class; so does the right value built another way.)"""
     gold = _scenario_tree(tmp_path / "gold", COARSE, COARSE_TESTS)
     ids = ["tests.test_pkg.T.test_a", "tests.test_pkg.T.test_array"]
     found, log = _grade_with_log(gold, ids, gold)
@@ -521,6 +521,12 @@ def test_a_coarse_eq_holds_where_its_state_is_the_gold_patchs(tmp_path):
         agent = _scenario_tree(tmp_path / name, package, COARSE_TESTS)
         assert _grade_with_log(agent, ids[:1], gold, states=states)[0] == {ids[0]: "FAILED"}, name
     assert _grade_with_log(gold, ids[:1], None, states=states)[0] == {ids[0]: "FAILED"}  # no reference, no judge
+    # the same value built at run time, not the test's interned constant: one frozen table (red team, 2026-12-02:
+    # the freezer's nodes were objects by identity, so an honest answer built another way missed the gold's digest)
+    built = _scenario_tree(tmp_path / "built", COARSE.replace(
+        'return Multi([("a", 1), ("b", b)])\n', 'return Multi([("".join(["", "a"]), 1), (chr(98), b)])\n', 1),
+        COARSE_TESTS)
+    assert _grade_with_log(built, ids[:1], gold, states=states)[0] == {ids[0]: "PASSED"}
 
 
 @pytest.mark.skipif(not _sandbox_python_has_pytest(), reason="the sandbox's python3 has no pytest")
@@ -550,6 +556,25 @@ def test_the_validation_gives_a_coarse_eq_task_the_gold_patchs_reference_states(
     assert result.after.statuses == dict.fromkeys(ids, "PASSED"), result.after.log[-2000:]
     assert result.before.statuses == dict.fromkeys(ids, "FAILED"), result.before.log[-2000:]
     assert SWEInstance.from_record(validated.to_record()).reference_states == validated.reference_states
+
+
+@pytest.mark.parametrize("pytest_mode", [False, True])
+def test_a_repository_member_in_a_package_container_is_refused(pytest_mode, tmp_path):
+    """A member whose ``==`` is the repository's, in a container that is not a builtin one, is refused outright,
+    never judged: the judge cannot probe a package container's items (red team, 2026-12-02: with the pair handed
+    to the judge, a Version of generous Intervals was "in" the package's Shelf)."""
+    tests = ("from pkg import *\n\ndef test_a():\n    assert latest(['1.0', '2.1']) in released()\n" if pytest_mode
+             else "import unittest\nfrom pkg import *\n\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+                  "        self.assertIn(latest(['1.0', '2.1']), released())\n")
+    target = "tests/test_pkg.py::test_a" if pytest_mode else "tests.test_pkg.T.test_a"
+    import runpy
+
+    if pytest_mode and not _sandbox_python_has_pytest():
+        pytest.skip("the sandbox's python3 has no pytest")
+    scenario = runpy.run_path(str(ROUNDS / "swe_judge_round19" / "refused_generous_member_in_package_container.py"))
+    gold = _scenario_tree(tmp_path / "gold", scenario["PKG"], tests)
+    agent = _scenario_tree(tmp_path / "agent", scenario["AGENT"], tests)
+    assert _grade(agent, [target], gold, pytest_mode) == {target: "FAILED"}
 
 
 def _eq_bug_taskset(root: Path, name: str, test_cmd: str | None = None):

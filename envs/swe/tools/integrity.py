@@ -1602,13 +1602,9 @@ def strict_assertions(test_case, problem, guard=None, dispute=None):
         kind, base = _type(container), _base_container(_type(container))
         if base is None:  # another container: plain `in`, unless the member compares by the repository's own __eq__
             why = _own(_type(member))
-            if why:  # then the judge decides `member in container` on the untouched code
-                why = f"a member that compares by the repository's own __eq__ ({why})"
-                frozen = _dispute.freeze(container, member, "in") if _dispute is not None else b""
-                if frozen:
-                    _dispute(frozen, why)
-                    return
-                raise self.failureException(self._formatMessage(msg, "strict equality: " + why))
+            if why:
+                raise self.failureException(self._formatMessage(msg, "strict equality: a member that compares by "
+                                                                f"the repository's own __eq__ ({why})"))
             _contains(self, member, container, msg)
             return
         why = _overrides(kind, _operations)
@@ -1924,10 +1920,18 @@ def make_dispute(event, node_budget=200_000, byte_budget=4_000_000):
             """``node`` for ``value``, or None when another object of the pair already carries its name."""
             return node if claimed.setdefault(node, _id(value)) == _id(value) else None
 
-        def ref(value):
-            index = seen.get(_id(value))
+        def ref(value, _by_bytes=(float, complex)):
+            """The node of ``value``: one per object, but one per value for a builtin scalar, whose identity says
+            nothing (an interned constant the test's expectation shares, or the same text built at run time, give
+            one frozen table: a reference state is a value, red team 2026-12-02)."""
+            kind, key = _type(value), None
+            for scalar in _scalars:
+                if kind is scalar:  # (marshal's bytes for a str say whether it is interned: by value)
+                    key = (kind, _dumps(value)) if kind in _by_bytes else (kind, value)  # NaN, -0.0 as themselves
+            key = _id(value) if key is None else key
+            index = seen.get(key)
             if index is None:
-                index = seen[_id(value)] = _len(order)
+                index = seen[key] = _len(order)
                 order.append(value)
             return index
 
@@ -2218,13 +2222,8 @@ def strict_pytest_asserts(rewrite_module, problem, guard=None, dispute=None):
         base = _base_container(kind)
         if base is None:  # another container: plain `in`, unless the member compares by the repository's own __eq__
             why = _own(_type(member))
-            if why:  # then the judge decides `member in container` on the untouched code (boltons' complement set)
-                why = f"a member that compares by the repository's own __eq__ ({why})"
-                frozen = _dispute.freeze(container, member, "in") if _dispute is not None else b""
-                if frozen:
-                    _dispute(frozen, why)
-                    return True
-                raise AssertionError("strict equality: " + why)
+            if why:
+                raise AssertionError(f"strict equality: a member that compares by the repository's own __eq__ ({why})")
             return member in container
         why = _overrides(kind, _operations)
         if why:

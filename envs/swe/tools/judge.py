@@ -1411,11 +1411,10 @@ def probes(first, second, op, holds, build, nodes, roots, finder, fresh, limit=4
     if op == "==":
         lined_up, couples = pairs(first, second, instances, {id(m) for m in build.members},
                                   lambda obj: shape(nodes, build.index_of.get(id(obj))))
-    else:  # `second in first`: the member faces each item, both ways; a package container (not the list of the
-        items = first if type(first) is list else []  # refused items) is never iterated: its own `in` decided
-        lined_up = [(m, second) for m in items if id(m) in instances]
-        lined_up += [(second, item) for item in items if id(second) in instances and id(item) not in instances]
-        couples = [(a, b) for item in items for a, b in ((item, second), (second, item))
+    else:  # `second in first`: the member faces each item, both ways
+        lined_up = [(m, second) for m in first if id(m) in instances]
+        lined_up += [(second, item) for item in first if id(second) in instances and id(item) not in instances]
+        couples = [(a, b) for item in first for a, b in ((item, second), (second, item))
                    if id(a) in instances and id(b) in instances and type(a) is not type(b)]
     for mine, other in couples:  # an instance against another, whatever that one holds
         if indifferent(mine, other, build, nodes, finder, rng, token, fresh):

@@ -1,5 +1,0 @@
-"""Round 19 (the scale set's gold analysis, cause A: boltons' `assert everything in everything`): the package's
-Version in the package's own container; the member's == is the repository's, so the judge decides
-`member in container` on the untouched code (it was refused outright, never judged)."""
-PKG = 'class Version:\n    def __init__(self, text):\n        self.parts = tuple(int(p) for p in text.split("."))\n\n    def __eq__(self, other):\n        if not isinstance(other, Version):\n            return NotImplemented\n        return self.parts == other.parts\n\n    __hash__ = None\n\n\nclass Shelf:\n    def __init__(self, versions):\n        self.versions = [Version(v) for v in versions]\n\n    def __contains__(self, version):\n        return any(version == v for v in self.versions)\n\n\ndef released():\n    return Shelf(["1.0", "2.1"])\n\n\ndef latest(vs):\n    return Version(max(vs, key=lambda v: tuple(int(p) for p in v.split("."))))\n'
-TESTS = 'import unittest\nfrom pkg import *\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertIn(latest(["1.0", "2.1"]), released())\n'
