@@ -18,7 +18,7 @@ SUMMARY = {
         {"spec": "b==2", "name": "b", "status": "dropped", "reason": "no test files"},
     ],
     "tasks": 7, "splits": {"train": 6, "eval_seen": 1}, "gold_gradings": 3, "false_alarms": [{"instance_id": "a.1"}],
-    "gold_gradings_disagreeing": 1,
+    "gold_gradings_disagreeing": 1, "gold_gradings_with_reference_states": 2,
     "unrepeated_voids": [{"instance_id": "a.2"}, {"instance_id": "a.3"}],
     "gold_disagreements": {"a-1: t::u": 2}, "seconds_per_validation": 6.0, "drops": {"no test fails": 25},
     "statistics": {"repositories": {"a": 7}, "modifiers": {"op_swap": 2, "remove_cond": 5},
@@ -43,9 +43,12 @@ def test_the_report_has_a_row_per_package_and_the_sets_totals():
             "| 1 of 3 (33.3 %) |") in text
     assert "(a false alarm on a test, not a void; the task is rebuilt without it) | 1 of 3 (33.3 %), 2 test results |" \
         in text
-    older = render({k: v for k, v in SUMMARY.items() if k != "gold_gradings_disagreeing"})
+    older = render({k: v for k, v in SUMMARY.items()
+                    if k not in ("gold_gradings_disagreeing", "gold_gradings_with_reference_states")})
     assert "the task is rebuilt without it) | - |" in older  # a report written before the count was kept
     assert "| void gradings a rerun did not repeat (flaky tasks, dropped) | 2 |" in text
+    assert "coarser than its data; validated again with them) | 2 |" in text
+    assert "validated again with them) | - |" in older  # a report written before reference states
     assert "| remove_cond | 5 |\n| op_swap | 2 |" in text  # most common first
     assert "FAIL_TO_PASS median 3; runner modes: pytest 7" in text
 

@@ -134,6 +134,8 @@ class PackageReport:
     # alarms that void nothing (a test failed, not the grading), left out of the rebuilt task
     gold_disagreements: dict[str, int] = field(default_factory=dict)
     gold_gradings_disagreeing: int = 0  # validations (of validation_seconds) with at least one such test
+    # validations whose gold patch needed reference states (an honest == coarser than its data), validated twice
+    gold_gradings_with_reference_states: int = 0
     drops: dict[str, int] = field(default_factory=dict)
     false_alarms: list[dict[str, Any]] = field(default_factory=list)
     # void gradings that the same validation, run again, did not repeat: a graded test whose outcome varies between
@@ -672,6 +674,7 @@ def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: 
         if "seconds" in row and row.get("ok") is not None:
             report.validation_seconds.append(round(row["seconds"], 2))
             report.gold_gradings_disagreeing += bool(row.get("failing_on_gold"))
+            report.gold_gradings_with_reference_states += bool(row.get("reference_states"))
         if row.get("false_alarm"):
             report.false_alarms.append({"instance_id": key, "alarms": row["false_alarm"]})
         if row.get("unrepeated_void"):
@@ -920,6 +923,7 @@ def write_set(out: Path, packages: list[PackageReport], records: list[dict], con
         "gold_disagreements": {f"{r.key}: {test}": n for r in packages for test, n in r.gold_disagreements.items()},
         "gold_gradings": sum(len(r.validation_seconds) for r in packages),
         "gold_gradings_disagreeing": sum(r.gold_gradings_disagreeing for r in packages),
+        "gold_gradings_with_reference_states": sum(r.gold_gradings_with_reference_states for r in packages),
         "seconds_per_validation": round(sum(seconds) / len(seconds), 2) if seconds else None,
         "statistics": statistics(records),
     }
