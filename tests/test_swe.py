@@ -477,10 +477,10 @@ def test_wall_clock_limit_truncates(make_env):
 
 @needs_bwrap
 def test_commands_past_their_own_timeout_are_killed_but_the_episode_goes_on(make_env):
-    env = make_env(timeouts={"exec": 1.0})
+    env = make_env(timeouts={"exec": 4.0})  # 1 s: a loaded machine had not yet echoed "started" when it was killed
     env.reset(options={"task": TASK})
     obs, _, terminated, truncated, info = env.step("```bash\necho started; sleep 30\n```")
-    assert obs.startswith("[turngym] the command did not finish within 1 s and was killed.")
+    assert obs.startswith("[turngym] the command did not finish within 4 s and was killed.")
     assert "<returncode>killed</returncode>" in obs and "started" in obs
     assert not (terminated or truncated) and info["exit_code"] is None
     obs, *_ = env.step("```bash\necho alive\n```")
