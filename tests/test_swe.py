@@ -217,6 +217,9 @@ def test_swe_bench_json_string_test_lists_and_image_name():
         ({"FAIL_TO_PASS": []}, "FAIL_TO_PASS is empty"),
         ({"FAIL_TO_PASS": "not json"}, "not a JSON list"),
         ({"PASS_TO_PASS": [1, 2]}, "must be a list of test ids"),
+        ({"reference_states": ["A" * 64]}, "sha256 hex digests"),  # upper case: not as the runner prints them
+        ({"reference_states": ["a" * 63]}, "sha256 hex digests"),
+        ({"reference_states": "a" * 64}, "sha256 hex digests"),  # a string, not a list of them
     ],
 )
 def test_bad_records_say_what_is_wrong(change, message):
@@ -224,6 +227,20 @@ def test_bad_records_say_what_is_wrong(change, message):
         SWEInstance.from_record({**SWE_GYM_RECORD, **change})
     with pytest.raises(ValueError, match="lacks"):
         SWEInstance.from_record({k: v for k, v in SWE_GYM_RECORD.items() if k != "test_patch"})
+
+
+def test_reference_states_are_read_from_the_runners_lines_only():
+    """The runner's ``reference states`` lines give sorted, unique sha256 digests; any other word or line is not
+    one, and a record keeps the same digests sorted and unique."""
+    from turngym.envs.swe.synth.pipeline import REFERENCE_STATES_LINE, reference_states_in
+
+    first, second = "b" * 64, "0123456789abcdef" * 4
+    log = "\n".join([f"{REFERENCE_STATES_LINE}{first} {second} {first.upper()} {'c' * 65} xyz",
+                      f"PASSED test_x {'d' * 64}",  # a digest on another line is not a reference state
+                      f"{REFERENCE_STATES_LINE}{first}"])
+    assert reference_states_in(log) == (second, first)
+    record = {**SWE_GYM_RECORD, "reference_states": [first, second, first]}
+    assert SWEInstance.from_record(record).reference_states == (second, first)
 
 
 def test_load_from_json_jsonl_and_datasets(tmp_path):

@@ -70,11 +70,15 @@ def _test_list(value: Any, field_name: str, instance_id: str) -> tuple[str, ...]
     return tuple(value)
 
 
+def is_sha256_hex(text: Any) -> bool:
+    """Whether ``text`` is a sha256 digest as lowercase hex (a reference state, as the runner prints them)."""
+    return isinstance(text, str) and len(text) == 64 and set(text) <= set("0123456789abcdef")
+
+
 def _reference_states(value: Any, instance_id: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, (list, tuple)) or not all(
-            isinstance(v, str) and len(v) == 64 and set(v) <= set("0123456789abcdef") for v in value):
+    if not isinstance(value, (list, tuple)) or not all(is_sha256_hex(v) for v in value):
         raise ValueError(f"{instance_id}: reference_states must be a list of sha256 hex digests")
     return tuple(sorted(set(value)))
 

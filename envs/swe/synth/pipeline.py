@@ -61,7 +61,7 @@ from tqdm import tqdm
 
 from turngym.envs.isolation import die_with_parent
 from turngym.envs.swe.grading import PASSING
-from turngym.envs.swe.instances import SWEInstance
+from turngym.envs.swe.instances import SWEInstance, is_sha256_hex
 from turngym.envs.swe.synth import modifiers as mods
 from turngym.envs.swe.synth.llm_statement import rewrite_statements
 from turngym.envs.swe.synth.manifest import Manifest, SplitRule, content_hash, repo_splits, task_split, versions
@@ -481,8 +481,7 @@ def reference_states_in(log: str) -> tuple[str, ...]:
     found = set()
     for line in log.splitlines():
         if line.startswith(REFERENCE_STATES_LINE):
-            found.update(w for w in line[len(REFERENCE_STATES_LINE):].split()
-                         if len(w) == 64 and set(w) <= set("0123456789abcdef"))
+            found.update(w for w in line[len(REFERENCE_STATES_LINE):].split() if is_sha256_hex(w))
     return tuple(sorted(found))
 
 
