@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +65,23 @@ def read_outcomes(path: str | Path) -> dict[str, Any]:
                            f"\"studies\"); turngym stats reads {FORMATS}")
 
 
-def merge_records(records: Sequence[tuple[str | Path, Mapping[str, Any]]]) -> dict[str, Any]:
+def merge_records(records: Sequence[tuple[str | Path, Mapping[str, Any]]],
+                  keep_first: Collection[str] = ()) -> dict[str, Any]:
     """One outcome record from several runs of the same study (``(path, record)`` pairs in order), such as the
     seeds of one study run on different machines into separate results folders. Refused in one line, naming the
     files: different study names, a panel with two fingerprints (not the same games), an arm of two kinds (demos,
     episodes or null), or a (arm, seed, panel) cell that two files hold with different outcomes. A cell two files
-    hold alike is kept once, so rerunning a finished arm and seed is a check that it reproduces."""
+    hold alike is kept once, so rerunning a finished arm and seed is a check that it reproduces.
+
+    ``keep_first`` names arms whose cells may differ between files: the earliest file's cell is kept and the later
+    ones are left out (a warm start re-made on another machine, re-evaluated as a check, whose committed cell stays
+    the study's). :func:`cell_agreement` reports what differed."""
     if not records:
         raise OutcomeFileError("no outcome files to merge")
     first_path, first = records[0]
+    unknown = sorted(set(keep_first) - {label for _, record in records for label in record["arms"]})
+    if unknown:
+        raise OutcomeFileError(f"--keep-first names arms no file holds: {_listed(unknown)}")
     merged: dict[str, Any] = {"name": first.get("name"), "panels": dict(first.get("panels") or {}), "arms": {}}
     origin: dict[tuple[str, str, str], str | Path] = {}  # which file each cell came from
     for path, record in records:
@@ -94,7 +102,7 @@ def merge_records(records: Sequence[tuple[str | Path, Mapping[str, Any]]]) -> di
             for seed, panels in arm["outcomes"].items():
                 for panel, tasks in panels.items():
                     have = into["outcomes"].setdefault(seed, {}).get(panel)
-                    if have and tasks and have != tasks:
+                    if have and tasks and have != tasks and label not in keep_first:
                         differ = sum(have.get(task) != tasks.get(task) for task in set(have) | set(tasks))
                         raise OutcomeFileError(
                             f"{path}: arm {label!r}, seed {seed}, panel {panel!r} differs from "
@@ -103,6 +111,46 @@ def merge_records(records: Sequence[tuple[str | Path, Mapping[str, Any]]]) -> di
                         into["outcomes"][seed][panel] = dict(tasks)
                         origin[label, seed, panel] = path
     return merged
+
+
+def cell_agreement(records: Sequence[tuple[str | Path, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Every (arm, seed, panel) cell that more than one file holds, compared game by game with the earliest file
+    that holds it: ``{"arm", "seed", "panel", "first", "file", "games", "first_wins", "wins", "differing"}``,
+    ``differing`` the sorted task ids whose outcomes differ (a task only one of the two holds counts). A rerun that
+    reproduces has ``differing == []``. Wins are the sums of the cells' successes."""
+    first_holder: dict[tuple[str, str, str], tuple[str | Path, Mapping[str, Any]]] = {}
+    rows = []
+    for path, record in records:
+        for label, arm in record["arms"].items():
+            for seed, panels in arm["outcomes"].items():
+                for panel, tasks in panels.items():
+                    if not tasks:
+                        continue
+                    earlier = first_holder.setdefault((label, seed, panel), (path, tasks))
+                    if earlier[0] is path:
+                        continue
+                    first_path, first_tasks = earlier
+                    games = set(first_tasks) | set(tasks)
+                    rows.append({"arm": label, "seed": seed, "panel": panel, "first": str(first_path),
+                                 "file": str(path), "games": len(games), "first_wins": sum(first_tasks.values()),
+                                 "wins": sum(tasks.values()),
+                                 "differing": sorted(g for g in games if first_tasks.get(g) != tasks.get(g))})
+    return rows
+
+
+def agreement_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`cell_agreement`'s rows as a table: which cells reruns reproduced game by game, and which they did not."""
+    if not rows:
+        return ""
+    lines = ["Cells held by more than one file (the first file's is used):", "",
+             "| arm | seed | panel | first file | wins | rerun file | wins | games differing |",
+             "|---|---|---|---|---:|---|---:|---|"]
+    for row in rows:
+        shown = ", ".join(row["differing"][:5]) + (" ..." if len(row["differing"]) > 5 else "")
+        differing = f"{len(row['differing'])} of {row['games']}" + (f" ({shown})" if shown else " (reproduced)")
+        lines.append(f"| {row['arm']} | {row['seed']} | {row['panel']} | {row['first']} | {row['first_wins']:g} | "
+                     f"{row['file']} | {row['wins']:g} | {differing} |")
+    return "\n".join(lines) + "\n"
 
 
 def panels_of(record: Mapping[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from turngym.recipes.cli import main
-from turngym.recipes.outcome_files import OutcomeFileError, merge_records
+from turngym.recipes.outcome_files import OutcomeFileError, agreement_markdown, cell_agreement, merge_records
 
 
 def record(arms: dict[str, dict[str, list[float]]], *, name: str = "tiny", fingerprint: str = "abc") -> dict:
@@ -62,3 +62,51 @@ def test_stats_merges_files_and_writes_the_merged_record(tmp_path, capsys):
     rates.write_text(json.dumps({"seeds": [0], "studies": {"s": {"sft-only": [50]}}}))
     assert main(["stats", str(a), str(rates)]) == 2
     assert "per-seed rates do not merge" in capsys.readouterr().err
+
+
+def test_keep_first_uses_the_earlier_files_cell_of_a_named_arm_and_reports_what_differed():
+    committed = record({"sft-only": {"2": [0, 1, 1]}, "ppo": {"2": [1, 0, 1]}})
+    # A warm start re-made on another machine: its SFT-only re-evaluation differs on g0 and g2; a new arm trained
+    # from it; and PPO's cell rerun, reproduced game by game.
+    remade = record({"sft-only": {"2": [1, 1, 0]}, "ppo": {"2": [1, 0, 1]}, "ppo-sparse": {"2": [1, 1, 1]}})
+    records = [("main.json", committed), ("tier2.json", remade)]
+    merged = merge_records(records, keep_first=["sft-only"])
+    assert merged["arms"]["sft-only"]["outcomes"]["2"]["held_out"] == {"g0": 0, "g1": 1, "g2": 1}
+    assert merged["arms"]["ppo-sparse"]["outcomes"]["2"]["held_out"] == {"g0": 1, "g1": 1, "g2": 1}
+    rows = cell_agreement(records)
+    assert [(r["arm"], r["first_wins"], r["wins"], r["differing"], r["games"]) for r in rows] == [
+        ("sft-only", 2, 2, ["g0", "g2"], 3), ("ppo", 2, 2, [], 3)]
+    table = agreement_markdown(rows)
+    assert "| sft-only | 2 | held_out | main.json | 2 | tier2.json | 2 | 2 of 3 (g0, g2) |" in table
+    assert "| ppo | 2 | held_out | main.json | 2 | tier2.json | 2 | 0 of 3 (reproduced) |" in table
+    # Only the named arm may differ: PPO's cell differing is still refused.
+    changed = record({"sft-only": {"2": [1, 1, 0]}, "ppo": {"2": [0, 0, 1]}})
+    with pytest.raises(OutcomeFileError, match="arm 'ppo', seed 2, panel 'held_out' differs from main.json on 1 of 3"):
+        merge_records([("main.json", committed), ("tier2.json", changed)], keep_first=["sft-only"])
+    with pytest.raises(OutcomeFileError, match="--keep-first names arms no file holds: 'sft_only'"):
+        merge_records(records, keep_first=["sft_only"])
+
+
+def test_a_cell_only_one_file_holds_is_not_an_agreement_row_and_a_game_one_file_lacks_differs():
+    first = record({"ppo": {"1": [1, 0]}})
+    second = record({"ppo": {"2": [1, 1]}})
+    assert cell_agreement([("a", first), ("b", second)]) == []
+    assert agreement_markdown([]) == ""
+    partial = {**record({}), "arms": {"ppo": {"demos": 4, "episodes": 8, "null": False,
+                                              "outcomes": {"1": {"held_out": {"g0": 1}}}}}}
+    [row] = cell_agreement([("a", first), ("b", partial)])
+    assert row["differing"] == ["g1"] and row["games"] == 2 and row["wins"] == 1
+
+
+def test_stats_keep_first_prints_the_agreement_table(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(record({"sft-only": {"1": [0, 0, 1, 0]}, "ppo": {"1": [1, 1, 1, 0]}})))
+    b.write_text(json.dumps(record({"sft-only": {"1": [0, 1, 1, 0]}, "ppo-sparse": {"1": [1, 1, 0, 1]}})))
+    assert main(["stats", str(a), str(b)]) == 2
+    assert "differs from" in capsys.readouterr().err
+    assert main(["stats", str(a), str(b), "--keep-first", "sft-only"]) == 0
+    out = capsys.readouterr().out
+    assert "| sft-only | 1 | held_out |" in out and "1 of 4 (g1)" in out
+    assert "| ppo-sparse |" in out
+    assert main(["stats", str(a), "--keep-first", "sft-only"]) == 2
+    assert "give two or more" in capsys.readouterr().err

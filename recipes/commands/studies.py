@@ -69,12 +69,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
     paths = [_outcomes_path(Path(given)) for given in args.outcomes]
     path = paths[0]
     content = files.read_outcomes(path)
+    agreement = ""
+    if args.keep_first and len(paths) < 2:
+        raise files.OutcomeFileError("--keep-first chooses between files that hold the same cell: give two or more")
     if len(paths) > 1 or args.merged_out:
         contents = [content, *(files.read_outcomes(more) for more in paths[1:])]
         if any(c["kind"] == "rates" for c in contents):
             raise files.OutcomeFileError("per-seed rates do not merge: give per-game outcome files only")
-        content = {"kind": "record", "record": files.merge_records([(p, c["record"]) for p, c in
-                                                                     zip(paths, contents, strict=True)])}
+        records = [(p, c["record"]) for p, c in zip(paths, contents, strict=True)]
+        content = {"kind": "record", "record": files.merge_records(records, keep_first=args.keep_first)}
+        agreement = files.agreement_markdown(files.cell_agreement(records))
         path = Path(" + ".join(str(p) for p in paths))
         if args.merged_out:
             Path(args.merged_out).write_text(json.dumps(content["record"], indent=1) + "\n")
@@ -85,6 +89,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             raise files.OutcomeFileError(f"{path}: holds per-seed rates; --plan needs per-game outcomes")
         print(files.rates_markdown(path, content, args.reference), end="")
         return 0
+    if agreement:
+        print(agreement)
     if args.plot and args.plan != "algorithm-comparison":
         raise files.OutcomeFileError("--plot draws the pre-registered comparisons: use it with --plan "
                                      "algorithm-comparison")
@@ -151,6 +157,9 @@ def add(sub) -> None:
                         "merged into one study (seeds run on different machines), refusing a cell two of them hold "
                         "with different outcomes")
     p.add_argument("--merged-out", metavar="FILE", help="also write the merged outcome record to FILE")
+    p.add_argument("--keep-first", metavar="ARM", action="append", default=[],
+                   help="when merging, an arm whose cells may differ between files (e.g. a re-made warm start's "
+                        "re-evaluation): the first file's cell is used and the difference shown; repeatable")
     p.add_argument("--reference", help="the arm every other is paired with (default: SFT-only, else the first)")
     p.add_argument("--panel", help="which evaluation panel (default: held_out); an unknown one is refused, "
                                    "listing the file's panels")
