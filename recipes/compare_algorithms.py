@@ -63,6 +63,7 @@ from turngym.recipes.study import (
     Study,
     StudyConfig,
     add_study_arguments,
+    cost_table,
     difference_cell,
     load_config,
     moving_average,
@@ -234,6 +235,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
         for label, panel, by in breakdown:
             for difficulty, s in by.items():
                 lines.append(f"| {label} | {panel} | {difficulty} | {s['episodes']} | {success_cell(s)} |")
+    lines += cost_table(summary)
     minutes = summary.get("wall_seconds") or 0.0
     lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes / 60:.1f} min; "
                   f"{peak_memory(summary)}. "

@@ -32,6 +32,7 @@ from turngym.recipes.study import (
     Study,
     StudyConfig,
     add_study_arguments,
+    cost_table,
     difference_cell,
     episodes_per_step,
     load_config,
@@ -107,6 +108,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
     lines += seed_table(((label, arm["panels"]["held_out"]["vs_reference"]) for label, arm in arms.items()
                          if label != reference), reference)
     lines += ["", INTERVAL_NOTE]
+    lines += cost_table(summary)
     minutes = (summary.get("wall_seconds") or 0.0) / 60
     lines += ["", (f"Stage time {summary['stage_seconds'] / 60:.1f} min; this run {minutes:.1f} min; "
                    f"{peak_memory(summary)}.")]

@@ -58,6 +58,7 @@ from turngym.recipes.study_progress import PlannedStage, StagePlan, duration, st
 from turngym.recipes.study_rft import RFT, RFTStages
 from turngym.recipes.study_tables import (
     INTERVAL_NOTE,
+    cost_table,
     difference_cell,
     peak_memory,
     percent,
@@ -65,6 +66,7 @@ from turngym.recipes.study_tables import (
     recomputed_markdown,
     seed_table,
     seeds_cell,
+    stage_costs,
     success_cell,
 )
 
@@ -73,11 +75,11 @@ from turngym.recipes.study_tables import (
 # stages run), study_memory, study_rft (the RFT arm's stages) and study_curves (learning curves); their names are
 # importable from here as before.
 __all__ = ["DONE", "INTERVAL_NOTE", "OUTCOMES", "RESERVED_SPLITS", "RFT", "Arm", "EvaluationOptions", "PlannedStage",
-           "Study", "StudyConfig", "add_study_arguments", "adds_seeds", "curve_callback", "difference_cell", "duration",
-           "episodes_per_step", "load_config", "moving_average", "outcome_record", "pairwise_differences",
-           "panel_summary", "peak_memory", "peak_rss_gb", "percent", "print_outputs", "recompute",
-           "recomputed_markdown", "release_freed_memory", "save_policy", "seed_table", "seeds_cell", "study_progress",
-           "success_cell", "success_grid", "write_json"]
+           "Study", "StudyConfig", "add_study_arguments", "adds_seeds", "cost_table", "curve_callback",
+           "difference_cell", "duration", "episodes_per_step", "load_config", "moving_average", "outcome_record",
+           "pairwise_differences", "panel_summary", "peak_memory", "peak_rss_gb", "percent", "print_outputs",
+           "recompute", "recomputed_markdown", "release_freed_memory", "save_policy", "seed_table", "seeds_cell",
+           "study_progress", "success_cell", "success_grid", "write_json"]
 
 DONE = "done.json"
 
@@ -518,6 +520,7 @@ class Study(RFTStages, CurveStages, StagePlan):
             "curve_reference": self.curve_reference(),
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),
+            "stage_costs": stage_costs(stages, evals),
             "peak_rss_gb": max((peak for record in [*stages.values(), *(e for rows in evals.values() for e in rows)]
                                 if (peak := record.get("peak_rss_gb")) is not None), default=None),
             "panels": {p: {"taskset": self.tasks(p).name, "fingerprint": self.tasks(p).fingerprint}

@@ -14,6 +14,33 @@ def peak_memory(summary: Mapping[str, Any]) -> str:
     return "peak resident memory not recorded" if peak is None else f"peak resident memory {peak:.1f} GB"
 
 
+def stage_costs(stages: Mapping[str, Mapping[str, Any]],
+                evals: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Each stage's seconds and peak resident memory, sorted by seed then stage: training stages (``seedS/NAME``,
+    from their ``done.json``) and evaluations (``seedS/eval ARM (PANEL)``). The peak is the running process's
+    when the stage ended, so it bounds the stage's own from above where one process ran several stages. An
+    evaluation reused for another seed (the base model's, made once per study) is listed once, under its own seed."""
+    rows = [{"stage": key, "seconds": record.get("seconds"), "peak_rss_gb": record.get("peak_rss_gb")}
+            for key, record in stages.items()]
+    rows += [{"stage": f"seed{record['seed']}/eval {label} ({record['panel']})", "seconds": record.get("seconds"),
+              "peak_rss_gb": record.get("peak_rss_gb")}
+             for label, records in evals.items() for record in records if "reused_from_seed" not in record]
+    return sorted(rows, key=lambda row: row["stage"])
+
+
+def cost_table(summary: Mapping[str, Any]) -> list[str]:
+    """:func:`stage_costs`' rows (``summary["stage_costs"]``) as a markdown section; none for older summaries."""
+    rows = summary.get("stage_costs")
+    if not rows:
+        return []
+    lines = ["", "## Cost by stage", "", "| stage | minutes | peak resident memory (GB) |", "|---|---:|---:|"]
+    for row in rows:
+        minutes = "" if row["seconds"] is None else f"{row['seconds'] / 60:.1f}"
+        peak = "not recorded" if row["peak_rss_gb"] is None else f"{row['peak_rss_gb']:.1f}"
+        lines.append(f"| {row['stage']} | {minutes} | {peak} |")
+    return lines
+
+
 def percent(x: float) -> str:
     return f"{100 * x:.1f}"
 

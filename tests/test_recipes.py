@@ -624,6 +624,25 @@ def policy(tiny_policy) -> Path:
     return tiny_policy
 
 
+def test_stage_costs_list_each_stage_once_by_seed_and_the_table_shows_minutes_and_peaks():
+    from turngym.recipes.study_tables import cost_table, stage_costs
+
+    stages = {"seed1/ppo": {"seconds": 600.0, "peak_rss_gb": 19.46, "episodes": 8},
+              "seed0/sft-4demos": {"seconds": 90.0, "peak_rss_gb": 7.0}}
+    evals = {"base": [{"seed": 0, "panel": "held_out", "seconds": 30.0, "peak_rss_gb": 2.0},
+                      {"seed": 1, "panel": "held_out", "seconds": 0.0, "peak_rss_gb": 2.0, "reused_from_seed": 0}],
+             "ppo": [{"seed": 1, "panel": "held_out", "seconds": 45.0}]}
+    rows = stage_costs(stages, evals)
+    assert [(r["stage"], r["seconds"], r["peak_rss_gb"]) for r in rows] == [
+        ("seed0/eval base (held_out)", 30.0, 2.0), ("seed0/sft-4demos", 90.0, 7.0),
+        ("seed1/eval ppo (held_out)", 45.0, None), ("seed1/ppo", 600.0, 19.46)]
+    table = cost_table({"stage_costs": rows})
+    assert table[1:5] == ["## Cost by stage", "", "| stage | minutes | peak resident memory (GB) |", "|---|---:|---:|"]
+    assert table[5:] == ["| seed0/eval base (held_out) | 0.5 | 2.0 |", "| seed0/sft-4demos | 1.5 | 7.0 |",
+                         "| seed1/eval ppo (held_out) | 0.8 | not recorded |", "| seed1/ppo | 10.0 | 19.5 |"]
+    assert cost_table({}) == []
+
+
 def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, monkeypatch, capsys):
     config = tiny_study(tmp_path, policy)
     summary, out = compare_algorithms.run(config)
@@ -651,6 +670,10 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
         json.loads(f.read_text())["peak_rss_gb"] for f in (out / "evals").glob("*/*.json")]
     assert len(peaks) == 1 + 2 + 4 * 2 and min(peaks) > 0 and summary["peak_rss_gb"] == max(peaks)
     assert f"peak resident memory {max(peaks):.1f} GB" in table
+    # ... and each stage's own time and peak are a table.
+    costs = {row["stage"]: row for row in summary["stage_costs"]}
+    assert len(costs) == 11 and costs["seed0/ppo"]["peak_rss_gb"] == summary["stages"]["seed0/ppo"]["peak_rss_gb"]
+    assert "## Cost by stage" in table and "| seed0/eval turn_rloo (longer) |" in table
 
     # Every RL arm spent the same budget, from the same SFT checkpoint.
     for label in ("ppo", "turn_rloo"):
