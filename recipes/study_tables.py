@@ -28,6 +28,20 @@ def stage_costs(stages: Mapping[str, Mapping[str, Any]],
     return sorted(rows, key=lambda row: row["stage"])
 
 
+def folder_stage_costs(study_dir: Path) -> list[dict[str, Any]]:
+    """:func:`stage_costs` read from a study's folder as it stands (``results/<name>/``): each finished stage's
+    ``done.json`` and each evaluation's record, so a study still running, cut, or written by an older version (no
+    ``stage_costs`` in its summary) has its table too."""
+    import json
+
+    stages = {str(done.parent.relative_to(study_dir)): json.loads(done.read_text())
+              for done in sorted(study_dir.glob("seed*/**/done.json"))}
+    evals: dict[str, list[dict[str, Any]]] = {}
+    for record in sorted(study_dir.glob("evals/*/seed*.json")):
+        evals.setdefault(record.parent.name, []).append(json.loads(record.read_text()))
+    return stage_costs(stages, evals)
+
+
 def cost_table(summary: Mapping[str, Any]) -> list[str]:
     """:func:`stage_costs`' rows (``summary["stage_costs"]``) as a markdown section; none for older summaries."""
     rows = summary.get("stage_costs")

@@ -643,6 +643,27 @@ def test_stage_costs_list_each_stage_once_by_seed_and_the_table_shows_minutes_an
     assert cost_table({}) == []
 
 
+def test_stats_costs_reads_a_study_folder_as_it_stands(tmp_path, capsys):
+    from turngym.recipes.cli import main
+
+    study = tmp_path / "study"
+    for stage, record in {"seed3/sft-4demos": {"seconds": 120.0, "peak_rss_gb": 6.0},
+                          "seed3/rft/round1": {"seconds": 60.0, "peak_rss_gb": 8.25}}.items():
+        (study / stage).mkdir(parents=True)
+        (study / stage / "done.json").write_text(json.dumps(record))
+    (study / "evals" / "sft-only").mkdir(parents=True)
+    (study / "evals" / "sft-only" / "seed3-held_out.json").write_text(
+        json.dumps({"seed": 3, "panel": "held_out", "seconds": 6.0, "peak_rss_gb": 6.5, "outcomes": []}))
+    written = tmp_path / "costs.json"
+    assert main(["stats", str(study), "--costs", str(written)]) == 0  # no outcomes.json yet: still running
+    printed = capsys.readouterr().out
+    assert "| seed3/rft/round1 | 1.0 | 8.2 |" in printed and "| seed3/eval sft-only (held_out) | 0.1 | 6.5 |" in printed
+    assert [row["stage"] for row in json.loads(written.read_text())[str(study)]] == [
+        "seed3/eval sft-only (held_out)", "seed3/rft/round1", "seed3/sft-4demos"]
+    assert main(["stats", str(written), "--costs"]) == 2
+    assert "reads a study's results folder" in capsys.readouterr().err
+
+
 def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, monkeypatch, capsys):
     config = tiny_study(tmp_path, policy)
     summary, out = compare_algorithms.run(config)

@@ -66,6 +66,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from turngym.recipes import outcome_files as files
     from turngym.recipes.study import recompute, recomputed_markdown
 
+    if args.costs is not None:
+        return _print_costs([Path(given) for given in args.outcomes], args.costs)
     paths = [_outcomes_path(Path(given)) for given in args.outcomes]
     path = paths[0]
     content = files.read_outcomes(path)
@@ -117,6 +119,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_costs(folders: list[Path], out: str) -> int:
+    """``turngym stats FOLDER --costs [FILE]``: each folder's "Cost by stage" table (its stages' minutes and peak
+    memory), and the rows as JSON in FILE if one is given."""
+    from turngym.recipes.outcome_files import OutcomeFileError
+    from turngym.recipes.study_tables import cost_table, folder_stage_costs
+
+    costs = {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise OutcomeFileError(f"{folder}: --costs reads a study's results folder (its done.json files and "
+                                   "evaluation records), not a file")
+        costs[str(folder)] = folder_stage_costs(folder)
+        table = cost_table({"stage_costs": costs[str(folder)]})[3:] or ["no finished stage yet"]
+        print("\n".join([f"## Cost by stage: {folder}", "", *table, ""]))
+    if out != "-":
+        Path(out).write_text(json.dumps(costs, indent=1) + "\n")
+    return 0
+
+
 def _outcomes_path(path: Path) -> Path:
     """A results folder's outcomes.json, or the file given; a missing one is a FileNotFoundError naming it."""
     if path.is_dir():
@@ -157,6 +178,9 @@ def add(sub) -> None:
                         "merged into one study (seeds run on different machines), refusing a cell two of them hold "
                         "with different outcomes")
     p.add_argument("--merged-out", metavar="FILE", help="also write the merged outcome record to FILE")
+    p.add_argument("--costs", nargs="?", const="-", metavar="FILE",
+                   help="instead of the table of outcomes: each results folder's stages with their minutes and peak "
+                        "memory (also as JSON in FILE, if given)")
     p.add_argument("--keep-first", metavar="ARM", action="append", default=[],
                    help="when merging, an arm whose cells may differ between files (e.g. a re-made warm start's "
                         "re-evaluation): the first file's cell is used and the difference shown; repeatable")
