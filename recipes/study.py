@@ -369,7 +369,24 @@ class Study(RFTStages, CurveStages, StagePlan):
         # The episodes' text (no token ids) next to the numbers, for `turngym view`.
         write_trajectories(report.trajectories, file.with_suffix(".jsonl"), token_ids=False)
         file.write_text(json.dumps(result, indent=1))
+        self.write_outcomes(self.evals_on_disk())  # each evaluation's outcomes are in outcomes.json as it ends
         return result
+
+    def evals_on_disk(self) -> dict[str, list[dict[str, Any]]]:
+        """Every evaluation record the study's folder holds for its arms, seeds and panels, in the plan's order (a
+        seed-independent arm's first-seed record standing for the other seeds): the outcomes so far, whichever call
+        or process evaluated them."""
+        evals: dict[str, list[dict[str, Any]]] = {}
+        first = self.config.seeds[0]
+        for seed in self.config.seeds:
+            for arm in self.arms:
+                own = first if seed != first and self.seed_independent(arm) else seed
+                for panel in self.panel_names():
+                    file = self.out / "evals" / arm.label / f"seed{own}-{panel}.json"
+                    if file.is_file():
+                        evals.setdefault(arm.label, []).append(json.loads(file.read_text()) if own == seed else
+                                                               self.reused_eval(arm.label, own, seed, panel))
+        return evals
 
     def eval_engine(self, model_path: Path | str, model: Any, seed: int) -> Any:
         """The evaluations' vLLM backend holding ``model``'s weights: one colocated engine for the whole study, built
@@ -591,4 +608,8 @@ def _versions() -> dict[str, str]:
 
 
 def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1, default=str))
+    """``data`` as JSON at ``path``, replaced whole (a temporary file renamed over it), so a reader or a cut run
+    never sees half a file."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=1, default=str))
+    partial.replace(path)

@@ -664,6 +664,32 @@ def test_stats_costs_reads_a_study_folder_as_it_stands(tmp_path, capsys):
     assert "reads a study's results folder" in capsys.readouterr().err
 
 
+def test_each_evaluation_is_in_outcomes_json_as_it_ends_so_a_cut_run_loses_none(tmp_path, policy, monkeypatch):
+    import turngym.trainers.rollout as rollout
+
+    real, calls = rollout.evaluate_policy, []
+
+    def cut_at_the_fourth(*args, **kwargs):
+        calls.append(kwargs.get("name"))
+        if len(calls) == 4:
+            raise RuntimeError("the machine went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rollout, "evaluate_policy", cut_at_the_fourth)
+    config = tiny_study(tmp_path, policy, algorithms={"turn_rloo": {}}, evaluation={"num_tasks": 2, "curve_points": 0,
+                        "panels": {"longer": {"env_kwargs": {"turns": 3}}}})
+    with pytest.raises(RuntimeError, match="went away"):
+        compare_algorithms.run(config, progress=False)
+    out = Path(config.results_dir) / "tiny"
+    so_far = json.loads((out / "outcomes.json").read_text())
+    assert calls == ["base", "base", "sft-only", "sft-only"]  # held_out then longer, for each arm
+    assert {label: {seed: sorted(panels) for seed, panels in arm["outcomes"].items()}
+            for label, arm in so_far["arms"].items()} == {"base": {"0": ["held_out", "longer"]},
+                                                          "sft-only": {"0": ["held_out", "longer"]}}
+    assert so_far["arms"]["sft-only"]["outcomes"]["0"]["longer"] == {}  # the cut evaluation holds nothing
+    assert not list(out.glob(".*.partial"))
+
+
 def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, monkeypatch, capsys):
     config = tiny_study(tmp_path, policy)
     summary, out = compare_algorithms.run(config)
