@@ -665,7 +665,7 @@ def test_stats_costs_reads_a_study_folder_as_it_stands(tmp_path, capsys):
 
 
 def test_each_evaluation_is_in_outcomes_json_as_it_ends_so_a_cut_run_loses_none(tmp_path, policy, monkeypatch):
-    import turngym.trainers.rollout as rollout
+    from turngym.trainers import rollout
 
     real, calls = rollout.evaluate_policy, []
 

@@ -539,6 +539,9 @@ if "_pytest.python" in _sys.modules:
     _F.runtest = _runtest""")], True),
     # F4 under pytest: a trace on the importing test module's frame wraps its test functions
     "trace_wraps_the_test_functions": ([_append("calc/__init__.py", _PYTEST_WRAP)], True),
+    # builtins.__spec__ may be rebound to a module spec (six imports builtins under another name), nothing else
+    "builtins_spec_replaced_by_another_object": ([_append("calc/__init__.py",
+                                                          "import builtins as _b\n_b.__spec__ = object()")], True),
 }
 
 # Issue #40 under pytest: each earned 1.0 from the runner before it (checked on a copy of the repository).

@@ -323,6 +323,66 @@ def test_the_sandbox_and_the_host_restore_the_same_test_directories():
         assert integrity.test_dirs(paths) == workspace.test_dirs(paths), paths
 
 
+def test_the_grader_knows_the_sandboxs_read_only_folders():
+    from turngym.envs.swe.sandbox.base import READ_ONLY_DIRS
+
+    assert _sandbox_integrity().READ_ONLY_DIRS == READ_ONLY_DIRS
+
+
+@pytest.mark.parametrize(("read_only_mount", "owner", "euid", "writable", "sealed"), [
+    (True, 65534, 65534, False, True),    # bwrap's read-only bind: the owner shows as the sandbox user
+    (False, 0, 65534, False, True),       # docker's root-owned copy
+    (False, 65534, 65534, False, False),  # made by the code under test, its write permission taken away
+    (False, 0, 65534, True, False),       # another's, but writable
+    (False, 1000, 0, False, False),       # root can write anything not on a read-only mount
+])
+def test_a_requirements_file_is_library_code_only_where_the_tests_cannot_have_made_it(
+        read_only_mount, owner, euid, writable, sealed):
+    import os
+    from types import SimpleNamespace
+
+    integrity = _sandbox_integrity()
+    answer = integrity.sealed_from(
+        "/testbed/.turngym-deps/freezegun/api.py", euid,
+        _stat=lambda path: SimpleNamespace(st_uid=owner),
+        _statvfs=lambda path: SimpleNamespace(f_flag=os.ST_RDONLY if read_only_mount else 0),
+        _access=lambda path, mode: writable)
+    assert answer is sealed
+
+    def missing(path):
+        raise FileNotFoundError(path)
+
+    assert integrity.sealed_from("/testbed/.turngym-deps/gone.py", 65534, _statvfs=missing) is False
+
+
+def test_a_modules_lazy_names_are_bound_before_the_snapshot():
+    """unittest's IsolatedAsyncioTestCase (a PEP 562 module __getattr__) is bound by the first getattr; a
+    freezegun-style walk of every module did it while humanize's tests ran, which read as tampering."""
+    import types
+
+    integrity = _sandbox_integrity()
+    module = types.ModuleType("lazy")
+    made = []
+
+    def __getattr__(name):
+        if name == "Later":
+            made.append(name)
+            vars(module)["Later"] = type("Later", (), {})
+            return vars(module)["Later"]
+        if name == "Broken":
+            raise ImportError("needs something absent")
+        raise AttributeError(name)
+
+    module.__getattr__ = __getattr__
+    module.__dir__ = lambda: ["Later", "Broken", "__getattr__"]
+    plain = types.ModuleType("plain")
+    integrity.resolve_lazy_names([module, plain])
+    assert made == ["Later"] and "Later" in vars(module) and "Broken" not in vars(module)
+    taken = integrity.snapshot([module])
+    assert module.Later is vars(module)["Later"]  # what the walk does later: the name is already there
+    assert integrity.make_checker(taken)()
+
+
 @pytest.mark.parametrize(("body", "writes"), [
     ("    assert SEEN.pop('a')\n", True),                      # python-dateutil's test_imported_modules
     ("    SEEN['b'] = 2\n", True),

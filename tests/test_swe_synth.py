@@ -1331,6 +1331,51 @@ def test_the_third_red_team_passs_other_attacks_fail(attack, tmp_path):
                    **({"bug_line": bug_line} if bug_line else {}))
 
 
+# What real requirements and packages do that the grader once took for tampering (issue #42's re-validation:
+# humanize 52 of 78 gold validations void, six 7 of 24): freezegun's freeze_time wraps the test in its own function
+# (code from the read-only requirements folder) and reads every attribute of every loaded module, which binds
+# unittest's lazy IsolatedAsyncioTestCase; six imports builtins under the name six.moves.builtins, which rebinds
+# builtins.__spec__.
+FREEZEGUN_LIKE = """import functools
+import sys
+
+
+def factor():
+    return 2
+
+
+def frozen(test):
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        for module in list(sys.modules.values()):
+            for name in dir(module):
+                try:
+                    getattr(module, name)
+                except Exception:
+                    pass
+        return test(*args, **kwargs)
+    return wrapper
+"""
+SIX_MOVES = """import builtins
+import importlib.util
+import sys
+
+
+class _Moves:
+    def find_spec(self, fullname, path=None, target=None):
+        return importlib.util.spec_from_loader(fullname, self) if fullname == "pkg.moves_builtins" else None
+
+    def create_module(self, spec):
+        return builtins
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.append(_Moves())
+"""
+
+
 @needs_bwrap
 def test_the_tests_requirements_are_read_only_in_the_sandbox_and_at_grading(tmp_path):
     from turngym.envs.swe import SWEInstance
@@ -1339,8 +1384,11 @@ def test_the_tests_requirements_are_read_only_in_the_sandbox_and_at_grading(tmp_
 
     repo = _package(tmp_path, "repo", {
         "pkg/__init__.py": "from depmod import factor\n\n\ndef double(x):\n    return x * factor()\n",
-        f"{DEPS_DIR}/depmod.py": "def factor():\n    return 2\n",
-        "tests/__init__.py": "", "tests/test_pkg.py": "from pkg import double\n\n\ndef test_double():\n"
+        "pkg/_moves.py": SIX_MOVES,
+        f"{DEPS_DIR}/depmod.py": FREEZEGUN_LIKE,
+        "tests/__init__.py": "", "tests/test_pkg.py": "import depmod\nfrom pkg import double\n\n\n@depmod.frozen\n"
+                                                      "def test_double():\n    import pkg._moves  # noqa: F401\n"
+                                                      "    __import__('pkg.moves_builtins')\n"
                                                       "    assert double(3) == 6\n"})
     write_path_conftest(repo)  # the installed requirements importable, as the pipeline does it
     with make_sandbox("bwrap", SandboxSpec(repo_dir=repo, name="deps"), workspace_root=tmp_path) as box:

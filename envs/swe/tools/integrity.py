@@ -62,6 +62,10 @@ from types import (
 )
 
 TEST_DIR_NAMES = ("test", "tests", "testing")
+# The repository's folders of the tests' installed requirements (a synthesized task's ``.turngym-deps``): read-only
+# in every sandbox and never taken from the agent's tree (envs/swe/sandbox/base.py's READ_ONLY_DIRS; a test holds
+# the two equal). Their unwritable files are library code, as the interpreter's installed packages are.
+READ_ONLY_DIRS = (".turngym-deps",)
 CO_NEWLOCALS = 0x0002
 HEAPTYPE = 1 << 9
 # class attributes that are data, set by Python, unittest, abc or pytest: never a test's behaviour
@@ -2441,6 +2445,7 @@ class Guard:
         from types import CodeType, FunctionType, MethodType, ModuleType
 
         self.cwd = os.path.realpath(cwd) + os.sep
+        self.deps = tuple(self.cwd + folder + os.sep for folder in READ_ONLY_DIRS)
         self.prefixes = tuple(sorted({os.path.realpath(p).rstrip(os.sep) + os.sep for p in (
             sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p}))
         self.euid = os.geteuid() if hasattr(os, "geteuid") else -1
@@ -2461,6 +2466,9 @@ class Guard:
             "walk": ast.walk, "enumerate": enumerate, "dict": dict, "top_level": _top_level,
             "issubclass": issubclass,
         }
+        from importlib.machinery import ModuleSpec
+
+        self.module_spec = ModuleSpec
         self.builtins_items = tuple(vars(builtins).items())
         self.builtin_names = frozenset(key for key, _ in self.builtins_items if type(key) is str)
         self.builtins_dict = vars(builtins)
@@ -2861,9 +2869,13 @@ class Guard:
         if cached is not None:
             return cached
         expected = self.trusted.get(path)
-        if expected is None:  # else only the interpreter's own files (stdlib, installed packages)
-            real = b["realpath"](path)
-            if real.startswith(self.cwd) or not real.startswith(self.prefixes) or not b["isfile"](real) or (
+        if expected is None:  # else only the interpreter's own files (stdlib, installed packages) and the tests'
+            real = b["realpath"](path)  # requirements installed read-only into the repository (freezegun's wrapper
+            # of a test, humanize's suite: issue #42's re-validation)
+            if real.startswith(self.deps):
+                if not b["isfile"](real) or not sealed_from(real, self.euid):
+                    return None
+            elif real.startswith(self.cwd) or not real.startswith(self.prefixes) or not b["isfile"](real) or (
                     self.euid != 0 and (b["access"](real, os.W_OK) or b["access"](b["dirname"](real), os.W_OK))):
                 return None
         try:
@@ -3179,7 +3191,10 @@ class Guard:
         for index in b["range"](b["len"](self.builtins_items)):
             old_key, old_value = self.builtins_items[index]
             new_key, new_value = now[index]
-            if old_key is not new_key or old_value is not new_value:
+            if old_key is not new_key or old_value is not new_value and not (
+                    old_key == "__spec__" and b["type"](new_value) is self.module_spec):
+                # importing builtins under another name rebinds its __spec__ (importlib's _init_module_attrs, for
+                # six's `__import__("six.moves.builtins")`); nothing of the grading reads builtins' spec
                 return f"builtins.{old_key} was replaced"
         if b["gettrace"]() is not self.trace or b["getprofile"]() is not self.profile:
             return "a trace or profile function is installed"
@@ -3282,6 +3297,51 @@ FRAMEWORK_REPLACEMENTS = frozenset((("Config", "_getini_unknown_type"), ("Fixtur
 # test runs by the checks made from inside its hook calls; they shape a failure's message, never a verdict
 PER_TEST_STATE = frozenset((("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
                             ("_pytest.assertion.util", "_config")))
+
+
+def sealed_from(path, euid, _stat=os.stat, _statvfs=os.statvfs, _access=os.access, _dirname=os.path.dirname,
+                _all=all, _read_only=os.ST_RDONLY, _write=os.W_OK):
+    """Whether this process can neither change the file at ``path`` nor have made it: its filesystem is mounted
+    read-only (bwrap's read-only bind of ``.turngym-deps``), or it and its folder belong to another user and this
+    one cannot write them (docker's root-owned copy). Write permission alone is not enough inside the repository:
+    the code under test may create such a folder, write a file and take its own write permission away."""
+    try:
+        if _statvfs(path).f_flag & _read_only:
+            return True
+        folder = _dirname(path)
+        return _all(_stat(p).st_uid != euid for p in (path, folder)) and euid != 0 and not (
+            _access(path, _write) or _access(folder, _write))
+    except OSError:
+        return False
+
+
+def resolve_lazy_names(modules):
+    """Binds now each name a module makes on first use (PEP 562: a module ``__getattr__`` for a name its ``dir()``
+    lists, such as unittest's ``IsolatedAsyncioTestCase``), so the snapshot holds it.
+
+    Code that walks modules with ``dir`` and ``getattr`` binds such names while the tests run: freezegun's
+    ``freeze_time`` reads every attribute of every loaded module, so humanize's tests (issue #42's re-validation,
+    52 of 78 gold validations void) added ``unittest.IsolatedAsyncioTestCase``, which the comparison took for
+    tampering. Runs the framework's own ``__getattr__`` before any repository import; a name that fails to load
+    stays unbound, as it would for the tests."""
+    import warnings
+
+    for module in tuple(modules):
+        names = vars(module)
+        if "__getattr__" not in names:
+            continue
+        try:
+            listed = dir(module)
+        except Exception:  # noqa: BLE001, S112 - a module's own __dir__ that fails lists nothing
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a deprecated alias warns on access: the tests will see it, not this
+            for name in listed:
+                if type(name) is str and name not in names:
+                    try:
+                        getattr(module, name)
+                    except Exception:  # noqa: BLE001, S110 - unbound, as for the tests
+                        pass
 
 
 def snapshot(modules, extra_owners=()):

@@ -367,9 +367,10 @@ def installed_plugins(cwd):
     return plugins
 
 
-def _framework(cwd, plugins, mentions):
+def _framework(cwd, plugins, mentions, integrity):
     """Load everything pytest will run before the repository can: its default plugins, the installed
-    ones, unittest (and ``unittest.mock``, asyncio's test case where the test files use them)."""
+    ones, unittest (and ``unittest.mock`` where the test files use it), each name the framework's modules make on
+    first use bound (:func:`integrity.resolve_lazy_names`)."""
     import abc
     import unittest
 
@@ -387,11 +388,13 @@ def _framework(cwd, plugins, mentions):
             pass
     if "mock" in mentions:
         import unittest.mock
-    if "IsolatedAsyncioTestCase" in mentions:
-        getattr(unittest, "IsolatedAsyncioTestCase", None)
-    modules = [m for n, m in sorted(sys.modules.items()) if n in ("pytest", "abc") or n.startswith(
-        ("_pytest.", "pluggy.", "unittest.")) or n in ("_pytest", "pluggy", "unittest")]
-    return modules, unittest, abc
+
+    def framework():
+        return [m for n, m in sorted(sys.modules.items()) if n in ("pytest", "abc") or n.startswith(
+            ("_pytest.", "pluggy.", "unittest.")) or n in ("_pytest", "pluggy", "unittest")]
+
+    integrity.resolve_lazy_names(framework())
+    return framework(), unittest, abc
 
 
 def main(result_fd, integrity_path, own_module):
@@ -407,11 +410,10 @@ def main(result_fd, integrity_path, own_module):
             with open(path, encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
             mentions += " mock" if "mock" in text else ""
-            mentions += " IsolatedAsyncioTestCase" if "IsolatedAsyncioTestCase" in text else ""
         except OSError:
             pass
     plugins = installed_plugins(cwd)
-    framework, unittest, _ = _framework(cwd, plugins, mentions)
+    framework, unittest, _ = _framework(cwd, plugins, mentions, integrity)
     _stream_unittest_outcomes(channel)
     import _pytest.assertion.rewrite as rewrite_module
 

@@ -248,12 +248,14 @@ class _Graded:
             raise RuntimeError(f"{payload['path']} is not the file the runner restored")
         if b"mock" in source:
             import unittest.mock  # in the snapshot, before the repository can touch it
-        if b"IsolatedAsyncioTestCase" in source:
-            # its first use (unittest's module __getattr__) adds it to the package: use it before the snapshot
-            getattr(unittest, "IsolatedAsyncioTestCase", None)
         import abc
 
-        framework = [m for n, m in sorted(sys.modules.items()) if n == "unittest" or n.startswith("unittest.")]
+        def unittest_modules():
+            return [m for n, m in sorted(sys.modules.items()) if n == "unittest" or n.startswith("unittest.")]
+
+        # a name unittest makes on first use (IsolatedAsyncioTestCase) is bound before the snapshot
+        integrity.resolve_lazy_names(unittest_modules())
+        framework = unittest_modules()
         self.framework = framework + [abc]
         core = frozenset(["builtins", "sys", "abc", "types", "functools", "importlib", "importlib.util", "gc",
                           "importlib.machinery", "threading"] + [m.__name__ for m in framework])
