@@ -474,8 +474,8 @@ class Study(RFTStages, CurveStages, StagePlan):
         with StudyClock(self.stage_plan(), enabled=self.progress) as self.clock:
             try:
                 self.run_arms(base, evals, stages)
-            except MoreStagesRemain:  # the outcomes so far, for `turngym stats` while the study goes on
-                self.write_outcomes({label: rows for label, rows in evals.items() if rows})
+            except MoreStagesRemain:  # the outcomes so far (any call's), for `turngym stats` while the study goes on
+                self.write_outcomes(self.evals_on_disk())
                 raise
         self.write_outcomes(evals)
         return self.summarise(evals, stages)
