@@ -83,7 +83,6 @@ def merge_records(records: Sequence[tuple[str | Path, Mapping[str, Any]]],
     if unknown:
         raise OutcomeFileError(f"--keep-first names arms no file holds: {_listed(unknown)}")
     merged: dict[str, Any] = {"name": first.get("name"), "panels": dict(first.get("panels") or {}), "arms": {}}
-    origin: dict[tuple[str, str, str], str | Path] = {}  # which file each cell came from
     for path, record in records:
         if record.get("name") != merged["name"]:
             raise OutcomeFileError(f"{path}: study {record.get('name')!r}, not {merged['name']!r} as in "
@@ -100,16 +99,14 @@ def merge_records(records: Sequence[tuple[str | Path, Mapping[str, Any]]],
                 raise OutcomeFileError(f"{path}: arm {label!r} is {kind}, not "
                                        f"{ {key: into[key] for key in kind} } as in an earlier file")
             for seed, panels in arm["outcomes"].items():
+                cells = into["outcomes"].setdefault(seed, {})
                 for panel, tasks in panels.items():
-                    have = into["outcomes"].setdefault(seed, {}).get(panel)
-                    if have and tasks and have != tasks and label not in keep_first:
-                        differ = sum(have.get(task) != tasks.get(task) for task in set(have) | set(tasks))
-                        raise OutcomeFileError(
-                            f"{path}: arm {label!r}, seed {seed}, panel {panel!r} differs from "
-                            f"{origin[label, seed, panel]} on {differ} of {len(set(have) | set(tasks))} tasks")
-                    if tasks and not have:
-                        into["outcomes"][seed][panel] = dict(tasks)
-                        origin[label, seed, panel] = path
+                    if tasks:  # the earliest file holding a cell keeps it
+                        cells.setdefault(panel, dict(tasks))
+    for row in cell_agreement(records):
+        if row["differing"] and row["arm"] not in keep_first:
+            raise OutcomeFileError(f"{row['file']}: arm {row['arm']!r}, seed {row['seed']}, panel {row['panel']!r} "
+                                   f"differs from {row['first']} on {len(row['differing'])} of {row['games']} tasks")
     return merged
 
 

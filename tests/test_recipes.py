@@ -662,6 +662,8 @@ def test_stats_costs_reads_a_study_folder_as_it_stands(tmp_path, capsys):
         "seed3/eval sft-only (held_out)", "seed3/rft/round1", "seed3/sft-4demos"]
     assert main(["stats", str(written), "--costs"]) == 2
     assert "reads a study's results folder" in capsys.readouterr().err
+    assert main(["stats", str(study), "--costs", "--plan", "algorithm-comparison", "--keep-first", "sft-only"]) == 2
+    assert "leave out --keep-first, --plan" in capsys.readouterr().err  # not silently ignored
 
 
 def test_each_evaluation_is_in_outcomes_json_as_it_ends_so_a_cut_run_loses_none(tmp_path, policy, monkeypatch):

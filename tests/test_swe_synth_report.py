@@ -14,7 +14,7 @@ SUMMARY = {
          "screened": 40, "kept_mutations": 9, "drops": {"no test fails": 25, "the bug hangs the tests": 1,
                                                         "validate: PASS_TO_PASS fails on the bug": 4, "x": 1},
          "false_alarms": [{"instance_id": "a.1", "alarms": ["..."]}], "gold_disagreements": {"t::u": 2},
-         "validation_seconds": [3.0, 5.0, 10.0]},
+         "gold_gradings_disagreeing": 1, "regraded": 1, "validation_seconds": [3.0, 5.0, 10.0]},
         {"spec": "b==2", "name": "b", "status": "dropped", "reason": "no test files"},
     ],
     "tasks": 7, "splits": {"train": 6, "eval_seen": 1}, "gold_gradings": 3, "false_alarms": [{"instance_id": "a.1"}],
@@ -37,8 +37,11 @@ def test_the_report_has_a_row_per_package_and_the_sets_totals():
     rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
     assert rows["a==1"] == ("| a==1 | train | 10/12 (2 flaky) | 40 | 9 | 7 | no test fails 25; "
                             "validate: PASS_TO_PASS fails on the bug 4; the bug hangs the tests 1; other 1 | "
-                            "1 of 3 | 1 tests | 5.0 |")
+                            "1 of 3 | 1 validation, 1 test | 1 | 5.0 / 6.0 |")
     assert rows["b==2"].startswith("| b==2 | eval | - | - | - | 0 | package dropped: no test files |")
+    older_package = {k: v for k, v in SUMMARY["packages"][0].items() if k not in ("gold_gradings_disagreeing",
+                                                                                   "regraded")}
+    assert "| 1 of 3 | 1 test | - | 5.0 / 6.0 |" in render({**SUMMARY, "packages": [older_package]})
     assert ("| grader false alarms that void a grading (on the gold patch or the bug, repeated by every rerun) "
             "| 1 of 3 (33.3 %) |") in text
     assert "(a false alarm on a test, not a void; the task is rebuilt without it) | 1 of 3 (33.3 %), 2 test results |" \
@@ -60,6 +63,13 @@ def test_the_cli_reads_a_sets_folder(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text(json.dumps({"splits": {"repositories": {"a": "test"}}}))
     assert main(["swe", "report", str(tmp_path)]) == 0
     assert "| a==1 | test |" in capsys.readouterr().out
+    copy = tmp_path / "docs" / "report-a.json"  # a committed copy of a report, without its manifest
+    copy.parent.mkdir()
+    copy.write_text(json.dumps(SUMMARY))
+    assert main(["swe", "report", str(copy)]) == 0
+    assert "| a==1 | - |" in capsys.readouterr().out
+    assert main(["swe", "report", str(tmp_path / "docs")]) == 2
+    assert "no report.json here" in capsys.readouterr().err
 
 
 def test_the_plot_draws_the_set_and_refuses_a_report_with_no_package(tmp_path, capsys):

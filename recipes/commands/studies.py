@@ -67,6 +67,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from turngym.recipes.study import recompute, recomputed_markdown
 
     if args.costs is not None:
+        ignored = [flag for flag, value in (("--merged-out", args.merged_out), ("--keep-first", args.keep_first),
+                                            ("--reference", args.reference), ("--panel", args.panel),
+                                            ("--plan", args.plan), ("--plot", args.plot),
+                                            ("--recorded", args.recorded)) if value]
+        if ignored:
+            raise files.OutcomeFileError(f"--costs prints the stages' minutes and memory, not outcomes: leave out "
+                                         f"{', '.join(ignored)}")
         return _print_costs([Path(given) for given in args.outcomes], args.costs)
     paths = [_outcomes_path(Path(given)) for given in args.outcomes]
     path = paths[0]

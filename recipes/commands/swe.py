@@ -88,11 +88,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from turngym.envs.swe.synth.report import plot, render
 
-    folder = Path(args.set).expanduser()
-    if not (folder / "report.json").is_file():
-        raise ValueError(f"{folder}: no report.json here; give the --out folder of `turngym swe synth`")
-    summary = json.loads((folder / "report.json").read_text())
-    manifest = folder / "manifest.json"
+    given = Path(args.set).expanduser()
+    report = given if given.is_file() else given / "report.json"  # a folder, or a copy of its report (docs/)
+    if not report.is_file():
+        raise ValueError(f"{given}: no report.json here; give the --out folder of `turngym swe synth` or a "
+                         "report.json")
+    summary = json.loads(report.read_text())
+    manifest = report.parent / "manifest.json"
     splits = json.loads(manifest.read_text()).get("splits", {}).get("repositories", {}) if manifest.is_file() else {}
     print(render(summary, splits), end="")
     if args.plot:
@@ -130,7 +132,8 @@ def add(sub) -> None:
     s.set_defaults(func=cmd_synth)
     r = swe.add_parser("report", help="a synthesized set's report.json as markdown tables: packages, drops, false "
                                       "alarms, cost, and what the tasks are")
-    r.add_argument("set", help="the --out folder of `turngym swe synth`")
+    r.add_argument("set", help="the --out folder of `turngym swe synth`, or a report.json (e.g. a copy committed "
+                               "under docs/)")
     r.add_argument("--plot", metavar="FILE.png", help="also draw the set: per package, the bugs screened as tasks "
                    "and drops with the seconds per validation; the modifiers, FAIL_TO_PASS counts and tiers")
     r.set_defaults(func=cmd_report)

@@ -34,10 +34,6 @@ def _top(counts: dict[str, int], n: int = 3) -> str:
     return shown + (f"; other {rest}" if rest else "")
 
 
-def _median(values: list[float]) -> str:
-    return f"{stats.median(values):.1f}" if values else "-"
-
-
 def _bucket_label(low: int, high: int) -> str:
     return str(low) if low == high else (f"{low}+" if high >= 10**9 else f"{low}-{high}")
 
@@ -59,19 +55,37 @@ def package_rows(summary: dict, splits: dict[str, str]) -> list[list[Any]]:
     for p in summary["packages"]:
         if p["status"] != "ok":
             rows.append([p["spec"], splits.get(p["name"], "-"), "-", "-", "-", 0,
-                         f"package dropped: {p['reason']}", "-", "-", "-"])
+                         f"package dropped: {p['reason']}", "-", "-", "-", "-"])
             continue
         alarms = len(p.get("false_alarms", []))
-        disagreements = p.get("gold_disagreements", {})
         rows.append([
             p["spec"], splits.get(p["name"], "-"),
             f"{p['tests_kept']}/{p['tests_collected']}"
             + (f" ({p['tests_flaky']} flaky)" if p.get("tests_flaky") else ""),
             p["screened"], p["kept_mutations"], tasks.get(p["name"], 0), _top(p.get("drops", {})),
             f"{alarms} of {len(p.get('validation_seconds', []))}",
-            f"{len(disagreements)} tests" if disagreements else "0",
-            _median(p.get("validation_seconds", []))])
+            _package_disagreements(p), p.get("regraded", "-"),
+            _median_and_mean(p.get("validation_seconds", []))])
     return rows
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _package_disagreements(package: dict) -> str:
+    """``n validations, m tests``: the validations whose gold patch failed a test that passes under pytest, and
+    the distinct tests (``m tests`` alone for a report written before the validations were counted)."""
+    tests = len(package.get("gold_disagreements", {}))
+    if not tests:
+        return "0"
+    if "gold_gradings_disagreeing" not in package:
+        return _plural(tests, "test")
+    return f"{_plural(package['gold_gradings_disagreeing'], 'validation')}, {_plural(tests, 'test')}"
+
+
+def _median_and_mean(values: list[float]) -> str:
+    return f"{stats.median(values):.1f} / {stats.fmean(values):.1f}" if values else "-"
 
 
 def _disagreeing(summary: dict, validations: int) -> str:
@@ -89,7 +103,8 @@ def render(summary: dict, splits: dict[str, str] | None = None) -> str:
     st = summary.get("statistics", {})
     parts = ["### Packages", "", _table(
         ["package", "split", "tests kept/collected", "bugs screened", "bugs kept", "tasks", "drops (most common)",
-         "false alarms (of validations)", "gold disagreements", "s per validation (median)"],
+         "false alarms (of validations)", "gold disagreements", "tasks kept once rebuilt",
+         "s per validation (median / mean)"],
         package_rows(summary, splits or {}))]
     validations = summary.get("gold_gradings", 0)
     alarms = len(summary.get("false_alarms", []))
