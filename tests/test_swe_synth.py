@@ -446,6 +446,52 @@ def test_cached_validations_hold_for_kept_tasks_and_drops_of_this_validator_only
     assert _still_valid({"content_hash": "h", "ok": False, "validator": 5, "drop": "validate: sandbox error"}, "h")
     assert not _still_valid({"content_hash": "h", "ok": False, "validator": 5, "false_alarm": [{"on": "x"}]}, "h")
     assert not _still_valid({"content_hash": "h", "ok": False, "validator": 4}, "h")
+    # version 7 changed only how reference states are gathered: version 6's drops with states are validated again
+    assert not _still_valid({"content_hash": "h", "ok": False, "validator": 6, "reference_states": ["a" * 64]}, "h")
+    assert _still_valid({"content_hash": "h", "ok": False, "validator": 6, "drop": "validate: sandbox error"}, "h")
+    assert _still_valid({"content_hash": "h", "ok": True, "validator": 6, "reference_states": ["a" * 64]}, "h")
+
+
+def _grading(statuses, states=()):
+    from types import SimpleNamespace
+
+    log = "".join(f"| turngym: reference states {state}\n" for state in states)
+    return SimpleNamespace(after=SimpleNamespace(log=log, statuses=statuses, error=None))
+
+
+def test_reference_states_are_gathered_while_each_grading_prints_new_ones(monkeypatch):
+    """The judge's probes are drawn anew in each grading, so the gold patch's gradings can print a coarse pair's
+    state one at a time (packaging 24.0: the ``==1.0-alpha`` pair in one grading, the ``<=1!3.0.0.rc2`` pair in
+    the next): the validation takes each new state and validates again, up to REFERENCE_ROUNDS validations."""
+    from turngym.envs.swe import SWEInstance, taskset
+    from turngym.envs.swe.synth import pipeline
+
+    a, b, c = "a" * 64, "b" * 64, "c" * 64
+    instance = SWEInstance(instance_id="x__y-1", repo="x/y", base_commit="", problem_statement="", patch="",
+                           test_patch="", fail_to_pass=("t::f",), pass_to_pass=("t::p",))
+    failed, passed = {"t::f": "PASSED", "t::p": "FAILED"}, {"t::f": "PASSED", "t::p": "PASSED"}
+
+    def scripted(gradings):
+        seen = []
+
+        def validate(instance, backend):
+            seen.append(instance.reference_states)
+            return gradings[len(seen) - 1]
+        return validate, seen
+
+    validate, seen = scripted([_grading(failed, [a]), _grading(failed, [b]), _grading(passed)])
+    monkeypatch.setattr(taskset, "validate", validate)
+    result, validated = pipeline.validate_with_reference_states(instance, "bwrap")
+    assert seen == [(), (a,), (a, b)] and validated.reference_states == (a, b) and result.after.statuses == passed
+    # a grading that prints no new state ends it (failing: the task drops as before); so does the rounds' bound
+    validate, seen = scripted([_grading(failed, [a]), _grading(failed, [a])])
+    monkeypatch.setattr(taskset, "validate", validate)
+    assert pipeline.validate_with_reference_states(instance, "bwrap")[1].reference_states == (a,) and len(seen) == 2
+    endless = [_grading(failed, [state]) for state in (a, b, c, "d" * 64, "e" * 64)]
+    validate, seen = scripted(endless)
+    monkeypatch.setattr(taskset, "validate", validate)
+    pipeline.validate_with_reference_states(instance, "bwrap")
+    assert len(seen) == pipeline.REFERENCE_ROUNDS == 4
 
 
 def _validation(voids: tuple[str, ...]):

@@ -485,20 +485,28 @@ def reference_states_in(log: str) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+REFERENCE_ROUNDS = 4  # validations in all, at most, while each adds reference states the last did not have
+
+
 def validate_with_reference_states(instance: SWEInstance, backend: str) -> tuple[Any, SWEInstance]:
     """``(validation result, the instance it validated)``. Where the gold patch fails tests and its grading printed
     reference states (pairs the judge refused by its probes alone: an honest ``==`` coarser than its data, as
     boltons' ``OrderedMultiDict == dict``), the instance takes them and is validated again: a pair whose frozen
-    state is exactly the gold patch's is then judged as the gold patch's was. One more validation, only then."""
+    state is exactly the gold patch's is then judged as the gold patch's was. Again while a grading still fails
+    and prints states the instance lacks, up to :data:`REFERENCE_ROUNDS` validations in all: the judge's probes
+    are drawn anew in each grading, so a pair refused in one may hold in another, and the first grading can miss
+    it (packaging 24.0's ``==1.0-alpha`` and ``<=1!3.0.0.rc2`` requirement pairs: one state a grading, either)."""
     from turngym.envs.swe.taskset import validate
 
     result = validate(instance, backend)
-    states = reference_states_in(result.after.log)
-    failing = any(result.after.statuses.get(t) not in PASSING for t in instance.test_ids)
-    if not states or not failing or result.after.error:
-        return result, instance
-    instance = replace(instance, reference_states=tuple(sorted({*instance.reference_states, *states})))
-    return validate(instance, backend), instance
+    for _ in range(REFERENCE_ROUNDS - 1):
+        states = set(reference_states_in(result.after.log)) - set(instance.reference_states)
+        failing = any(result.after.statuses.get(t) not in PASSING for t in instance.test_ids)
+        if not states or not failing or result.after.error:
+            break
+        instance = replace(instance, reference_states=tuple(sorted({*instance.reference_states, *states})))
+        result = validate(instance, backend)
+    return result, instance
 
 
 def validate_record(record: dict, repo_path: Path, backend: str) -> dict:
@@ -626,9 +634,12 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
 # (each change only turns drops into passes); its drops are validated again. 6: a void grading is validated again
 # (VOID_RERUNS times at most) before it counts as a false alarm; it changes only rows with a void, so version 5's
 # other drops stand.
-VALIDATOR = 6
+# 7: reference states are gathered over up to REFERENCE_ROUNDS validations (validate_with_reference_states); it
+# changes only rows that dropped with reference states, so version 5's and 6's other drops stand.
+VALIDATOR = 7
 VOID_RERUNS = 2
 _VOIDS_ONLY_SINCE = 5
+_REFERENCE_ROUNDS_SINCE = 7
 
 
 def _still_valid(row: dict, content_hash: str) -> bool:
@@ -636,7 +647,8 @@ def _still_valid(row: dict, content_hash: str) -> bool:
     version = row.get("validator", 0)
     return row.get("content_hash") == content_hash and (
         row.get("ok") or version == VALIDATOR
-        or (version >= _VOIDS_ONLY_SINCE and not row.get("false_alarm") and not row.get("unrepeated_void")))
+        or (version >= _VOIDS_ONLY_SINCE and not row.get("false_alarm") and not row.get("unrepeated_void")
+            and (version >= _REFERENCE_ROUNDS_SINCE or not row.get("reference_states"))))
 
 
 def validate_candidates(candidates: list[dict], repo: Path, work: Path, config: SynthConfig, report: PackageReport,
