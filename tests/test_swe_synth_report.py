@@ -63,8 +63,9 @@ def test_the_cli_reads_a_sets_folder(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text(json.dumps({"splits": {"repositories": {"a": "test"}}}))
     assert main(["swe", "report", str(tmp_path)]) == 0
     assert "| a==1 | test |" in capsys.readouterr().out
-    copy = tmp_path / "docs" / "report-a.json"  # a committed copy of a report, without its manifest
+    copy = tmp_path / "docs" / "report-a.json"  # a committed copy of a report: another set's manifest is not its
     copy.parent.mkdir()
+    (copy.parent / "manifest.json").write_text(json.dumps({"splits": {"repositories": {"a": "test"}}}))
     copy.write_text(json.dumps(SUMMARY))
     assert main(["swe", "report", str(copy)]) == 0
     assert "| a==1 | - |" in capsys.readouterr().out

@@ -94,8 +94,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ValueError(f"{given}: no report.json here; give the --out folder of `turngym swe synth` or a "
                          "report.json")
     summary = json.loads(report.read_text())
-    manifest = report.parent / "manifest.json"
-    splits = json.loads(manifest.read_text()).get("splits", {}).get("repositories", {}) if manifest.is_file() else {}
+    # the set's own manifest lies beside its report.json; a renamed copy (docs/) has none
+    manifest = report.with_name("manifest.json") if report.name == "report.json" else None
+    splits = (json.loads(manifest.read_text()).get("splits", {}).get("repositories", {})
+              if manifest is not None and manifest.is_file() else {})
     print(render(summary, splits), end="")
     if args.plot:
         print(f"plot: {plot(summary, Path(args.plot).expanduser(), splits)}")
