@@ -317,8 +317,8 @@ def _judge_one(pristine, sources, nodes, agent_tree):
     request = json.dumps({"root": str(pristine), "sources": sources, "disputes": [frozen.hex()]})
     done = subprocess.run(["/usr/bin/python3", "-B", "-s", str(TOOLS_DIR / "judge.py"), str(agent_tree)],
                           input=request, capture_output=True, text=True, timeout=60, check=False)
-    (held, why, probed), = json.loads(done.stdout.splitlines()[-1])
-    assert probed is False or not held  # only a refusal is ever "by the probes alone"
+    (held, why, in_full), = json.loads(done.stdout.splitlines()[-1])
+    assert type(in_full) is bool
     return held, why
 
 
@@ -502,6 +502,51 @@ def _reference_states(log: str) -> tuple[str, ...]:
     return reference_states_in(log)
 
 
+def _refused_by_the_probes(log: str) -> tuple[str, ...]:
+    from turngym.envs.swe.synth.pipeline import PROBES_REFUSED_LINE, reference_states_in
+
+    return reference_states_in(log, PROBES_REFUSED_LINE)
+
+
+def test_the_gold_grading_records_a_pair_the_probes_let_through(tmp_path):
+    """The judge's probes are drawn anew in each grading, so a coarse pair they let through in the gold patch's
+    grading can meet a refusing probe in a later one (packaging 24.0's ``<=1!3.0.0.rc2``). The gold grading
+    therefore prints the state of every pair whose untouched comparison held in full, refused or not: here an
+    exact ``==`` that no probe refuses. The pair with a stand-in (a C array) holds but has no state."""
+    exact = COARSE.replace("return [k for k, _ in self.items] == list(other)", "return dict(self.items) == other")
+    gold = _scenario_tree(tmp_path / "gold", exact, COARSE_TESTS)
+    ids = ["tests.test_pkg.T.test_a", "tests.test_pkg.T.test_array"]
+    found, log = _grade_with_log(gold, ids, gold)
+    assert found == dict.fromkeys(ids, "PASSED")  # (the arrayed pair's == never reads its stand-in)
+    assert len(_reference_states(log)) == 1 and _refused_by_the_probes(log) == ()
+    wrong = _scenario_tree(tmp_path / "wrong", exact.replace("def build(b=2)", "def build(b=3)"), COARSE_TESTS)
+    found, log = _grade_with_log(wrong, ids[:1], gold)
+    assert found == {ids[0]: "FAILED"} and _reference_states(log) == ()  # the untouched == said no: no state
+
+
+def test_a_pair_is_accepted_by_its_state_only_where_the_probes_alone_refused_it(monkeypatch):
+    """The runner's rule, verdict by verdict (the judge answers ``(held, why, in_full)``): a pair held in full is
+    recorded and holds; one the probes alone refused holds when its digest is a reference state, else is recorded
+    as refused; one not rebuilt in full, or whose untouched comparison said no, is never recorded nor rescued."""
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("runner_under_test", TOOLS_DIR / "unittest_runner.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    known, other = "00ff", "11ee"
+    runner.REFERENCE_STATES[0] = frozenset({hashlib.sha256(known.encode()).hexdigest()})
+    assert runner.reference_verdict(other, True, "", True) == (True, "")
+    assert runner.reference_verdict(known, False, "also equals 'x'", True) == (True, "")
+    assert runner.reference_verdict(other, False, "also equals 'x'", True) == (False, "also equals 'x'")
+    digest = hashlib.sha256(other.encode()).hexdigest()
+    assert runner.STATES_SEEN == {digest, *runner.REFERENCE_STATES[0]} and runner.PROBES_REFUSED == {digest}
+    assert runner.reference_verdict("22dd", False, "a stand-in", False) == (False, "a stand-in")
+    assert runner.reference_verdict(known, False, "its own == says they differ", False)[0] is False
+    assert runner.reference_verdict("33cc", True, "", False) == (True, "")
+    assert len(runner.STATES_SEEN) == 2 and len(runner.PROBES_REFUSED) == 1
+
+
 def test_a_coarse_eq_holds_where_its_state_is_the_gold_patchs(tmp_path):
     """The gold patch's grading refuses the package's honest, coarse == by the judge's probes and prints the pair's
     digest; given that digest back (the task's reference states), the gold patch passes. A wrong value, one behind
@@ -514,6 +559,7 @@ def test_a_coarse_eq_holds_where_its_state_is_the_gold_patchs(tmp_path):
     assert found == dict.fromkeys(ids, "FAILED") and "also equals" in log  # the false alarm, by the probes
     states = _reference_states(log)
     assert len(states) == 1  # test_a's pair: the arrayed one has a stand-in, and no state of its own
+    assert _refused_by_the_probes(log) == states
     assert _grade_with_log(gold, ids, gold, states=states)[0] == {ids[0]: "PASSED", ids[1]: "FAILED"}
     wrong = COARSE.replace("def build(b=2)", "def build(b=3)")
     always = wrong.replace("    def __eq__(self, other):\n", "    def __eq__(self, other):\n        return True\n")

@@ -450,19 +450,28 @@ def test_cached_validations_hold_for_kept_tasks_and_drops_of_this_validator_only
     assert not _still_valid({"content_hash": "h", "ok": False, "validator": 6, "reference_states": ["a" * 64]}, "h")
     assert _still_valid({"content_hash": "h", "ok": False, "validator": 6, "drop": "validate: sandbox error"}, "h")
     assert _still_valid({"content_hash": "h", "ok": True, "validator": 6, "reference_states": ["a" * 64]}, "h")
+    # version 8 keeps every state the gold grading saw hold (with a new grader, whose hash restarts each row too)
+    assert not _still_valid({"content_hash": "h", "ok": False, "validator": 7, "reference_states": ["a" * 64]}, "h")
 
 
-def _grading(statuses, states=()):
+def _grading(statuses, states=(), refused=(), refused_on_bug=()):
+    """A scripted validation: the gold grading's ``statuses``, the states it printed, and those of them (and of the
+    bug's grading) its probes refused."""
     from types import SimpleNamespace
 
-    log = "".join(f"| turngym: reference states {state}\n" for state in states)
-    return SimpleNamespace(after=SimpleNamespace(log=log, statuses=statuses, error=None))
+    def log(states, refused):
+        return "".join([*(f"| turngym: reference states {state}\n" for state in states),
+                        *(f"| turngym: refused by the probes alone {state}\n" for state in refused)])
+    return SimpleNamespace(after=SimpleNamespace(log=log([*states, *refused], refused), statuses=statuses, error=None),
+                           before=SimpleNamespace(log=log(refused_on_bug, refused_on_bug)))
 
 
-def test_reference_states_are_gathered_while_each_grading_prints_new_ones(monkeypatch):
-    """The judge's probes are drawn anew in each grading, so the gold patch's gradings can print a coarse pair's
-    state one at a time (packaging 24.0: the ``==1.0-alpha`` pair in one grading, the ``<=1!3.0.0.rc2`` pair in
-    the next): the validation takes each new state and validates again, up to REFERENCE_ROUNDS validations."""
+def test_the_gold_patchs_states_are_kept_and_validated_again_when_they_change_a_verdict(monkeypatch):
+    """The gold grading prints every pair whose untouched comparison held; the task keeps them all. The judge's
+    probes are drawn anew in each grading, so a pair they refused (packaging 24.0's ``==1.0-alpha``) changes its
+    verdict with its state and the task is validated again; a state no probe refused changes none (packaging's
+    ``<=1!3.0.0.rc2``, held in that grading, refused in a later one: kept now before any grading refuses it), and
+    one the bug's grading refused is validated again too. Up to REFERENCE_ROUNDS validations in all."""
     from turngym.envs.swe import SWEInstance, taskset
     from turngym.envs.swe.synth import pipeline
 
@@ -471,26 +480,29 @@ def test_reference_states_are_gathered_while_each_grading_prints_new_ones(monkey
                            test_patch="", fail_to_pass=("t::f",), pass_to_pass=("t::p",))
     failed, passed = {"t::f": "PASSED", "t::p": "FAILED"}, {"t::f": "PASSED", "t::p": "PASSED"}
 
-    def scripted(gradings):
+    def run(gradings):
         seen = []
 
         def validate(instance, backend):
             seen.append(instance.reference_states)
             return gradings[len(seen) - 1]
-        return validate, seen
+        monkeypatch.setattr(taskset, "validate", validate)
+        result, validated = pipeline.validate_with_reference_states(instance, "bwrap")
+        return seen, validated.reference_states, result.after.statuses
 
-    validate, seen = scripted([_grading(failed, [a]), _grading(failed, [b]), _grading(passed)])
-    monkeypatch.setattr(taskset, "validate", validate)
-    result, validated = pipeline.validate_with_reference_states(instance, "bwrap")
-    assert seen == [(), (a,), (a, b)] and validated.reference_states == (a, b) and result.after.statuses == passed
-    # a grading that prints no new state ends it (failing: the task drops as before); so does the rounds' bound
-    validate, seen = scripted([_grading(failed, [a]), _grading(failed, [a])])
-    monkeypatch.setattr(taskset, "validate", validate)
-    assert pipeline.validate_with_reference_states(instance, "bwrap")[1].reference_states == (a,) and len(seen) == 2
-    endless = [_grading(failed, [state]) for state in (a, b, c, "d" * 64, "e" * 64)]
-    validate, seen = scripted(endless)
-    monkeypatch.setattr(taskset, "validate", validate)
-    pipeline.validate_with_reference_states(instance, "bwrap")
+    # a refused, b held: both kept, one more validation with both; it passes
+    assert run([_grading(failed, [b], refused=[a]), _grading(passed, [a, b])]) == ([(), (a, b)], (a, b), passed)
+    # nothing refused: the states are kept and the first validation stands, passing or failing
+    assert run([_grading(passed, [a, b])]) == ([()], (a, b), passed)
+    assert run([_grading(failed, [a])]) == ([()], (a,), failed)
+    # the bug's grading refused a state the gold patch's held: validated again
+    assert run([_grading(passed, [a], refused_on_bug=[a]), _grading(passed, [a])]) == ([(), (a,)], (a,), passed)
+    # a refusal of a state the task already had ends it (the failing task drops as before)
+    assert run([_grading(failed, refused=[a]), _grading(failed, refused=[a])]) == ([(), (a,)], (a,), failed)
+    # no state printed: one validation
+    assert run([_grading(failed)]) == ([()], (), failed)
+    endless = [_grading(failed, refused=[state]) for state in (a, b, c, "d" * 64, "e" * 64)]
+    seen, _, _ = run(endless)
     assert len(seen) == pipeline.REFERENCE_ROUNDS == 4
 
 

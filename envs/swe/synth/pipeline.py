@@ -19,9 +19,11 @@ For each package (``name==version`` from the registry, or a local directory):
    validate`: turngym's runner, a fresh grading sandbox): the bugged repository fails every FAIL_TO_PASS
    and passes every PASS_TO_PASS test, the gold patch resolves it, the empty patch earns 0. A void grading
    (``grading_tampered``) on the gold patch or the untouched bug is a *false alarm* of the grader: it is
-   reported with its log excerpt, never silently dropped. A gold grading in which strict equality's judge refused
-   a pair by its probes alone (a package's honest ``==`` coarser than its data) prints the pair's digest; the task
-   keeps those digests as its ``reference_states`` and is validated again with them (:func:`validate_record`).
+   reported with its log excerpt, never silently dropped. The gold grading prints the digest of every pair
+   strict equality's judge saw hold on the untouched code; the task keeps those digests as its
+   ``reference_states`` (a pair the probes alone refuse, as a package's honest ``==`` coarser than its data is,
+   then holds when its state is exactly the gold patch's) and is validated again with them when they change a
+   verdict (:func:`validate_with_reference_states`).
 
 Validation runs in ``workers`` processes when asked (each validation its own sandboxes; the same set as one).
 Every stage writes its results under ``<cache>/work/<name>-<version>/`` (``baseline.json``,
@@ -474,37 +476,44 @@ def grader_hash() -> str:
 
 
 REFERENCE_STATES_LINE = "| turngym: reference states "
+PROBES_REFUSED_LINE = "| turngym: refused by the probes alone "
 
 
-def reference_states_in(log: str) -> tuple[str, ...]:
-    """The digests a grading's runner printed for pairs its judge refused by the probes alone (sorted, unique)."""
+def reference_states_in(log: str, line_start: str = REFERENCE_STATES_LINE) -> tuple[str, ...]:
+    """The digests a grading's runner printed on its lines that start with ``line_start`` (sorted, unique): by
+    default the reference states, every pair whose untouched comparison held on a full rebuild; with
+    :data:`PROBES_REFUSED_LINE`, those of them the judge's probes refused in that grading."""
     found = set()
     for line in log.splitlines():
-        if line.startswith(REFERENCE_STATES_LINE):
-            found.update(w for w in line[len(REFERENCE_STATES_LINE):].split() if is_sha256_hex(w))
+        if line.startswith(line_start):
+            found.update(w for w in line[len(line_start):].split() if is_sha256_hex(w))
     return tuple(sorted(found))
 
 
-REFERENCE_ROUNDS = 4  # validations in all, at most, while each adds reference states the last did not have
+REFERENCE_ROUNDS = 4  # validations in all, at most, while each adds reference states that change its verdicts
 
 
 def validate_with_reference_states(instance: SWEInstance, backend: str) -> tuple[Any, SWEInstance]:
-    """``(validation result, the instance it validated)``. Where the gold patch fails tests and its grading printed
-    reference states (pairs the judge refused by its probes alone: an honest ``==`` coarser than its data, as
-    boltons' ``OrderedMultiDict == dict``), the instance takes them and is validated again: a pair whose frozen
-    state is exactly the gold patch's is then judged as the gold patch's was. Again while a grading still fails
-    and prints states the instance lacks, up to :data:`REFERENCE_ROUNDS` validations in all: the judge's probes
-    are drawn anew in each grading, so a pair refused in one may hold in another, and the first grading can miss
-    it (packaging 24.0's ``==1.0-alpha`` and ``<=1!3.0.0.rc2`` requirement pairs: one state a grading, either)."""
+    """``(validation result, the instance it validated)``. The gold patch's grading prints the state of every pair
+    whose untouched comparison held (on a full rebuild): the instance takes them as its reference states, and a
+    grading then holds a pair whose frozen state is exactly the gold patch's even when the judge's probes, drawn
+    anew in each grading, refuse it (an honest ``==`` coarser than its data: boltons' ``OrderedMultiDict ==
+    dict``, packaging 24.0's ``==1.0-alpha`` requirement against a probe ``==1.0.alpha``). A state changes only
+    the verdict of a pair the probes refused, so the instance is validated again when a new state is one that
+    either grading of this validation printed as refused by the probes, up to :data:`REFERENCE_ROUNDS`
+    validations in all; otherwise the validation stands as it is for the instance with its states."""
     from turngym.envs.swe.taskset import validate
 
     result = validate(instance, backend)
     for _ in range(REFERENCE_ROUNDS - 1):
         states = set(reference_states_in(result.after.log)) - set(instance.reference_states)
-        failing = any(result.after.statuses.get(t) not in PASSING for t in instance.test_ids)
-        if not states or not failing or result.after.error:
+        if not states or result.after.error:
             break
         instance = replace(instance, reference_states=tuple(sorted({*instance.reference_states, *states})))
+        refused = {*reference_states_in(result.before.log, PROBES_REFUSED_LINE),
+                   *reference_states_in(result.after.log, PROBES_REFUSED_LINE)}
+        if not states & refused:
+            break
         result = validate(instance, backend)
     return result, instance
 
@@ -636,10 +645,13 @@ def _validations(todo: list[dict], repo: Path, backend: str, workers: int) -> It
 # other drops stand.
 # 7: reference states are gathered over up to REFERENCE_ROUNDS validations (validate_with_reference_states); it
 # changes only rows that dropped with reference states, so version 5's and 6's other drops stand.
-VALIDATOR = 7
+# 8: every state the gold grading saw hold is kept, and the task is validated again only when a new state is one
+# the probes refused (with the grader that prints them; the grader's hash restarts every row anyway): again, only
+# drops with reference states change.
+VALIDATOR = 8
 VOID_RERUNS = 2
 _VOIDS_ONLY_SINCE = 5
-_REFERENCE_ROUNDS_SINCE = 7
+_REFERENCE_ROUNDS_SINCE = 8
 
 
 def _still_valid(row: dict, content_hash: str) -> bool:

@@ -26,7 +26,7 @@ slots; no code of the objects runs) and the runner's parent hands the frozen pai
    side with an element added or dropped, an enum member's siblings), or equals an instance of another class
    whatever that one holds: an untouched class that equals anything cannot vouch for a value.
 
-It prints one JSON line: ``[[held, why, probed], ...]``, one per dispute (``probed``: see :func:`decide`).
+It prints one JSON line: ``[[held, why, in_full], ...]``, one per dispute (``in_full``: see :func:`decide`).
 Anything it cannot do (a layout that differs, a malformed dispute, an exception) refuses the pair; the test then
 fails as before. Standard library only; run as ``python3 -B -s judge.py WORKDIR`` with a JSON request on standard input:
 ``{"root": the pristine tree, "sources": {relative path: source (latin-1)}, "disputes": [hex, ...]}``.
@@ -1320,11 +1320,13 @@ def rebuilder(build, nodes, finder):
 
 
 def decide(data, finder):
-    """``(held, why, probed)`` for one frozen pair: judged on the compared objects (put back as they were before
+    """``(held, why, in_full)`` for one frozen pair: judged on the compared objects (put back as they were before
     each probe when the comparison changed them), or, when that cannot be done, again with each probe on a rebuild
-    of its own. ``probed``: the untouched comparison held and only a probe refused, on a pair rebuilt in full (no
-    stand-in): the runner then accepts the pair when its frozen state is one the gold patch produced
-    (``unittest_runner.REFERENCE_STATES``), since an honest ``==`` coarser than its data fails the probes too."""
+    of its own. ``in_full``: the untouched comparison held on a pair rebuilt in full (no stand-in), whatever the
+    probes then said. The gold patch's grading records such pairs' states, and the runner accepts a pair the probes
+    alone refused when its frozen state is one of them (``unittest_runner.REFERENCE_STATES``): an honest ``==``
+    coarser than its data fails the probes too, and the probes are drawn anew in each grading, so the gold
+    patch's own pair may meet a refusing probe only in a later one."""
     try:
         version, nodes, roots, op = marshal.loads(bytes.fromhex(data))
     except Exception:  # noqa: BLE001
@@ -1341,7 +1343,7 @@ def rebuilt_in_full(build):
 
 
 def judged(nodes, roots, op, finder, afresh):
-    """``(held, why, probed)`` for a rebuilt pair (:func:`decide`): its comparison, then the probes, each on
+    """``(held, why, in_full)`` for a rebuilt pair (:func:`decide`): its comparison, then the probes, each on
     ``fresh`` objects when ``afresh``; else on the pair put back as it was before the comparison
     (:func:`restoring`), or None when that cannot be done or a probe changed what was not put back."""
     holds = says_equal if op == "==" else says_in if op == "in" else says_unequal
@@ -1365,7 +1367,7 @@ def judged(nodes, roots, op, finder, afresh):
             if fresh is None:
                 return None
         held, why = probes(first, second, op, holds, build, nodes, roots, finder, fresh, fresh_limit(nodes, afresh))
-        verdict = held, why, not held and rebuilt_in_full(build)
+        verdict = held, why, rebuilt_in_full(build)
         if not afresh:
             fresh(None)  # put back what the last probe changed, then nothing else may differ
             return None if signature(build) != before else verdict

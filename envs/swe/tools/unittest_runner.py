@@ -83,14 +83,17 @@ GRADED = []  # the test files graded now, relative to the tree: the only test mo
 PRISTINE_LIMIT = 64 << 20  # bytes of source: a larger tree is not read (disputes then fail as before)
 JUDGE_TIMEOUT = 120
 # The gold patch's reference states (sent after the nonce on standard input, with the gold reference tree): the
-# sha256 of each frozen pair that the gold patch's own grading handed the judge, whose untouched comparison held
-# and which only a probe refused (judge.decide's ``probed``). A package's honest ``==`` can be coarser than its
-# data (boltons' OrderedMultiDict against a mapping ignores the values; semver's Version ignores build metadata),
-# so it also equals the judge's probes, as a planted wildcard does; a pair whose frozen state is exactly the gold
-# patch's is judged as the gold patch's was. STATES_SEEN: such pairs' digests in this grading, printed at its end
-# for the validation to record.
+# sha256 of each frozen pair that the gold patch's own grading handed the judge and whose untouched comparison held
+# on a pair rebuilt in full (judge.decide's ``in_full``), whatever the probes said. A package's honest ``==`` can
+# be coarser than its data (boltons' OrderedMultiDict against a mapping ignores the values; semver's Version
+# ignores build metadata), so it also equals the judge's probes, as a planted wildcard does, and the probes are
+# drawn anew in each grading, so a pair they let through once may be refused the next time (packaging 24.0's
+# ``<=1!3.0.0.rc2``); a pair whose frozen state is exactly one of the gold patch's holds. STATES_SEEN: such pairs'
+# digests in this grading, printed at its end for the validation to record; PROBES_REFUSED: those of them the
+# probes refused here (the validation grades again when a new state would change one of its verdicts).
 REFERENCE_STATES = [frozenset()]
 STATES_SEEN = set()
+PROBES_REFUSED = set()
 STATE_DIGITS = frozenset("0123456789abcdef")
 
 
@@ -1461,15 +1464,17 @@ def discard_reference(root):
 JUDGED = {}  # a frozen pair's verdict, by the graded files and its data: both harnesses send the same pairs
 
 
-def reference_verdict(data, held, why, probed):
+def reference_verdict(data, held, why, in_full):
     """A judged pair's ``(held, why)``: a refusal by the probes alone, of a pair rebuilt in full, holds when the
-    pair's frozen state is one of the gold patch's (:data:`REFERENCE_STATES`); its digest is recorded either way."""
-    if held is True or probed is not True:
+    pair's frozen state is one of the gold patch's (:data:`REFERENCE_STATES`). The digest of every pair whose
+    untouched comparison held in full is recorded, refused by the probes or not."""
+    if in_full is not True:
         return held is True, str(why)[:300]
     digest = hashlib.sha256(data.encode()).hexdigest()
-    if digest in REFERENCE_STATES[0]:
-        return True, ""
     STATES_SEEN.add(digest)
+    if held is True or digest in REFERENCE_STATES[0]:
+        return True, ""
+    PROBES_REFUSED.add(digest)
     return False, str(why)[:300]
 
 
@@ -1493,8 +1498,8 @@ def judge_disputes(disputes):
             done = subprocess.run([sys.executable, "-B", "-s", JUDGE, os.getcwd()], input=request,
                                   capture_output=True, timeout=JUDGE_TIMEOUT, cwd="/", check=False)
             answers = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-            for data, (held, why, probed) in zip(dict.fromkeys(wanted), answers):
-                JUDGED[graded, data] = reference_verdict(data, held, why, probed)
+            for data, (held, why, in_full) in zip(dict.fromkeys(wanted), answers):
+                JUDGED[graded, data] = reference_verdict(data, held, why, in_full)
         except (OSError, ValueError, IndexError, TypeError, subprocess.TimeoutExpired) as error:
             why = f"the judge failed ({type(error).__name__})"
             return [JUDGED.get((graded, d), (False, why)) for d in disputes]
@@ -1545,6 +1550,8 @@ def main(argv):
         void = run_unittest(test_ids, emit, verdict)
     if STATES_SEEN:  # digests only: the state stays in this process
         emit("| turngym: reference states " + " ".join(sorted(STATES_SEEN)))
+    if PROBES_REFUSED:
+        emit("| turngym: refused by the probes alone " + " ".join(sorted(PROBES_REFUSED)))
     if void:
         emit("| turngym: the grading is void, the code under test tampered with it: " + void)
         for test_id in test_ids:
