@@ -118,8 +118,9 @@ def render(summary: dict, splits: dict[str, str] | None = None) -> str:
         [("validations whose gold patch failed a test that passes under pytest (a false alarm on a test, not a "
           "void; the task is rebuilt without it)"), _disagreeing(summary, validations)],
         ["tests the grader disagrees with pytest on (untouched code)", len(summary.get("gold_disagreements", {}))],
-        [("validations whose gold patch needed reference states (a package's honest `==` coarser than its data; "
-          "validated again with them)"), summary.get("gold_gradings_with_reference_states", "-")],
+        [("validations whose gold grading recorded reference states (pairs whose untouched `==` held on a full "
+          "rebuild, kept with the task; validated again where one changed a verdict; before validator 8, only "
+          "pairs the probes refused)"), summary.get("gold_gradings_with_reference_states", "-")],
         ["seconds per validation (mean)", summary.get("seconds_per_validation") or "-"],
         ["drops", _top(summary.get("drops", {}), n=10)]])]
     if st.get("modifiers"):
