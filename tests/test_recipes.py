@@ -1079,7 +1079,7 @@ def test_a_study_runs_one_rl_stage_per_process_in_its_own_order(tmp_path, policy
     assert not (out / "summary.json").exists()  # the call that finishes the study writes the tables
     so_far = json.loads((out / "outcomes.json").read_text())  # and the outcomes so far, which `stats` reads
     assert {label: list(arm["outcomes"]) for label, arm in so_far["arms"].items()} == {
-        "base": ["0"], "sft-only": ["0"], "grpo": ["0"]}
+        "base": ["0", "1"], "sft-only": ["0"], "grpo": ["0"]}  # the base model's seed-0 evaluation stands for seed 1
     assert main(["stats", str(out)]) == 0 and "| grpo | " in capsys.readouterr().out
     assert main(["compare", "--config", str(path), "--max-rl-stages", "1"]) == MORE_STAGES_EXIT
     assert trained() == ["seed0/grpo", "seed0/turn_rloo"]
