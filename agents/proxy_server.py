@@ -50,7 +50,7 @@ from turngym.envs.serving import (
     bearer_matches,
     bind_socket,
     check_serving_token,
-    header_deadline_protocol,
+    http_settings,
     resolve_token,
 )
 
@@ -458,7 +458,7 @@ class ProxyServer:
         check_serving_token(host, self.token, PROXY_TOKEN_ENV)
         self.socket = bind_socket(host, port)
         config = uvicorn.Config(build_app(service, token=self.token), log_level=log_level, limit_concurrency=None,
-                                http=header_deadline_protocol(header_timeout), timeout_graceful_shutdown=5,
+                                **http_settings(header_timeout), timeout_graceful_shutdown=5,
                                 backlog=2048)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]},

@@ -66,9 +66,24 @@ def bearer_matches(header: bytes | str | None, token: str) -> bool:
     return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())
 
 
+#: Seconds a kept-alive connection may sit idle after a response before the server closes it. Longer than the
+#: clients' own limit (httpx, which openai's client runs on, drops a connection idle for 5 s), so a client never
+#: sends its next request on a connection the server is closing at that moment: with uvicorn's default (also 5 s)
+#: a busy client sometimes did, and got a ReadError (the proxy's 1000-call test on loaded cores).
+KEEP_ALIVE_SECONDS = 15.0
+
+
+def http_settings(header_timeout: float) -> dict[str, Any]:
+    """uvicorn.Config's HTTP arguments for turngym's servers: :func:`header_deadline_protocol` and a keep-alive
+    longer than any client's (:data:`KEEP_ALIVE_SECONDS`)."""
+    return {"http": header_deadline_protocol(header_timeout),
+            "timeout_keep_alive": max(KEEP_ALIVE_SECONDS, float(header_timeout))}
+
+
 def header_deadline_protocol(timeout: float) -> type:
     """uvicorn's h11 HTTP protocol, closing a connection that has not sent a whole request's headers within
-    ``timeout`` seconds of opening (or of its previous response).
+    ``timeout`` seconds of opening (or within ``max(timeout, KEEP_ALIVE_SECONDS)`` of its previous response: a
+    kept-alive connection's idle time must outlast the client's, see :data:`KEEP_ALIVE_SECONDS`).
 
     Why not uvicorn's own settings: ``timeout_keep_alive`` only starts after a first response and any byte
     cancels it, so a connection that sends nothing, or drips a header line every few seconds, stays open
@@ -88,7 +103,7 @@ def header_deadline_protocol(timeout: float) -> type:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._arm()  # the next request on a kept-alive connection has the same time to arrive
+            self._arm(max(self.header_timeout, KEEP_ALIVE_SECONDS))  # the next request on a kept-alive connection
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -98,10 +113,10 @@ def header_deadline_protocol(timeout: float) -> type:
             self._disarm()  # the handshake is in: the WebSocket protocol (and the idle timeout) take over
             super().handle_websocket_upgrade(event)
 
-        def _arm(self) -> None:
+        def _arm(self, seconds: float | None = None) -> None:
             self._disarm()
             if not self.transport.is_closing():
-                self._deadline = self.loop.call_later(self.header_timeout, self._expire)
+                self._deadline = self.loop.call_later(seconds or self.header_timeout, self._expire)
 
         def _disarm(self) -> None:
             if self._deadline is not None:
@@ -113,8 +128,8 @@ def header_deadline_protocol(timeout: float) -> type:
             serving = self.cycle is not None and not self.cycle.response_complete
             if serving or self.transport.is_closing() or self.transport.get_protocol() is not self:
                 return
-            logger.info("closing the connection of %s: no whole request within %g s", self.client,
-                        self.header_timeout)
+            logger.info("closing the connection of %s: no whole request in time (%g s, or %g s after a "
+                        "response)", self.client, self.header_timeout, max(self.header_timeout, KEEP_ALIVE_SECONDS))
             self.transport.close()
 
     return HeaderDeadlineProtocol

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -35,6 +36,7 @@ from turngym.agents.proxy import (
 )
 from turngym.agents.proxy_sampler import BatchingSampler
 from turngym.agents.proxy_server import PolicyService, ProxyServer, ProxySettings
+from turngym.envs.serving import KEEP_ALIVE_SECONDS
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -257,6 +259,29 @@ def test_a_thousand_concurrent_calls_are_batched_and_never_mixed(hermes):
             assert [c.index for c in calls] == [0, 1, 2, 3] and all(c.episode == f"long{i}" for c in calls)
             assert [c.parent for c in calls] == [None, (0, 0), (1, 0), (2, 0)]
         assert max(server.service.sampler.batches) > 40  # waiting requests hold no thread: batches pass 40
+
+
+def test_a_kept_alive_connection_outlasts_the_clients_own_idle_limit(hermes):
+    """The keep-alive race: httpx (under openai's client) reuses a connection idle for up to 5 s; a server that
+    closes it at 5 s too (uvicorn's default) sometimes does so as the next request arrives, and the client gets a
+    ReadError (the 1000-call test above, on loaded cores). The server waits longer than the client, so a request
+    sent on a connection idle for 5.5 s is answered (it failed before KEEP_ALIVE_SECONDS)."""
+    assert KEEP_ALIVE_SECONDS > openai.DEFAULT_CONNECTION_LIMITS.keepalive_expiry
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
+    with serve(hermes, scripted(hermes, lambda request: "ok")) as server:
+        host, port = server.socket.getsockname()[:2]
+        request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                   f"X-Turngym-Episode: kept\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        with socket.create_connection((host, port), timeout=30) as sock:
+            for idle in (5.5, 0):
+                sock.sendall(request)
+                reply = b""
+                while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                    chunk = sock.recv(65536)
+                    assert chunk, "the server closed a kept-alive connection"
+                    reply += chunk
+                assert reply.startswith(b"HTTP/1.1 200")
+                time.sleep(idle)
 
 
 def test_a_harness_that_disconnects_mid_call_loses_no_other_call(hermes):

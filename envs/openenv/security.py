@@ -41,6 +41,7 @@ from turngym.envs.serving import (  # noqa: F401 - the token rules live there, s
     bearer_matches,
     check_serving_token,
     header_deadline_protocol,
+    http_settings,
     is_loopback,
     resolve_token,
 )

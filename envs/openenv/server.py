@@ -57,9 +57,9 @@ from turngym.envs.openenv.security import (
     Guard,
     check_serving_token,
     client_task,
-    header_deadline_protocol,
     hide_paths,
     host_references,
+    http_settings,
     public_info,
     public_task,
     resolve_token,
@@ -446,7 +446,7 @@ def serve(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, host: str
         # no whole request within header_timeout (see header_deadline_protocol).
         config = uvicorn.Config(app, ws_ping_interval=ping_interval, ws_ping_timeout=ping_timeout,
                                 log_level=log_level, timeout_graceful_shutdown=5, limit_concurrency=None,
-                                http=header_deadline_protocol(header_timeout))
+                                **http_settings(header_timeout))
         bound = sock.getsockname()
         url_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         if on_ready is not None:
