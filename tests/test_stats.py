@@ -156,8 +156,32 @@ def test_the_published_algorithm_comparison_is_what_stats_prints(capsys):
                  "--plan", "algorithm-comparison"]) == 0
     out = capsys.readouterr().out
     results = (ROOT / "docs" / "results.md").read_text()
-    section = results.split("### Main study, tier 1", 1)[1].split("\n## ", 1)[0]
+    section = results.split("### Main study, tier 1", 1)[1].split("\n#", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("|---")]
     assert len(rows) >= 7 + 13, "the success table and the families' table"
     missing = [row for row in rows if row not in out.splitlines()]
+    assert not missing, missing
+
+
+TIER2_FILES = ["main.json", "running-tier2-seeds-120-121.json", "running-tier2-seed-122.json",
+               "running-tier2-seed-123.json", "running-tier2-seed-124.json",
+               "running-tier2-seed-124-ppo-sparse.json"]
+
+
+def test_the_published_tier_2_is_what_stats_prints(tmp_path, capsys):
+    """docs/results.md's tier-2 tables (issue 43: F4, dense against sparse rewards) from the committed stage files:
+    their merge is the committed tiers-1-2.json, and every row published is a row stats prints from it."""
+    folder = ROOT / "docs" / "outcomes" / "algorithm-comparison"
+    merged = tmp_path / "merged.json"
+    assert main(["stats", *(str(folder / name) for name in TIER2_FILES), "--keep-first", "sft-only",
+                 "--merged-out", str(merged)]) == 0
+    capsys.readouterr()
+    assert json.loads(merged.read_text()) == json.loads((folder / "tiers-1-2.json").read_text())
+    assert main(["stats", str(folder / "tiers-1-2.json"), "--plan", "algorithm-comparison"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    results = (ROOT / "docs" / "results.md").read_text()
+    section = results.split("### Main study, tier 2", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("|---")]
+    assert any(row.startswith("| F4") for row in rows) and any(row.startswith("| ppo-sparse") for row in rows)
+    missing = [row for row in rows if row not in out]
     assert not missing, missing
