@@ -76,8 +76,8 @@ KEEP_ALIVE_SECONDS = 15.0
 def http_settings(header_timeout: float) -> dict[str, Any]:
     """uvicorn.Config's HTTP arguments for turngym's servers: :func:`header_deadline_protocol` and a keep-alive
     longer than any client's (:data:`KEEP_ALIVE_SECONDS`)."""
-    return {"http": header_deadline_protocol(header_timeout),
-            "timeout_keep_alive": max(KEEP_ALIVE_SECONDS, float(header_timeout))}
+    protocol = header_deadline_protocol(header_timeout)
+    return {"http": protocol, "timeout_keep_alive": protocol.idle_timeout}
 
 
 def header_deadline_protocol(timeout: float) -> type:
@@ -95,6 +95,7 @@ def header_deadline_protocol(timeout: float) -> type:
 
     class HeaderDeadlineProtocol(H11Protocol):
         header_timeout = float(timeout)
+        idle_timeout = max(float(timeout), KEEP_ALIVE_SECONDS)  # after a response: outlast the client's keep-alive
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
@@ -103,7 +104,7 @@ def header_deadline_protocol(timeout: float) -> type:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._arm(max(self.header_timeout, KEEP_ALIVE_SECONDS))  # the next request on a kept-alive connection
+            self._arm(self.idle_timeout)  # the next request on a kept-alive connection
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -116,7 +117,8 @@ def header_deadline_protocol(timeout: float) -> type:
         def _arm(self, seconds: float | None = None) -> None:
             self._disarm()
             if not self.transport.is_closing():
-                self._deadline = self.loop.call_later(seconds or self.header_timeout, self._expire)
+                self._deadline = self.loop.call_later(self.header_timeout if seconds is None else seconds,
+                                                      self._expire)
 
         def _disarm(self) -> None:
             if self._deadline is not None:
@@ -129,7 +131,7 @@ def header_deadline_protocol(timeout: float) -> type:
             if serving or self.transport.is_closing() or self.transport.get_protocol() is not self:
                 return
             logger.info("closing the connection of %s: no whole request in time (%g s, or %g s after a "
-                        "response)", self.client, self.header_timeout, max(self.header_timeout, KEEP_ALIVE_SECONDS))
+                        "response)", self.client, self.header_timeout, self.idle_timeout)
             self.transport.close()
 
     return HeaderDeadlineProtocol
