@@ -111,6 +111,10 @@ class Study(RFTStages, CurveStages, StagePlan):
             shutil.rmtree(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._check_same_config()
+        from turngym.envs.registry import import_worlds
+
+        imports = self.config.world.get("imports") or []  # they may register the world whose panels this looks up
+        import_worlds([imports] if isinstance(imports, str) else imports)
         labels = [arm.label for arm in arms]
         chosen = set(labels) if only is None else set(only)
         unknown = sorted(chosen - set(labels))

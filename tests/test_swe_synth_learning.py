@@ -69,3 +69,33 @@ def test_the_study_config_compares_the_two_reward_sources_on_the_easy_tier():
     assert config.evaluation.split == "eval" and config.evaluation.panels == {"seen": {"env_kwargs": {
         "split": "eval_seen"}}}
     assert len(config.seeds) == 5 and Path(ROOT / config.preregistered).is_file()
+
+
+def test_the_study_finds_its_world_and_panels_in_a_fresh_process(tmp_path):
+    """`turngym compare` on the study config, as a new process meets it: the world is registered only by the config's
+    `imports`, the train panel (40 demos, then 32 RL tasks) and both held-out panels come from the set, disjoint."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "sets" / "whole"
+    source.mkdir(parents=True)
+    rows = [record(p, i, "easy") for p in ("alpha", "beta", "gamma", "delta") for i in range(100)]
+    (source / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    split_set(source, tmp_path / "sets" / "easy", eval_repos=["beta"], tier="easy")
+    script = f"""
+import json
+from turngym.recipes import compare_algorithms
+from turngym.recipes.study import Study
+from turngym.recipes.study_config import load_config
+config = load_config({str(ROOT / "recipes/configs/compare/swe-synth-easy.yaml")!r})
+config.world["env_kwargs"]["task_file"] = {str(tmp_path / "sets" / "easy")!r}
+config.results_dir = {str(tmp_path / "results")!r}
+study = Study(config, compare_algorithms.arms_of(config), progress=False)
+print(json.dumps({{"games": study.training_games(), "check": study.check_panels()}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["games"] == 40 + 32
+    assert report["check"]["train"]["tasks"] == 72
+    assert report["check"]["held_out"]["shared_with_train"] == 0 and report["check"]["seen"]["shared_with_train"] == 0
