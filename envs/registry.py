@@ -157,14 +157,14 @@ def _parameters(function: Callable[..., Any]) -> tuple[set[str] | None, bool]:
 
 
 # ---------------------------------------------------------------------- loading users' worlds
-def import_worlds(modules: Iterable[str]) -> list[ModuleType]:
-    """Import modules that register worlds: dotted names or paths to ``.py`` files.
+def import_worlds(modules: str | Iterable[str]) -> list[ModuleType]:
+    """Import modules that register worlds: dotted names or paths to ``.py`` files (one, or several).
 
     The current directory is searched too (as ``python -m`` does), and a file's folder is put on
     ``sys.path``, so that worker processes started afterwards can import the module as well.
     """
     loaded = []
-    for name in modules:
+    for name in [modules] if isinstance(modules, str) else modules:
         module, folder = name, Path.cwd()
         if name.endswith(".py") or "/" in name:
             path = Path(name).expanduser().resolve()

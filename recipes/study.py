@@ -113,8 +113,7 @@ class Study(RFTStages, CurveStages, StagePlan):
         self._check_same_config()
         from turngym.envs.registry import import_worlds
 
-        imports = self.config.world.get("imports") or []  # they may register the world whose panels this looks up
-        import_worlds([imports] if isinstance(imports, str) else imports)
+        import_worlds(self.config.world.get("imports") or [])  # they may register the world whose panels this looks up
         labels = [arm.label for arm in arms]
         chosen = set(labels) if only is None else set(only)
         unknown = sorted(chosen - set(labels))

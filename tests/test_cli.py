@@ -282,6 +282,7 @@ def test_import_takes_a_path_to_a_py_file(readme_world):
     file_module.parent.mkdir()
     file_module.write_text("VALUE = 3\n")
     assert import_worlds([str(file_module)])[0].VALUE == 3
+    assert [m.VALUE for m in import_worlds(str(file_module))] == [3]  # one name, not its characters
 
 
 def test_eval_sft_and_rl_share_the_reply_format_defaults_per_world():
