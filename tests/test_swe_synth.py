@@ -13,7 +13,9 @@ import json
 import re
 import shutil
 import textwrap
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -623,6 +625,84 @@ def test_validation_in_two_worker_processes_gives_the_same_records(synthesized, 
     parallel = [{k: v for k, v in json.loads(line).items() if k != "repo_path"}
                 for line in (tmp_path / "out" / "tasks.jsonl").read_text().splitlines()]
     assert parallel == serial
+
+
+@pytest.mark.slow  # every mutation screened again, two sandboxes at once: 20-40 s
+@needs_bwrap
+def test_screening_in_two_sandboxes_gives_the_same_rows_and_set(synthesized, tmp_path):
+    root, package, config, first = synthesized
+    cache = tmp_path / "cache"
+    shutil.copytree(root / "cache", cache, symlinks=True)
+    (screened,) = list(cache.rglob("screen.jsonl"))
+    serial = [json.loads(line) for line in screened.read_text().splitlines()]
+    screened.unlink()
+    summary = synthesize([str(package)], tmp_path / "out", config, root=cache, workers=2)
+    parallel = [json.loads(line) for line in screened.read_text().splitlines()]
+
+    def verdict(row):  # the log holds pytest's timings
+        return {k: v for k, v in row.items() if k != "log"}
+
+    assert [verdict(r) for r in parallel] == [verdict(r) for r in serial]  # the seeded order, whatever finished first
+    assert summary["tasks"] == first["tasks"] and summary["drops"] == first["drops"]
+    from turngym.envs.swe.sandbox.bwrap import default_root
+    assert not list(default_root().glob("synth-*-1-*"))  # the second sandbox closed with its package
+
+
+class FakeSandbox:
+    """Screens by sleeping; records that no two screenings ever share it."""
+
+    def __init__(self):
+        self.busy = False
+        self.overlaps = 0
+
+
+def test_screenings_come_in_the_seeded_order_and_a_stop_starts_no_more():
+    import random as stdlib_random
+    import threading
+
+    from turngym.envs.swe.synth.pipeline import _screen_in_order
+
+    todo = [SimpleNamespace(key=f"m{i}") for i in range(30)]
+    sandboxes = [FakeSandbox(), FakeSandbox(), FakeSandbox()]
+    started, lock = [], threading.Lock()
+    delays = {m.key: stdlib_random.Random(i).uniform(0, 0.01) for i, m in enumerate(todo)}
+
+    def one(sandbox, mutation):
+        with lock:
+            sandbox.overlaps += sandbox.busy
+            sandbox.busy = True
+            started.append(mutation.key)
+        time.sleep(delays[mutation.key])
+        sandbox.busy = False
+        return {"key": mutation.key}
+
+    rows = [r["key"] for r in _screen_in_order(todo, sandboxes, one)]
+    assert rows == [m.key for m in todo] and sorted(started) == sorted(rows)
+    assert all(s.overlaps == 0 for s in sandboxes)
+
+    started.clear()
+    stream = _screen_in_order(todo, sandboxes, one)
+    first = [next(stream)["key"] for _ in range(4)]
+    stream.close()  # the caller stops (max_tasks reached): what was only queued never starts
+    assert first == ["m0", "m1", "m2", "m3"]
+    assert 4 <= len(started) <= 4 + 2 * len(sandboxes)
+
+
+def test_a_screening_that_fails_fails_the_stream_after_the_rows_before_it():
+    from turngym.envs.swe.synth.pipeline import _screen_in_order
+
+    todo = [SimpleNamespace(key=f"m{i}") for i in range(6)]
+
+    def one(sandbox, mutation):
+        if mutation.key == "m3":
+            raise RuntimeError("could not write the file in the sandbox")
+        return {"key": mutation.key}
+
+    got = []
+    with pytest.raises(RuntimeError, match="could not write"):
+        for row in _screen_in_order(todo, [FakeSandbox(), FakeSandbox()], one):
+            got.append(row["key"])
+    assert got == ["m0", "m1", "m2"]
 
 
 class RewordingModel:

@@ -120,7 +120,8 @@ def add(sub) -> None:
     s.add_argument("--max-tasks", type=int, default=0, help="stop a package after this many kept mutations (0: all)")
     s.add_argument("--max-validations", type=int, default=0, help="validate at most this many per package (0: all)")
     s.add_argument("--workers", type=int, default=1,
-                   help="validate a package's tasks in this many processes, each with its own sandboxes (default 1)")
+                   help="screen and validate a package's candidates this many at a time, each in its own sandboxes "
+                        "(default 1)")
     s.add_argument("--no-validate", action="store_true", help="skip the validation through the grader")
     s.add_argument("--eval-repos", help="comma-separated packages held out as the eval split (default: by hash)")
     s.add_argument("--test-repos", help="comma-separated packages reserved as the test split (default: by hash)")

@@ -25,7 +25,8 @@ For each package (``name==version`` from the registry, or a local directory):
    then holds when its state is exactly the gold patch's) and is validated again with them when they change a
    verdict (:func:`validate_with_reference_states`).
 
-Validation runs in ``workers`` processes when asked (each validation its own sandboxes; the same set as one).
+Screening runs in ``workers`` sandboxes at once and validation in ``workers`` processes when asked (each its own
+sandboxes; the same set as one).
 Every stage writes its results under ``<cache>/work/<name>-<version>/`` (``baseline.json``,
 ``screen.jsonl``, ``validate.jsonl``), keyed by the mutation, so an interrupted run resumes where it
 stopped and a rerun with the same seed does the same work. :func:`synthesize` writes the set after every
@@ -46,15 +47,17 @@ import json
 import logging
 import multiprocessing
 import os
+import queue
 import random
 import shlex
 import shutil
 import subprocess
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from contextlib import closing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -398,6 +401,67 @@ def screen(session: TestSession, mutation: mods.Mutation, covering: list[str], k
         return row | {"drop": "no test fails"}
     p2p = [t for t in scope if t not in set(failing[0])]
     return row | {"f2p": failing[0], "p2p": p2p, "log": runs[0].log[-60_000:]}
+
+
+def _screening_todo(mutations: list[mods.Mutation], screened: dict[str, dict], max_tasks: int) -> list[mods.Mutation]:
+    """The mutations still to screen, in the seeded order; none when ``max_tasks`` bugs are kept already."""
+    if max_tasks and sum(1 for r in screened.values() if "f2p" in r) >= max_tasks:
+        return []
+    return [m for m in mutations if m.key not in screened]
+
+
+def _screenings(todo: list[mods.Mutation], session: TestSession, repo: Path, config: SynthConfig, base: dict,
+                tests_of: dict[str, list[str]], workers: int, key: str) -> Iterator[dict]:
+    """The screening rows of ``todo``, in ``todo``'s order: in ``session`` alone, or in ``workers`` sandboxes at once
+    (``session`` and ``workers - 1`` more, each with its own copy of the tree).
+
+    Rows come in the seeded order whatever order they finish in, so a caller that stops early (``max_tasks``) keeps
+    exactly the rows one sandbox would have screened. Threads, not processes: a screening waits on its sandbox's
+    pytest, and a thread keeps its session open."""
+    def one(sandbox: TestSession, mutation: mods.Mutation) -> dict:
+        return screen(sandbox, mutation, tests_of[mutation.key], base["kept"], base, config)
+
+    if workers <= 1 or len(todo) <= 1:
+        for mutation in todo:
+            yield one(session, mutation)
+        return
+    extra: list[TestSession] = []
+    try:
+        for i in range(1, min(workers, len(todo))):
+            extra.append(TestSession(repo, backend=config.backend, name=f"synth-{key}-{i}"))
+        yield from _screen_in_order(todo, [session, *extra], one)
+    finally:
+        for sandbox in extra:
+            sandbox.close()
+
+
+def _screen_in_order(todo: list[mods.Mutation], sandboxes: list[TestSession],
+                     one: Callable[[TestSession, mods.Mutation], dict]) -> Iterator[dict]:
+    """``one(sandbox, mutation)`` for each of ``todo`` on whichever sandbox is idle; the rows in ``todo``'s order, with
+    at most twice as many screenings submitted as there are sandboxes (the rest never start if the caller stops)."""
+    idle: queue.SimpleQueue[TestSession] = queue.SimpleQueue()
+    for sandbox in sandboxes:
+        idle.put(sandbox)
+
+    def screen_on_an_idle_sandbox(mutation: mods.Mutation) -> dict:
+        sandbox = idle.get()
+        try:
+            return one(sandbox, mutation)
+        finally:
+            idle.put(sandbox)
+
+    pending: deque[Future[dict]] = deque()
+    with ThreadPoolExecutor(max_workers=len(sandboxes), thread_name_prefix="screen") as pool:
+        try:
+            for mutation in todo:
+                pending.append(pool.submit(screen_on_an_idle_sandbox, mutation))
+                if len(pending) >= 2 * len(sandboxes):
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:  # the caller stopped early (or a screening failed): what has not started never starts
+            for future in pending:
+                future.cancel()
 
 
 def choose_tests(row: dict, covering: list[str], config: SynthConfig, seed: int) -> tuple[list[str], list[str]]:
@@ -753,13 +817,15 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
                 return report, []
             screened = _jsonl(work / "screen.jsonl")
             t0 = time.monotonic()
-            for mutation in tqdm(mutations, desc=f"screening {source.key}", unit="bug", disable=None):
-                if config.max_tasks and sum(1 for r in screened.values() if "f2p" in r) >= config.max_tasks:
-                    break
-                if mutation.key not in screened:
-                    row = screen(session, mutation, tests_of[mutation.key], base["kept"], base, config)
+            todo = _screening_todo(mutations, screened, config.max_tasks)
+            # closing: a stop at max_tasks ends the screenings still running before the session closes
+            with closing(_screenings(todo, session, repo, config, base, tests_of, workers, source.key)) as rows:
+                for mutation, row in zip(todo, tqdm(rows, total=len(todo), desc=f"screening {source.key}",
+                                                    unit="bug", disable=None)):
                     _append(work / "screen.jsonl", row)
                     screened[mutation.key] = row
+                    if config.max_tasks and sum(1 for r in screened.values() if "f2p" in r) >= config.max_tasks:
+                        break
             report.seconds["screen"] = time.monotonic() - t0
     except Exception as error:
         logger.exception("synthesizing %s failed", spec)
