@@ -351,7 +351,7 @@ CRASHING_RUNNER = """
 import os, signal, sys
 from pathlib import Path
 from turngym.envs.swe.sandbox import SandboxSpec, make_sandbox
-spec = SandboxSpec(repo_dir=Path(sys.argv[1]), name="crash", lifetime_s=0.5)
+spec = SandboxSpec(repo_dir=Path(sys.argv[1]), name="crash", lifetime_s=float(sys.argv[3]))
 box = make_sandbox("bwrap", spec, workspace_root=Path(sys.argv[2])).start()
 box.exec("echo started")
 print("READY", flush=True)
@@ -359,22 +359,60 @@ os.kill(os.getpid(), signal.SIGKILL)  # no finaliser, no atexit: the sandbox is 
 """
 
 
-def test_a_sigkilled_runner_is_reaped_after_the_sandbox_lifetime(repo, tmp_path):
+def test_a_sigkilled_runners_sandbox_is_reaped_at_once(repo, tmp_path):
+    """Its owner ran in this pid namespace and is gone: the next start reaps it, however long its lifetime."""
     skip_unless_available("bwrap")
     root = tmp_path / "sandboxes"
-    child = subprocess.run([sys.executable, "-c", CRASHING_RUNNER, str(repo), str(root)], capture_output=True,
-                           text=True, cwd=REPO_ROOT, timeout=60, check=False)
+    child = subprocess.run([sys.executable, "-c", CRASHING_RUNNER, str(repo), str(root), "3600"],
+                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, check=False)
     assert child.returncode == -9 and "READY" in child.stdout, child.stderr
     left = list(root.iterdir())
     assert len(left) == 1  # the workspace (and its tmpfs and cgroups, as root) was left behind
     if running_as_root():
         assert _mounts_under(root)
         assert _cgroup_leaves_left({left[0].name}) or not (CGROUP_V1 / "memory" / CGROUP_PARENT).is_dir()
-    time.sleep(0.6)  # past its lifetime
     assert reap_stale(root) == 1
     assert not any(root.iterdir()) and not _mounts_under(root)
     assert not _cgroup_leaves_left({left[0].name})
     assert os.path.exists(repo)  # the task's own repository is never touched
+
+
+def _left_workspace(root: Path, name: str, owner_pid: int, owner: dict | None, expires_at: float) -> Path:
+    workspace = root / name
+    (workspace / "repo").mkdir(parents=True)
+    meta = {"owner_pid": owner_pid, "expires_at": expires_at, "mounted": False, "cgroups": []}
+    if owner is not None:
+        meta["owner"] = owner
+    (workspace / "meta.json").write_text(json.dumps(meta))
+    return workspace
+
+
+def test_a_left_sandbox_is_reaped_only_when_its_owner_is_certainly_gone(tmp_path):
+    from turngym.envs.swe.sandbox.base import process_identity
+
+    me = process_identity()
+    assert me and me["pid_ns"].startswith("pid:[")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    later = time.time() + 3600
+    kept = {
+        # a live owner (this process), its lifetime over or not
+        "live-owner": (os.getpid(), me, later),
+        "live-owner-expired": (os.getpid(), me, 0),
+        # a dead pid, but the owner cannot be told gone: another pid namespace, or no identity (an older layout)
+        "other-namespace": (dead.pid, {"pid_ns": "pid:[1]", "start": 1}, later),
+        "no-identity": (dead.pid, None, later),
+    }
+    reaped = {
+        "dead-owner": (dead.pid, {"pid_ns": me["pid_ns"], "start": 1}, later),
+        # this process has the pid now, but it started after the owner recorded its start
+        "pid-reused": (os.getpid(), {"pid_ns": me["pid_ns"], "start": me["start"] - 1}, later),
+        "no-identity-expired": (dead.pid, None, 0),
+    }
+    for name, (pid, owner, expires_at) in {**kept, **reaped}.items():
+        _left_workspace(tmp_path, name, pid, owner, expires_at)
+    assert reap_stale(tmp_path) == len(reaped)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
 
 
 # --------------------------------------------------------------------------- issue #15: kernel channels

@@ -364,3 +364,27 @@ def pid_alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True
     return True
+
+
+def process_identity(pid: int | None = None) -> dict[str, str | int]:
+    """``{"pid_ns", "start"}`` of a process (this one by default): its pid namespace and its start time in clock
+    ticks since boot, which together tell it from a later process given the same pid. ``{}`` where /proc cannot
+    say (another OS, a process gone)."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        namespace = os.readlink(f"/proc/{pid}/ns/pid")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        start = int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the name in parentheses may hold spaces
+    except (OSError, ValueError, IndexError):
+        return {}
+    return {"pid_ns": namespace, "start": start}
+
+
+def owner_gone(pid: int, identity: dict) -> bool:
+    """Whether the process that recorded ``identity`` (:func:`process_identity`) as ``pid`` has certainly ended:
+    it ran in this pid namespace, and no process has that pid now or the one that has it started later. False
+    when it cannot be told (no identity recorded, another namespace): then only a lifetime ends what it left."""
+    if not identity or identity.get("pid_ns") != process_identity().get("pid_ns"):
+        return False
+    return process_identity(pid).get("start") != identity.get("start")
+

@@ -62,7 +62,9 @@ from turngym.envs.swe.sandbox.base import (
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    owner_gone,
     pid_alive,
+    process_identity,
     running_as_root,
 )
 
@@ -188,6 +190,7 @@ class BwrapSandbox(Sandbox):
     def _write_meta(self) -> None:
         meta = {
             "owner_pid": os.getpid(),
+            "owner": process_identity(),
             "expires_at": time.time() + self.spec.lifetime_s,
             "mounted": self.mounted,
             "cgroups": [str(p) for p in self.cgroups.values()],
@@ -455,7 +458,9 @@ def remove_tree(path: Path, timeout: float = 60.0) -> None:
 
 
 def reap_stale(root: Path) -> int:
-    """Remove workspaces (and their cgroups and mounts) left by dead owners past their lifetime."""
+    """Remove workspaces (and their cgroups and mounts) left by owners that are gone: at once when the owner ran in
+    this pid namespace and has certainly ended (SIGKILL, SIGTERM, the OOM killer; :func:`.base.owner_gone`),
+    otherwise once their lifetime is over and their pid is free."""
     reaped = 0
     if not root.is_dir():
         return 0
@@ -465,8 +470,9 @@ def reap_stale(root: Path) -> int:
             meta = json.loads((workspace / "meta.json").read_text())
         except (OSError, ValueError):
             continue
-        if meta["expires_at"] > now or pid_alive(meta["owner_pid"]):
-            continue
+        if not owner_gone(meta["owner_pid"], meta.get("owner", {})) and (
+                meta["expires_at"] > now or pid_alive(meta["owner_pid"])):
+            continue  # a live owner's, or one whose owner cannot be told dead (another pid namespace)
         logger.warning("reaping sandbox %s left behind by process %s", workspace.name, meta["owner_pid"])
         try:  # one workspace that cannot be removed must never stop new sandboxes from starting
             _teardown(workspace, [Path(p) for p in meta["cgroups"]], meta["mounted"], timeout=30.0)
