@@ -54,6 +54,25 @@ def test_the_report_has_a_row_per_package_and_the_sets_totals():
     assert "only pairs the probes refused) | - |" in older  # a report written before reference states
     assert "| remove_cond | 5 |\n| op_swap | 2 |" in text  # most common first
     assert "FAIL_TO_PASS median 3; runner modes: pytest 7" in text
+    assert "| tier | tasks |\n|---|---:|\n| easy | 3 |\n| hard | 4 |" in text  # a report with no tiers by split
+
+
+def test_the_tier_table_has_a_column_per_split_in_the_sets_order():
+    by_split = {"eval_seen": {"easy": 1}, "train": {"easy": 2, "hard": 4}}
+    text = render({**SUMMARY, "statistics": {**SUMMARY["statistics"], "tiers_by_split": by_split}})
+    assert "| tier | train | eval_seen | tasks |\n|---|---:|---:|---:|\n| easy | 2 | 1 | 3 |\n| hard | 4 | 0 | 4 |" \
+        in text
+
+
+def test_the_sets_statistics_count_tiers_by_split():
+    from turngym.envs.swe.synth.pipeline import statistics
+
+    def record(split, tier):
+        return {"synth": {"package": "a", "runner": "pytest"}, "split": split, "difficulty": "op_swap",
+                "difficulty_label": {"tier": tier, "failing_tests": 1}, "FAIL_TO_PASS": ["t"]}
+
+    records = [record("train", "easy"), record("train", "hard"), record("eval", "easy"), record("eval", "easy")]
+    assert statistics(records)["tiers_by_split"] == {"eval": {"easy": 2}, "train": {"easy": 1, "hard": 1}}
 
 
 def test_the_cli_reads_a_sets_folder(tmp_path, capsys):

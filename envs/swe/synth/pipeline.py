@@ -1022,7 +1022,8 @@ def write_set(out: Path, packages: list[PackageReport], records: list[dict], con
 
 
 def statistics(records: list[dict]) -> dict:
-    """What a set holds: tasks by repository, split, modifier kind, tier and runner mode; FAIL_TO_PASS counts."""
+    """What a set holds: tasks by repository, split, modifier kind, tier (and tier by split: a study's panels are
+    one tier of one split) and runner mode; FAIL_TO_PASS counts."""
     def count(values) -> dict:
         return dict(sorted(Counter(values).items()))
 
@@ -1032,6 +1033,9 @@ def statistics(records: list[dict]) -> dict:
         "splits": count(r.get("split", "train") for r in records),
         "modifiers": count(r["difficulty"] for r in records),
         "tiers": count(r["difficulty_label"]["tier"] for r in records),
+        "tiers_by_split": {split: count(r["difficulty_label"]["tier"] for r in records
+                                        if r.get("split", "train") == split)
+                           for split in sorted({r.get("split", "train") for r in records})},
         "runner": count(r["synth"]["runner"] for r in records),
         "fail_to_pass": {"median": failing[len(failing) // 2] if failing else 0, "histogram": count(failing)},
         "failing_tests_median": sorted(r["difficulty_label"]["failing_tests"] for r in records)[len(records) // 2]

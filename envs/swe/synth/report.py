@@ -127,12 +127,25 @@ def render(summary: dict, splits: dict[str, str] | None = None) -> str:
         parts += ["", "### The tasks", "",
                   _table(["modifier", "tasks"], [[k, v] for k, v in sorted(st["modifiers"].items(),
                                                                           key=lambda kv: (-kv[1], kv[0]))]), "",
-                  _table(["tier", "tasks"], [[k, v] for k, v in st.get("tiers", {}).items()]), "",
+                  _tier_table(st), "",
                   _table(["FAIL_TO_PASS tests", "tasks"],
                          [[k, v] for k, v in f2p_buckets(st.get("fail_to_pass", {}).get("histogram", {})).items()]),
                   "", f"FAIL_TO_PASS median {st.get('fail_to_pass', {}).get('median', 0)}; runner modes: "
                   + ", ".join(f"{k} {v}" for k, v in st.get("runner", {}).items())]
     return "\n".join(parts) + "\n"
+
+
+def _tier_table(st: dict) -> str:
+    """Tasks by tier, with a column for each split when the set has them (older reports: the total only)."""
+    by_split = st.get("tiers_by_split", {})
+    tiers = [t for t in ("easy", "medium", "hard") if t in st.get("tiers", {})] + sorted(
+        set(st.get("tiers", {})) - {"easy", "medium", "hard"})
+    splits = sorted(by_split, key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else len(SPLIT_ORDER), s))
+    return _table(["tier", *splits, "tasks"],
+                  [[t, *(by_split[s].get(t, 0) for s in splits), st["tiers"][t]] for t in tiers])
+
+
+SPLIT_ORDER = ["train", "eval_seen", "eval", "test"]
 
 
 def _drop_kind(reason: str) -> str:
