@@ -1,0 +1,130 @@
+"""End the re-validation pass: check the whole list's set, then make its rows, report and manifest the committed ones.
+
+Without ``--apply`` it only checks and says what it would do (nothing changes). The checks, each a reason to stop:
+
+- the set (``~/.cache/turngym/swe-synth/sets/scale-v1``, pass/run.sh's second command) lists every package of
+  recipes/configs/swe-synth-packages.txt and was made by the current grader;
+- no voiding false alarm and no void a rerun did not repeat (each is a grader bug to fix, not a task to drop);
+- the learning plan's panels (docs/plans/2026-11-28-swe-synth-learning.md): at least 20 easy tasks in ``eval`` and in
+  ``eval_seen``; when ``eval_seen`` is short the plan adds its reserved packages one at a time, in their fixed order
+  (the packages file's last comment), and this names the next one.
+
+``--apply`` then saves the cache's rows (pass/save.py), replaces validate/ with them and the set's report
+(validate/report-scale-v1.json), copies the set's manifest to recipes/configs/swe-synth-scale-v1.manifest.json,
+writes the grader's sha256 to grader.sha256, and removes revalidate/, revalidation.json, screening-cache/ and pass/
+(git rm). The counts in docs/benchmarks.md and docs/worlds/swe.md stay for a person to update: it prints the set's
+report to paste from.
+
+    .venv/bin/python docs/benchmark-runs/swe-synth-scale-v1/pass/finish.py [--apply]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUN_DIR = HERE.parent
+REPO = RUN_DIR.parents[2]
+SET = Path.home() / ".cache/turngym/swe-synth/sets/scale-v1"
+PACKAGES = REPO / "recipes/configs/swe-synth-packages.txt"
+MANIFEST = REPO / "recipes/configs/swe-synth-scale-v1.manifest.json"
+PANEL = 20
+
+
+def listed_packages() -> tuple[list[str], list[str]]:
+    """``(the packages file's specs, its reserved specs in their order)``."""
+    text = PACKAGES.read_text()
+    specs = [line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()]
+    reserved_line = text.rsplit("#", 1)[-1]
+    return specs, re.findall(r"[A-Za-z0-9_.-]+==[A-Za-z0-9_.+-]+", reserved_line)
+
+
+def easy_by_split(tasks_file: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in tasks_file.read_text().splitlines():
+        record = json.loads(line)
+        if record["difficulty_label"]["tier"] == "easy":
+            counts[record["split"]] = counts.get(record["split"], 0) + 1
+    return counts
+
+
+def problems() -> list[str]:
+    from turngym.envs.swe.synth.pipeline import grader_hash
+
+    if not (SET / "report.json").is_file():
+        return [f"no set at {SET}: pass/run.sh's second command has not ended"]
+    report = json.loads((SET / "report.json").read_text())
+    found: list[str] = []
+    specs, reserved = listed_packages()
+    missing = sorted(set(specs) - {p["spec"] for p in report["packages"]})
+    if missing:
+        found.append(f"the set lacks {len(missing)} listed packages: {', '.join(missing)}")
+    if report.get("grader_sha256") != grader_hash():
+        found.append(f"the set was made by grader {report.get('grader_sha256')}, not the current {grader_hash()}")
+    if report.get("false_alarms") or report.get("unrepeated_voids"):
+        found.append(f"{len(report.get('false_alarms', []))} voiding false alarms and "
+                     f"{len(report.get('unrepeated_voids', []))} unrepeated voids: grader bugs to fix first")
+    easy = easy_by_split(SET / "tasks.jsonl")
+    print(f"easy tasks by split: {easy}")
+    if easy.get("eval_seen", 0) < PANEL:
+        unused = [spec for spec in reserved if spec not in specs]
+        found.append(f"eval_seen has {easy.get('eval_seen', 0)} easy tasks (< {PANEL}): the plan adds "
+                     + (f"the next reserved package, {unused[0]}, to the packages file" if unused else
+                        "a package, but the reserve is used up: record the next one in the plan first"))
+    if easy.get("eval", 0) < PANEL:
+        found.append(f"eval has {easy.get('eval', 0)} easy tasks (< {PANEL}): the held-out side needs a package of "
+                     "its own, chosen by the plan's vetting and recorded in the plan before it runs")
+    return found
+
+
+def git(*args: str) -> None:
+    subprocess.run(["git", *args], cwd=REPO, check=True)
+
+
+def apply() -> None:
+    from turngym.envs.swe.synth.pipeline import grader_hash
+
+    sys.path.insert(0, str(HERE))
+    import save
+
+    save.save()
+    validate, revalidate = RUN_DIR / "validate", RUN_DIR / "revalidate"
+    for old in validate.glob("*.jsonl"):
+        old.unlink()
+    for rows in sorted(revalidate.glob("*.jsonl")):
+        shutil.copy(rows, validate / rows.name)
+    shutil.copy(SET / "report.json", validate / "report-scale-v1.json")
+    shutil.copy(SET / "manifest.json", MANIFEST)
+    (RUN_DIR / "grader.sha256").write_text(grader_hash() + "\n")
+    git("add", "-A", str(validate), str(MANIFEST), str(RUN_DIR / "grader.sha256"))
+    git("rm", "-r", "-q", "--cached", "--ignore-unmatch", str(revalidate), str(RUN_DIR / "revalidation.json"),
+        str(RUN_DIR / "screening-cache"), str(HERE))
+    for path in (revalidate, RUN_DIR / "screening-cache", HERE):
+        shutil.rmtree(path, ignore_errors=True)
+    (RUN_DIR / "revalidation.json").unlink(missing_ok=True)
+    print(subprocess.run([sys.executable, "-m", "turngym.recipes.cli", "swe", "report", str(SET)],
+                         capture_output=True, text=True, check=False).stdout)
+    print("Done: commit, then update the counts in docs/benchmarks.md, docs/worlds/swe.md ('Task sets at scale') and "
+          f"{RUN_DIR / 'README.md'}, and run: pytest tests/test_swe_synth.py -k committed")
+
+
+def main() -> int:
+    found = problems()
+    for problem in found:
+        print("not yet:", problem)
+    if found:
+        return 1
+    if "--apply" not in sys.argv:
+        print("ready: run again with --apply")
+        return 0
+    apply()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
