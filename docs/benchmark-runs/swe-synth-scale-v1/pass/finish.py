@@ -7,7 +7,8 @@ Without ``--apply`` it only checks and says what it would do (nothing changes). 
 - no voiding false alarm and no void a rerun did not repeat (each is a grader bug to fix, not a task to drop);
 - the learning plan's panels (docs/plans/2026-11-28-swe-synth-learning.md): at least 20 easy tasks in ``eval`` and in
   ``eval_seen``; when ``eval_seen`` is short the plan adds its reserved packages one at a time, in their fixed order
-  (the packages file's last comment), and this names the next one.
+  (the packages file's last comment), and this names the next one; when ``eval`` is short, held-out packages in the
+  plan's order (its status of 2026-12-04).
 
 ``--apply`` then saves the cache's rows (pass/save.py), replaces validate/ with them and the set's report
 (validate/report-scale-v1.json), copies the set's manifest to recipes/configs/swe-synth-scale-v1.manifest.json,
@@ -34,6 +35,7 @@ SET = Path.home() / ".cache/turngym/swe-synth/sets/scale-v1"
 PACKAGES = REPO / "recipes/configs/swe-synth-packages.txt"
 MANIFEST = REPO / "recipes/configs/swe-synth-scale-v1.manifest.json"
 PANEL = 20
+HELD_OUT_RESERVE = ("xmltodict==0.13.0", "webcolors==1.13", "termcolor==2.4.0")  # the plan's status of 2026-12-04
 
 
 def listed_packages() -> tuple[list[str], list[str]]:
@@ -77,8 +79,9 @@ def problems() -> list[str]:
                      + (f"the next reserved package, {unused[0]}, to the packages file" if unused else
                         "a package, but the reserve is used up: record the next one in the plan first"))
     if easy.get("eval", 0) < PANEL:
-        found.append(f"eval has {easy.get('eval', 0)} easy tasks (< {PANEL}): the held-out side needs a package of "
-                     "its own, chosen by the plan's vetting and recorded in the plan before it runs")
+        found.append(f"eval has {easy.get('eval', 0)} easy tasks (< {PANEL}): the plan adds held-out packages to "
+                     f"--eval-repos one at a time, in its order ({', '.join(HELD_OUT_RESERVE)}), skipping those "
+                     "already in the set")
     return found
 
 
