@@ -391,28 +391,62 @@ def test_a_left_sandbox_is_reaped_only_when_its_owner_is_certainly_gone(tmp_path
     from turngym.envs.swe.sandbox.base import process_identity
 
     me = process_identity()
-    assert me and me["pid_ns"].startswith("pid:[")
+    assert me and me["pid_ns"].startswith("pid:[") and len(me["boot_id"]) == 36
     dead = subprocess.Popen(["true"])
     dead.wait()
     later = time.time() + 3600
+
+    def owner(**changed):
+        return {**me, **changed}
+
     kept = {
         # a live owner (this process), its lifetime over or not
         "live-owner": (os.getpid(), me, later),
         "live-owner-expired": (os.getpid(), me, 0),
-        # a dead pid, but the owner cannot be told gone: another pid namespace, or no identity (an older layout)
-        "other-namespace": (dead.pid, {"pid_ns": "pid:[1]", "start": 1}, later),
+        # pid 1 is alive: its /proc entry may be unreadable (ptrace rules), which never reads as gone
+        "live-pid-1": (1, owner(start=me["start"]), later),
+        # a dead pid, but the owner cannot be told gone: another pid namespace, another machine or boot sharing the
+        # root (the first pid namespace has the same name on every host), or no identity (an older layout)
+        "other-namespace": (dead.pid, owner(pid_ns="pid:[1]"), later),
+        "other-boot": (dead.pid, owner(boot_id="0" * 8 + me["boot_id"][8:]), later),
         "no-identity": (dead.pid, None, later),
+        "empty-identity": (dead.pid, {}, later),
     }
     reaped = {
-        "dead-owner": (dead.pid, {"pid_ns": me["pid_ns"], "start": 1}, later),
+        "dead-owner": (dead.pid, owner(start=1), later),
         # this process has the pid now, but it started after the owner recorded its start
-        "pid-reused": (os.getpid(), {"pid_ns": me["pid_ns"], "start": me["start"] - 1}, later),
+        "pid-reused": (os.getpid(), owner(start=me["start"] - 1), later),
         "no-identity-expired": (dead.pid, None, 0),
     }
-    for name, (pid, owner, expires_at) in {**kept, **reaped}.items():
-        _left_workspace(tmp_path, name, pid, owner, expires_at)
+    for name, (pid, identity, expires_at) in {**kept, **reaped}.items():
+        _left_workspace(tmp_path, name, pid, identity, expires_at)
     assert reap_stale(tmp_path) == len(reaped)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
+
+
+def test_a_workspace_with_no_metadata_is_reaped_only_when_old(tmp_path):
+    """A runner killed between mkdir and the metadata leaves none; a runner writing it leaves a whole file or none."""
+    from turngym.envs.swe.sandbox.bwrap import UNRECORDED_REAP_AFTER_S
+
+    fresh, old, torn = tmp_path / "fresh", tmp_path / "old", tmp_path / "torn"
+    for workspace in (fresh, old, torn):
+        (workspace / "repo").mkdir(parents=True)
+    (torn / "meta.json").write_text('{"owner_pid": ')
+    for workspace in (old, torn):
+        past = time.time() - UNRECORDED_REAP_AFTER_S - 60
+        os.utime(workspace, (past, past))
+    (tmp_path / "a-file").write_text("not a workspace")
+    assert reap_stale(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "fresh"]
+
+
+def test_the_sandbox_metadata_names_its_owner(make_box):
+    from turngym.envs.swe.sandbox.base import process_identity
+
+    box = make_box("bwrap")
+    meta = json.loads((box.workspace / "meta.json").read_text())
+    assert meta["owner_pid"] == os.getpid() and meta["owner"] == process_identity()
+    assert not list(box.workspace.glob(".meta-*"))  # written whole, through a rename
 
 
 # --------------------------------------------------------------------------- issue #15: kernel channels

@@ -645,7 +645,8 @@ def test_screening_in_two_sandboxes_gives_the_same_rows_and_set(synthesized, tmp
     assert [verdict(r) for r in parallel] == [verdict(r) for r in serial]  # the seeded order, whatever finished first
     assert summary["tasks"] == first["tasks"] and summary["drops"] == first["drops"]
     from turngym.envs.swe.sandbox.bwrap import default_root
-    assert not list(default_root().glob("synth-*-1-*"))  # the second sandbox closed with its package
+    key = summary["packages"][0]["key"]
+    assert not list(default_root().glob(f"synth-{key}-1-*"))  # the second sandbox closed with its package
 
 
 class FakeSandbox:
@@ -703,6 +704,29 @@ def test_a_screening_that_fails_fails_the_stream_after_the_rows_before_it():
         for row in _screen_in_order(todo, [FakeSandbox(), FakeSandbox()], one):
             got.append(row["key"])
     assert got == ["m0", "m1", "m2"]
+
+
+def test_screening_goes_on_in_fewer_sandboxes_when_another_does_not_start(monkeypatch, caplog):
+    from turngym.envs.swe.sandbox.base import SandboxError
+    from turngym.envs.swe.synth import pipeline
+
+    class Unstartable:
+        def __init__(self, *args, **kwargs):
+            raise SandboxError("no cgroup left")
+
+    def screen(sandbox, mutation, *rest):
+        used.append(sandbox)
+        return {"key": mutation.key}
+
+    used = []
+    monkeypatch.setattr(pipeline, "TestSession", Unstartable)
+    monkeypatch.setattr(pipeline, "screen", screen)
+    todo = [SimpleNamespace(key=f"m{i}") for i in range(5)]
+    session = FakeSandbox()
+    rows = list(pipeline._screenings(todo, session, Path("."), SynthConfig(), {"kept": []}, {m.key: [] for m in todo},
+                                     workers=3, key="pkg-1"))
+    assert [r["key"] for r in rows] == [m.key for m in todo] and set(map(id, used)) == {id(session)}
+    assert "screening pkg-1 in 1 sandboxes, not 3: no cgroup left" in caplog.text
 
 
 class RewordingModel:

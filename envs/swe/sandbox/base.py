@@ -8,7 +8,8 @@ everything above them (the SWE env, grading) only calls :meth:`Sandbox.exec`.
 Lifetime: a sandbox is given ``lifetime_s`` at creation, which its owner computes as the rollout
 deadline plus grading plus teardown, so the sandbox never expires under a running episode. It is
 only a backstop: owners tear down explicitly (``close()``, also on error and at garbage collection),
-and a sandbox whose owner died (SIGKILL) is reaped after its lifetime.
+and a sandbox whose owner was killed (SIGKILL, an unhandled SIGTERM) is reaped by the next start: at once when
+its owner is certainly gone (:func:`owner_gone`), after its lifetime otherwise.
 
 Concurrency: two process-wide bounds (:func:`configure_concurrency`, or the environment variables
 ``TURNGYM_SANDBOX_MAX_STARTS`` and ``TURNGYM_SANDBOX_MAX_EXECS``) cap how many sandboxes start at once
@@ -366,25 +367,48 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def process_identity(pid: int | None = None) -> dict[str, str | int]:
-    """``{"pid_ns", "start"}`` of a process (this one by default): its pid namespace and its start time in clock
-    ticks since boot, which together tell it from a later process given the same pid. ``{}`` where /proc cannot
-    say (another OS, a process gone)."""
-    pid = os.getpid() if pid is None else pid
+def process_identity() -> dict[str, str | int]:
+    """``{"boot_id", "pid_ns", "start"}`` of this process: the kernel's boot (a random id, so another machine or a
+    reboot never matches), its pid namespace, and its start time in clock ticks since boot, which together tell it
+    from a later process given the same pid. ``{}`` where /proc cannot say, or is another pid namespace's (its
+    ``self`` is not this pid): then no sandbox of this process is reaped before its lifetime."""
     try:
-        namespace = os.readlink(f"/proc/{pid}/ns/pid")
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        start = int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the name in parentheses may hold spaces
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+        pid, start = _pid_and_start(Path("/proc/self/stat").read_text())
     except (OSError, ValueError, IndexError):
         return {}
-    return {"pid_ns": namespace, "start": start}
+    if pid != os.getpid() or not boot_id:
+        return {}
+    return {"boot_id": boot_id, "pid_ns": namespace, "start": start}
+
+
+def _pid_and_start(stat: str) -> tuple[int, int]:
+    """``(pid, start time)`` from a /proc/PID/stat line (fields 1 and 22; the name in parentheses may hold spaces)."""
+    head, tail = stat.rsplit(")", 1)
+    return int(head.split("(", 1)[0]), int(tail.split()[19])
 
 
 def owner_gone(pid: int, identity: dict) -> bool:
     """Whether the process that recorded ``identity`` (:func:`process_identity`) as ``pid`` has certainly ended:
-    it ran in this pid namespace, and no process has that pid now or the one that has it started later. False
-    when it cannot be told (no identity recorded, another namespace): then only a lifetime ends what it left."""
-    if not identity or identity.get("pid_ns") != process_identity().get("pid_ns"):
+    it ran on this boot of this machine, in this pid namespace, and no process has that pid now (``kill(pid, 0)``,
+    which hidepid and ptrace rules do not hide) or the one that has it started later. False whenever it cannot be
+    told (no identity recorded, another machine or namespace, a /proc entry this process may not read): then only a
+    lifetime ends what it left. The owner is the process that created the sandbox: one handed to a forked child
+    that outlives its creator is reaped once the creator is gone."""
+    mine = process_identity()
+    if not identity or not mine or any(identity.get(k) != mine[k] for k in ("boot_id", "pid_ns")):
         return False
-    return process_identity(pid).get("start") != identity.get("start")
-
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        pass  # another user's live process: only its start time can tell
+    try:
+        found, start = _pid_and_start(Path(f"/proc/{pid}/stat").read_text())
+    except FileNotFoundError:
+        return not pid_alive(pid)  # it ended between the two looks, or /proc hides it (hidepid): ask again
+    except (OSError, ValueError, IndexError):
+        return False
+    return found == pid and start > int(identity.get("start", start))

@@ -195,7 +195,10 @@ class BwrapSandbox(Sandbox):
             "mounted": self.mounted,
             "cgroups": [str(p) for p in self.cgroups.values()],
         }
-        (self.workspace / "meta.json").write_text(json.dumps(meta))
+        # whole or not at all: the reaper reads it at any time (a workspace with none is reaped only when old)
+        partial = self.workspace / f".meta-{secrets.token_hex(4)}"
+        partial.write_text(json.dumps(meta))
+        os.replace(partial, self.workspace / "meta.json")
 
     def _handles(self) -> dict:
         return {"workspace": self.workspace, "cgroups": list(self.cgroups.values()), "mounted": self.mounted,
@@ -457,6 +460,21 @@ def remove_tree(path: Path, timeout: float = 60.0) -> None:
                        check=False)
 
 
+UNRECORDED_REAP_AFTER_S = 3600.0  # creating a sandbox takes seconds; its metadata is written right after mkdir
+
+
+def _unrecorded(workspace: Path, now: float) -> dict | None:
+    """Metadata to reap a workspace that has none, once it is older than :data:`UNRECORDED_REAP_AFTER_S`
+    (a tmpfs may be mounted on it; its cgroups are unknown, and were made only after the metadata): else None."""
+    try:
+        if (not workspace.is_dir() or workspace.is_symlink()
+                or now - workspace.stat().st_mtime < UNRECORDED_REAP_AFTER_S):
+            return None
+    except OSError:
+        return None
+    return {"owner_pid": 0, "expires_at": 0, "mounted": os.path.ismount(workspace), "cgroups": []}
+
+
 def reap_stale(root: Path) -> int:
     """Remove workspaces (and their cgroups and mounts) left by owners that are gone: at once when the owner ran in
     this pid namespace and has certainly ended (SIGKILL, SIGTERM, the OOM killer; :func:`.base.owner_gone`),
@@ -469,8 +487,10 @@ def reap_stale(root: Path) -> int:
         try:
             meta = json.loads((workspace / "meta.json").read_text())
         except (OSError, ValueError):
-            continue
-        if not owner_gone(meta["owner_pid"], meta.get("owner", {})) and (
+            meta = _unrecorded(workspace, now)  # its runner died between mkdir and the metadata
+            if meta is None:
+                continue
+        if meta["owner_pid"] and not owner_gone(meta["owner_pid"], meta.get("owner", {})) and (
                 meta["expires_at"] > now or pid_alive(meta["owner_pid"])):
             continue  # a live owner's, or one whose owner cannot be told dead (another pid namespace)
         logger.warning("reaping sandbox %s left behind by process %s", workspace.name, meta["owner_pid"])

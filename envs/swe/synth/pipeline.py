@@ -67,6 +67,7 @@ from tqdm import tqdm
 from turngym.envs.isolation import die_with_parent
 from turngym.envs.swe.grading import PASSING
 from turngym.envs.swe.instances import SWEInstance, is_sha256_hex
+from turngym.envs.swe.sandbox.base import SandboxError
 from turngym.envs.swe.synth import modifiers as mods
 from turngym.envs.swe.synth.llm_statement import rewrite_statements
 from turngym.envs.swe.synth.manifest import Manifest, SplitRule, content_hash, repo_splits, task_split, versions
@@ -428,7 +429,12 @@ def _screenings(todo: list[mods.Mutation], session: TestSession, repo: Path, con
     extra: list[TestSession] = []
     try:
         for i in range(1, min(workers, len(todo))):
-            extra.append(TestSession(repo, backend=config.backend, name=f"synth-{key}-{i}"))
+            try:
+                extra.append(TestSession(repo, backend=config.backend, name=f"synth-{key}-{i}"))
+            except (SandboxError, OSError) as error:  # fewer sandboxes screen the same rows, only slower
+                logger.warning("screening %s in %d sandboxes, not %d: %s", key, 1 + len(extra), workers,
+                               _short(str(error)))
+                break
         yield from _screen_in_order(todo, [session, *extra], one)
     finally:
         for sandbox in extra:
