@@ -18,11 +18,8 @@ import argparse
 import os
 import resource
 import time
-from pathlib import Path
 
-
-def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").is_file() else "?"
+from swe_synth import load  # bench/ is on sys.path when a bench script runs
 
 
 def verdict(row: dict) -> dict:

@@ -404,9 +404,14 @@ def screen(session: TestSession, mutation: mods.Mutation, covering: list[str], k
     return row | {"f2p": failing[0], "p2p": p2p, "log": runs[0].log[-60_000:]}
 
 
+def _enough_kept(screened: dict[str, dict], max_tasks: int) -> bool:
+    """Whether ``max_tasks`` (0: no limit) screened bugs are kept already."""
+    return bool(max_tasks) and sum(1 for r in screened.values() if "f2p" in r) >= max_tasks
+
+
 def _screening_todo(mutations: list[mods.Mutation], screened: dict[str, dict], max_tasks: int) -> list[mods.Mutation]:
     """The mutations still to screen, in the seeded order; none when ``max_tasks`` bugs are kept already."""
-    if max_tasks and sum(1 for r in screened.values() if "f2p" in r) >= max_tasks:
+    if _enough_kept(screened, max_tasks):
         return []
     return [m for m in mutations if m.key not in screened]
 
@@ -830,7 +835,7 @@ def synthesize_package(spec: str, config: SynthConfig, root: Path | None = None,
                                                     unit="bug", disable=None)):
                     _append(work / "screen.jsonl", row)
                     screened[mutation.key] = row
-                    if config.max_tasks and sum(1 for r in screened.values() if "f2p" in r) >= config.max_tasks:
+                    if _enough_kept(screened, config.max_tasks):
                         break
             report.seconds["screen"] = time.monotonic() - t0
     except Exception as error:

@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from turngym.envs.swe.synth.manifest import SPLITS
+
 # FAIL_TO_PASS counts in the buckets the docs use (the synthesis caps the list at max_f2p = 20)
 F2P_BUCKETS = ((1, 1), (2, 5), (6, 10), (11, 19), (20, 10**9))
 
@@ -140,12 +142,9 @@ def _tier_table(st: dict) -> str:
     by_split = st.get("tiers_by_split", {})
     tiers = [t for t in ("easy", "medium", "hard") if t in st.get("tiers", {})] + sorted(
         set(st.get("tiers", {})) - {"easy", "medium", "hard"})
-    splits = sorted(by_split, key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else len(SPLIT_ORDER), s))
+    splits = sorted(by_split, key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s))
     return _table(["tier", *splits, "tasks"],
                   [[t, *(by_split[s].get(t, 0) for s in splits), st["tiers"][t]] for t in tiers])
-
-
-SPLIT_ORDER = ["train", "eval_seen", "eval", "test"]
 
 
 def _drop_kind(reason: str) -> str:

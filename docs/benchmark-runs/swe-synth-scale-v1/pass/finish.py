@@ -46,13 +46,9 @@ def listed_packages() -> tuple[list[str], list[str]]:
     return specs, re.findall(r"[A-Za-z0-9_.-]+==[A-Za-z0-9_.+-]+", reserved_line)
 
 
-def easy_by_split(tasks_file: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for line in tasks_file.read_text().splitlines():
-        record = json.loads(line)
-        if record["difficulty_label"]["tier"] == "easy":
-            counts[record["split"]] = counts.get(record["split"], 0) + 1
-    return counts
+def easy_by_split(report: dict) -> dict[str, int]:
+    """Easy tasks by split, from the set's statistics."""
+    return {split: tiers.get("easy", 0) for split, tiers in report["statistics"]["tiers_by_split"].items()}
 
 
 def problems() -> list[str]:
@@ -71,7 +67,7 @@ def problems() -> list[str]:
     if report.get("false_alarms") or report.get("unrepeated_voids"):
         found.append(f"{len(report.get('false_alarms', []))} voiding false alarms and "
                      f"{len(report.get('unrepeated_voids', []))} unrepeated voids: grader bugs to fix first")
-    easy = easy_by_split(SET / "tasks.jsonl")
+    easy = easy_by_split(report)
     print(f"easy tasks by split: {easy}")
     if easy.get("eval_seen", 0) < PANEL:
         unused = [spec for spec in reserved if spec not in specs]
