@@ -10,7 +10,8 @@ Without ``--apply`` it only checks and says what it would do (nothing changes). 
   (the packages file's last comment), and this names the next one; when ``eval`` is short, held-out packages in the
   plan's order (its status of 2026-12-04).
 
-``--apply`` then saves the cache's rows (pass/save.py), replaces validate/ with them and the set's report
+``--apply`` then saves the cache's rows (pass/save.py), replaces validate/ with the set's packages' rows (not those of
+a reserved package screened ahead and left out) and the set's report
 (validate/report-scale-v1.json), copies the set's manifest to recipes/configs/swe-synth-scale-v1.manifest.json,
 writes the grader's sha256 to grader.sha256, and removes revalidate/, revalidation.json, screening-cache/ and pass/
 (git rm). The counts in docs/benchmarks.md and docs/worlds/swe.md stay for a person to update: it prints the set's
@@ -95,8 +96,11 @@ def apply() -> None:
     validate, revalidate = RUN_DIR / "validate", RUN_DIR / "revalidate"
     for old in validate.glob("*.jsonl"):
         old.unlink()
+    report = json.loads((SET / "report.json").read_text())
+    in_set = {package["key"] for package in report["packages"]}
     for rows in sorted(revalidate.glob("*.jsonl")):
-        shutil.copy(rows, validate / rows.name)
+        if save.cache_name(rows.name)[0] in in_set:  # not a reserved package screened ahead and left unused
+            shutil.copy(rows, validate / rows.name)
     shutil.copy(SET / "report.json", validate / "report-scale-v1.json")
     shutil.copy(SET / "manifest.json", MANIFEST)
     (RUN_DIR / "grader.sha256").write_text(grader_hash() + "\n")
