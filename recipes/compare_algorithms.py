@@ -43,6 +43,7 @@ A YAML config (``recipes/configs/compare/*.yaml``) has these keys::
                  panels: {harder: {env_kwargs: {config: w2-o3-q4}}}}
     #   pass@k: samples_per_task: 8, pass_at_k: [1, 4], temperature: 0.7 (each task played 8 times)
     #   first_task: 200 plays the split's tasks 200 .. 200 + num_tasks - 1: games an earlier study's panel left out
+    #   a panel of a smaller split names its own size: panels: {seen: {env_kwargs: {split: eval_seen}, num_tasks: 15}}
     backend: auto                     # RL rollouts' and evaluations' generation: hf, vllm, or auto (vllm where
     #   `import vllm` works, else hf); a study stays on the backend it resolved to (config.json records it)
 """

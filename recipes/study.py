@@ -206,7 +206,7 @@ class Study(RFTStages, CurveStages, StagePlan):
         for key, value in (self.config.evaluation.panels.get(panel, {}) if panel else {}).items():
             if key == "env_kwargs":
                 fields_["env_kwargs"].update(value)
-            else:
+            elif key != "num_tasks":  # the panel's size (tasks()), not a world option
                 fields_[key] = value
         return WorldOptions(**fields_)
 
@@ -221,7 +221,8 @@ class Study(RFTStages, CurveStages, StagePlan):
 
             world = self.world(None if panel == "held_out" else panel)
             evaluation = self.config.evaluation
-            first, n = evaluation.first_task, evaluation.num_tasks
+            first = evaluation.first_task
+            n = evaluation.panels.get(panel, {}).get("num_tasks", evaluation.num_tasks)  # a panel may be smaller
             tasks = task_panel(world.env_id, evaluation.split, n, world.world_kwargs(), first=first,
                                progress=self.progress)
             if len(tasks) < n:

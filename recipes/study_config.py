@@ -60,7 +60,8 @@ class EvaluationOptions:
     num_tasks: int = 100
     first_task: int = 0  # the panel is tasks first_task .. first_task + num_tasks - 1 of the split (fresh games)
     temperature: float = 0.0  # 0: greedy, so the only randomness left in the table is the task sample
-    panels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> WorldOptions overrides
+    panels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> WorldOptions overrides, and its own
+    # num_tasks where the panel's split is smaller (from the same first_task)
     curve_tasks: int = 20  # the first N held-out tasks, played at each learning-curve point
     curve_points: int = 3  # held-out points per RL run, both ends included (0: no held-out curve)
     batch: int = 16  # episodes played side by side (one forward pass per decoding step for all of them)
@@ -151,6 +152,10 @@ class StudyConfig:
                 "(preregistered: docs/plans/<plan>.md: hypothesis, recipe, seeds, panel, analysis)")
         if self.preregistered and not Path(self.preregistered).is_file():
             raise ValueError(f"preregistered: no plan at {self.preregistered}")
+        for name, panel in evaluation.panels.items():
+            size = panel.get("num_tasks", evaluation.num_tasks)
+            if type(size) is not int or size < 1:
+                raise ValueError(f"evaluation.panels.{name}.num_tasks must be a positive integer, got {size!r}")
         if evaluation.overlap not in ("refuse", "report"):
             raise ValueError(f"evaluation.overlap must be 'refuse' or 'report', got {evaluation.overlap!r}")
         if evaluation.samples_per_task > 1 and not evaluation.temperature:

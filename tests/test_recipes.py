@@ -278,6 +278,22 @@ def test_a_panel_can_start_after_the_games_an_earlier_study_played(tmp_path, mon
         held_out(first_task=4)
 
 
+def test_a_panel_of_a_smaller_split_names_its_own_size(tmp_path):
+    """The SWE study's ``seen`` panel: its split has fewer tasks than the held-out panel's num_tasks."""
+    from turngym.envs.panels import task_panel
+
+    config = tiny_study(tmp_path, tmp_path / "model", evaluation={
+        "num_tasks": 4, "panels": {"small": {"env_kwargs": {"turns": 3}, "num_tasks": 2}}})
+    study = Study(config, compare_algorithms.arms_of(config), progress=False)
+    assert len(study.tasks("held_out")) == 4 and len(study.tasks("small")) == 2
+    assert study.world("small").env_kwargs["turns"] == 3 and not hasattr(study.world("small"), "num_tasks")
+    expected = task_panel("turngym/Signals-v0", "eval", 2, {"turns": 3, "colours": 2}, progress=False)
+    assert study.tasks("small").fingerprint == expected.fingerprint
+    for bad in (0, "2"):
+        with pytest.raises(ValueError, match="evaluation.panels.small.num_tasks must be a positive integer"):
+            tiny_study(tmp_path, tmp_path / "model", evaluation={"panels": {"small": {"num_tasks": bad}}})
+
+
 def test_a_null_arm_written_in_yaml_is_a_null_arm_that_builds(tmp_path):
     """YAML reads the documented ``null: true`` as the key None; the arm must still be a null control."""
     path = tmp_path / "study.yaml"

@@ -1654,8 +1654,11 @@ def test_support_files_are_the_packages_own_modules_the_test_classes_take_code_f
     from turngym.envs.swe.synth.pipeline import support_files, test_command
 
     found = ["tests/test_unit.py", "pyparsing/testing.py", "conftest.py", "src/pkg/helpers.py", "pkg/x_test.py",
-             "testing/util.py", "pkg/tests/base.py"]
-    assert support_files(found) == ["pyparsing/testing.py", "src/pkg/helpers.py"]
+             "testing/util.py", "pkg/tests/base.py", "markdown/test_tools.py", "test_root.py", "pkg/conftest.py"]
+    collected = ["tests/test_unit.py", "pkg/x_test.py", "test_root.py"]
+    # markdown 3.6's markdown/test_tools.py: named like a test, but no test is collected from it and no test folder
+    # holds it, so nothing else restores it and the runner would void every grading through its TestCase
+    assert support_files(found, collected) == ["markdown/test_tools.py", "pyparsing/testing.py", "src/pkg/helpers.py"]
     assert test_command("pytest") == "python3 /opt/turngym/unittest_runner.py --pytest {tests}"  # none: as before
     assert test_command("unittest", ["pyparsing/testing.py"]) == (
         "python3 /opt/turngym/unittest_runner.py --support pyparsing/testing.py {tests}")

@@ -55,7 +55,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import closing
 from dataclasses import asdict, dataclass, field, replace
@@ -76,8 +76,8 @@ from turngym.envs.swe.synth.source import (
     LAYOUT,
     SourceError,
     cache_root,
+    in_test_directory,
     installed_requirements,
-    is_test_path,
     needs_pytest,
     prepare_repo,
     source_files,
@@ -240,12 +240,15 @@ def test_command(mode: str, support: list[str] = ()) -> str:
     return f"python3 {RUNNER} {flags}{'--pytest ' if mode == 'pytest' else ''}{{tests}}"
 
 
-def support_files(classes_from: list[str]) -> list[str]:
+def support_files(classes_from: list[str], test_files: Iterable[str] = ()) -> list[str]:
     """The package's own files among those the test classes' bases come from: a module of assertions the package
-    ships for its tests (pyparsing's ``testing.py``). Its code runs as the tests' code, so the grading restores it
-    like a test file, the runner trusts it (``--support``), and no bug is ever made in it. Test files, test
-    folders and conftests are the tests' already."""
-    return sorted(path for path in classes_from if path.endswith(".py") and not is_test_path(path))
+    ships for its tests (pyparsing's ``testing.py``; markdown's ``markdown/test_tools.py``, named like a test but
+    neither collected nor in a test folder). Its code runs as the tests' code, so the grading restores it like a
+    test file, the runner trusts it (``--support``), and no bug is ever made in it. The collected test files
+    (``test_files``), the files of test folders and conftests are the tests' already."""
+    collected = set(test_files)
+    return sorted(path for path in classes_from if path.endswith(".py") and path not in collected
+                  and path.rsplit("/", 1)[-1] != "conftest.py" and not in_test_directory(path))
 
 
 # --------------------------------------------------------------------------- stages
@@ -305,7 +308,8 @@ def baseline(session: TestSession, work: Path, report: PackageReport, config: Sy
         report.reason = f"tracing the tests failed: {_short(str(error))}"
         return None
     data = {"collected": ids, "kept": kept, "flaky": flaky, "collection_errors": report.collection_errors,
-            "suite_seconds": min(r.seconds for r in runs), "trace": trace, "support": support_files(classes_from),
+            "suite_seconds": min(r.seconds for r in runs), "trace": trace,
+            "support": support_files(classes_from, {_test_file(test) for test in ids}),
             "network": any(h in runs[0].log for h in NETWORK_HINTS)}
     data["seconds"] = time.monotonic() - start
     path.write_text(json.dumps(data), encoding="utf-8")

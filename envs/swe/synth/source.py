@@ -442,7 +442,12 @@ def is_test_path(path: str) -> bool:
     name = parts[-1]
     if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py") or name == "tests.py":
         return True
-    return any(part in TEST_DIR_NAMES or part.startswith("test") for part in parts[:-1])
+    return in_test_directory(path)
+
+
+def in_test_directory(path: str) -> bool:
+    """A file under a test directory (``tests/helpers.py``): the grading restores a graded test file's directory."""
+    return any(part in TEST_DIR_NAMES or part.startswith("test") for part in path.split("/")[:-1])
 
 
 def test_files(repo: Path) -> list[str]:
