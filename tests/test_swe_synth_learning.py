@@ -67,7 +67,7 @@ def test_the_study_config_compares_the_two_reward_sources_on_the_easy_tier():
     ratio, binary = (config.algorithms[label]["env_kwargs"] for label in ("turn_rloo_ratio", "turn_rloo_binary"))
     assert {**world, "reward": "ratio"} == ratio and {**world, "reward": "resolved"} == binary  # only the reward
     assert config.evaluation.split == "eval" and config.evaluation.panels == {"seen": {"env_kwargs": {
-        "split": "eval_seen"}}}
+        "split": "eval_seen"}, "num_tasks": 15}}  # the set's 15 easy eval_seen tasks (the plan's status of 2026-12-04)
     assert len(config.seeds) == 5 and Path(ROOT / config.preregistered).is_file()
 
 
