@@ -221,8 +221,7 @@ class Study(RFTStages, CurveStages, StagePlan):
 
             world = self.world(None if panel == "held_out" else panel)
             evaluation = self.config.evaluation
-            first = evaluation.first_task
-            n = evaluation.panels.get(panel, {}).get("num_tasks", evaluation.num_tasks)  # a panel may be smaller
+            first, n = evaluation.first_task, evaluation.panel_size(panel)
             tasks = task_panel(world.env_id, evaluation.split, n, world.world_kwargs(), first=first,
                                progress=self.progress)
             if len(tasks) < n:

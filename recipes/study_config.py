@@ -69,6 +69,10 @@ class EvaluationOptions:
     pass_at_k: list[int] = field(default_factory=list)  # pass@k in the results table, each k <= n (default: 1, n)
     overlap: str = "refuse"  # held-out tasks equal to training tasks: "refuse" the study, or "report" their count
 
+    def panel_size(self, panel: str) -> int:
+        """How many tasks ``panel`` plays: its own ``num_tasks``, else the held-out panel's."""
+        return self.panels.get(panel, {}).get("num_tasks", self.num_tasks)
+
 
 @dataclass
 class StudyConfig:
@@ -152,8 +156,8 @@ class StudyConfig:
                 "(preregistered: docs/plans/<plan>.md: hypothesis, recipe, seeds, panel, analysis)")
         if self.preregistered and not Path(self.preregistered).is_file():
             raise ValueError(f"preregistered: no plan at {self.preregistered}")
-        for name, panel in evaluation.panels.items():
-            size = panel.get("num_tasks", evaluation.num_tasks)
+        for name in evaluation.panels:
+            size = evaluation.panel_size(name)
             if type(size) is not int or size < 1:
                 raise ValueError(f"evaluation.panels.{name}.num_tasks must be a positive integer, got {size!r}")
         if evaluation.overlap not in ("refuse", "report"):

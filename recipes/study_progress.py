@@ -162,7 +162,7 @@ class StagePlan:
                                        f"{at} · {arm.label} {'RL' if self.rft_entry(arm) is None else 'RFT'}"))
         if seed == seeds[0] or not self.seed_independent(arm):
             stages += [PlannedStage("eval", self.out / "evals" / arm.label / f"seed{seed}-{panel}.json",
-                                    evaluation.num_tasks * evaluation.samples_per_task,
+                                    evaluation.panel_size(panel) * evaluation.samples_per_task,
                                     f"{at} · eval {arm.label} on {panel}") for panel in self.panel_names()]
         return stages
 

@@ -286,7 +286,11 @@ def test_a_panel_of_a_smaller_split_names_its_own_size(tmp_path):
         "num_tasks": 4, "panels": {"small": {"env_kwargs": {"turns": 3}, "num_tasks": 2}}})
     study = Study(config, compare_algorithms.arms_of(config), progress=False)
     assert len(study.tasks("held_out")) == 4 and len(study.tasks("small")) == 2
-    assert study.world("small").env_kwargs["turns"] == 3 and not hasattr(study.world("small"), "num_tasks")
+    assert study.world("small").env_kwargs["turns"] == 3  # num_tasks is the panel's size, not a world option
+    seed = config.seeds[0]
+    sizes = {stage.name.rsplit(" on ", 1)[-1]: stage.units for stage in study.arm_stages(study.arms[0], seed)
+             if stage.kind == "eval"}
+    assert sizes == {"held_out": 4, "small": 2}  # the progress estimate counts each panel's own episodes
     expected = task_panel("turngym/Signals-v0", "eval", 2, {"turns": 3, "colours": 2}, progress=False)
     assert study.tasks("small").fingerprint == expected.fingerprint
     for bad in (0, "2"):
