@@ -264,6 +264,51 @@ def test_truncated_importance_sampling_in_the_step(tmp_path, tokenizer):
     assert "tis/logp_gap_mean" in logged and logged["clip_ratio/region_mean"] == 0.0
 
 
+def test_a_micro_batch_of_zero_advantages_skips_its_passes_and_leaves_the_same_weights(tmp_path, tokenizer,
+                                                                                       monkeypatch):
+    """Step 1 trains on random advantages, step 2's are all 0. Skipping step 2's forward and backward passes (the
+    default) leaves every weight and AdamW moment exactly where the full passes' zero gradient leaves them: AdamW
+    still moves the weights on step 1's momentum, which a gradient of None would not. The log says which step was
+    skipped; a KL term in the loss turns the skip off."""
+    from transformers import TrainerCallback
+
+    scored = TurnGymTrainer._generate_and_score_completions
+
+    def advantages_by_step(self, inputs):  # random on step 1, all 0 on step 2
+        output = scored(self, inputs)
+        random = torch.randn(output["advantages"].shape, generator=torch.Generator().manual_seed(7))
+        output["advantages"] = random if self.state.global_step == 0 else torch.zeros_like(random)
+        return output
+
+    monkeypatch.setattr(TurnGymTrainer, "_generate_and_score_completions", advantages_by_step)
+    runs = {}
+    for skip in (True, False):
+        trainer = make_trainer(tmp_path / f"skip-{skip}", tokenizer, max_steps=2, skip_zero_advantage_batches=skip)
+        after_step = {}
+
+        class Snapshot(TrainerCallback):
+            def on_step_end(self, args, state, control, trainer=trainer, after_step=after_step, **kwargs):
+                after_step[state.global_step] = [p.detach().clone() for p in trainer.model.parameters()]
+
+        trainer.add_callback(Snapshot())
+        trainer.train()
+        moments = [(s["exp_avg"].clone(), s["exp_avg_sq"].clone()) for s in trainer.optimizer.state.values()]
+        skipped = [row.get("policy/skipped_zero_advantages") for row in trainer.state.log_history if "loss" in row]
+        runs[skip] = after_step, moments, skipped
+    (skipping, skip_moments, skip_log), (full, full_moments, full_log) = runs[True], runs[False]
+    assert skip_log == [0.0, 1.0] and full_log == [0.0, 0.0]
+    assert all(torch.equal(a, b) for a, b in zip(skipping[1], full[1], strict=True))  # the same step 1
+    assert any(not torch.equal(a, b) for a, b in zip(skipping[2], skipping[1], strict=True))  # momentum moved them
+    assert all(torch.equal(a, b) for a, b in zip(skipping[2], full[2], strict=True))  # exactly as the full passes
+    assert len(skip_moments) == len(full_moments) > 0
+    assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(skip_moments, full_moments,
+                                                                                strict=True))
+    kl = make_trainer(tmp_path / "kl", tokenizer, beta=0.1, saved=True)
+    zero = {"advantages": torch.zeros(2, 3)}
+    assert make_trainer(tmp_path / "plain", tokenizer)._policy_loss_is_zero(zero)
+    assert not kl._policy_loss_is_zero(zero)
+
+
 def _loss_inputs(trainer: TurnGymTrainer) -> tuple[dict, torch.Tensor, torch.Tensor, int, torch.Tensor]:
     output = trainer._generate_and_score_completions(one_batch(trainer))
     ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)

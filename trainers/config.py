@@ -107,6 +107,12 @@ class RolloutOptions:
                                          "prefix that rows share once (a group's prompt, per-turn rows' history) "
                                          "instead of once per row: the same log-probabilities and gradients, fewer "
                                          "operations (docs/training.md)"})
+    skip_zero_advantage_batches: bool = field(
+        default=True, metadata={"help": "a micro-batch whose advantages are all 0, with no KL term, aux loss or "
+                                        "entropy bonus in the loss, has a loss and gradient of exactly 0: the "
+                                        "policy's forward and backward passes are skipped and the optimizer steps "
+                                        "on zero gradients, so the weights are the same (one process; "
+                                        "docs/training.md#no-learning-signal)"})
     max_staleness: int = field(
         default=0, metadata={"help": "K > 0: the next K steps' rollouts play while a step trains"})
     partial_rollouts: bool = field(default=False, metadata={"help": "K > 0: new weights between turns"})

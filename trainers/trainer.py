@@ -320,12 +320,41 @@ class TurnGymTrainer(GRPOTrainer):
                 # No policy forward pass: no policy parameter gets a gradient, and AdamW skips them (grad=None).
                 self._log("train", {"critic/warmup": 1.0})
                 return torch.zeros((), device=self.accelerator.device, requires_grad=True)
+            if self.args.skip_zero_advantage_batches and self._policy_loss_is_zero(inputs):
+                self._log("train", {"policy/skipped_zero_advantages": 1.0})
+                return self._zero_policy_gradient()
+            self._log("train", {"policy/skipped_zero_advantages": 0.0})
         with contextlib.ExitStack() as stack:
             if self.args.kl_penalty == "reward":  # the KL is already in the rewards: keep it out of the loss
                 beta, self.beta = self.beta, 0.0  # TRL reads self.beta inside its loss; restored on exit
                 stack.callback(setattr, self, "beta", beta)
             # TRL hands `model` only to the forward pass: the micro-batch travels with it (LossForward).
             return super()._compute_loss(LossForward(model, inputs), inputs)
+
+    def _policy_loss_is_zero(self, inputs: dict[str, Any]) -> bool:
+        """Whether TRL's policy loss on this micro-batch is exactly 0, and so its gradient, with no forward pass.
+
+        TRL's loss is L = Σ_t ℓ_t · m_t / N + β · KL + c_aux · aux − c_H · H, and each of its per-token terms is the
+        advantage times a finite factor: −min(r_t A_t, clip(r_t) A_t) (grpo, dapo, bnpo, dr_grpo, luspo), −clip(r_t) A_t
+        log π_t (cispo), −φ(w) A_t log π_t (vespo), −σ-shaped(r_t) A_t (sapo). With every A_t = 0, β = 0 (or the KL
+        in the reward, already in A), no MoE aux loss and no entropy bonus, L = 0 and ∇L = 0 whatever the weights.
+        One process only: under DDP, DeepSpeed or FSDP every rank must run its backward to sync."""
+        if self.accelerator.num_processes > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return False
+        if self.beta != 0.0 and self.args.kl_penalty != "reward":
+            return False
+        if self.aux_loss_enabled or getattr(self, "_entropy_bonus_enabled", False):
+            return False
+        return not bool(inputs["advantages"].any())
+
+    def _zero_policy_gradient(self) -> torch.Tensor:
+        """The step's zero gradient without its passes: each trainable weight gets a gradient of zeros (not None,
+        which AdamW would skip, leaving its moments undecayed), so the optimizer's step and state are the ones the
+        full pass's exactly-zero gradient gives; the loss returned is a zero the backward pass ignores."""
+        for parameter in self.model.parameters():
+            if parameter.requires_grad and parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
+        return torch.zeros((), device=self.accelerator.device, requires_grad=True)
 
     def _get_per_token_logps_and_entropies(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                                            logits_to_keep: int, batch_size: int | None = None,
