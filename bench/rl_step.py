@@ -3,6 +3,7 @@
     .venv/bin/python bench/rl_step.py [--model PATH] [--algorithm ppo] [--rows-per-pass 16 4] [--steps 1]
     .venv/bin/python bench/rl_step.py --model PATH --algorithm turn_rloo --rows-per-pass 4 --projection trl loss
     .venv/bin/python bench/rl_step.py --model PATH --algorithm turn_rloo --rows-per-pass 4 --steps 2 --profile
+    .venv/bin/python bench/rl_step.py --model PATH --algorithm turn_rloo --rows-per-pass 16 --no-signal --skip off on
 
 Each variant trains ``--steps`` real steps of the demo config's ``--algorithm`` arm
 (``recipes/configs/compare/textworld-demo.yaml``: 16 TextWorld episodes a step, bf16 autocast; PPO with a
@@ -15,6 +16,9 @@ baseline the others are compared with.
 * ``--projection``: ``trl`` sends every position through the vocabulary, as TRL's fused head does on CPU
   (what the trainer did before it scored only the loss's tokens); ``loss`` is the trainer's default, the
   model's own tokens only (``turngym.trainers.logprobs``).
+* ``--skip`` (with ``--no-signal``, which sets every advantage to 0 after the estimator, as when every group
+  ties): ``off`` runs the loss's forward and backward passes on the zero advantages, ``on`` skips them
+  (``skip_zero_advantage_batches``, the default). The weights come out the same (tests/test_trainer.py).
 
 The episodes are the same in every variant (same policy, seed and games).
 ``--profile`` runs each variant under cProfile and prints where its training time went.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import json
 import os
 import pstats
@@ -53,7 +58,8 @@ def step_profile(profile: cProfile.Profile) -> dict[str, float]:
             for label, suffix, function in PARTS}
 
 
-def one_variant(model: str, algorithm: str, rows_per_pass: int, projection: str, steps: int, profile: bool) -> dict:
+def one_variant(model: str, algorithm: str, rows_per_pass: int, projection: str, steps: int, profile: bool,
+                skip: str = "on", no_signal: bool = False) -> dict:
     """Train ``steps`` steps in this process; its peak RSS, step times and (``profile``) their parts."""
     from turngym.agents.models import load_policy
     from turngym.recipes.study import Arm, Study, load_config
@@ -67,6 +73,16 @@ def one_variant(model: str, algorithm: str, rows_per_pass: int, projection: str,
         arm = Arm(algorithm, demos=config.sft["num_demos"], algorithm=algorithm, episodes=steps * 16)
         args = study.rl_config(arm, model, 0, study.out / algorithm)
         args.save_strategy, args.critic_rows_per_pass = "no", rows_per_pass
+        args.skip_zero_advantage_batches = skip == "on"
+        if no_signal:  # every group ties: all advantages 0 after the estimator
+            scored = TurnGymTrainer._generate_and_score_completions
+
+            def tied(self, inputs):
+                output = scored(self, inputs)
+                output["advantages"] = output["advantages"] * 0.0
+                return output
+
+            TurnGymTrainer._generate_and_score_completions = tied
         policy, tokenizer = load_policy(model)
         trainer = TurnGymTrainer(model=policy, args=args, processing_class=tokenizer)
         if projection == "trl":  # TRL's own path for every log-probability: the whole sequence projected
@@ -79,7 +95,7 @@ def one_variant(model: str, algorithm: str, rows_per_pass: int, projection: str,
             profiler.disable()
         elapsed = time.perf_counter() - started
         times = [row["step_time"] for row in trainer.state.log_history if "step_time" in row]
-    return {"rows_per_pass": rows_per_pass, "projection": projection,
+    return {"rows_per_pass": rows_per_pass, "projection": projection, "skip": skip,
             "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
             "step_seconds": sum(times) / len(times) if times else elapsed / steps, "train_seconds": elapsed,
             "parts": step_profile(profiler) if profiler else None}
@@ -94,32 +110,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--projection", nargs="+", choices=["trl", "loss"], default=["loss"],
                         help="trl: every position through the vocabulary (TRL on CPU); loss: the loss's tokens only")
     parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--no-signal", action="store_true", help="every advantage 0 (every group ties)")
+    parser.add_argument("--skip", nargs="+", choices=["on", "off"], default=["on"],
+                        help="skip_zero_advantage_batches: with --no-signal, off runs the passes on zero advantages")
     parser.add_argument("--profile", action="store_true", help="where each variant's training time went")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # run one variant, print JSON
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # run one variant, print JSON
     args = parser.parse_args(argv)
     if args.child is not None:
-        rows_per_pass, projection = args.child
+        rows_per_pass, projection, skip = args.child
         print(json.dumps(one_variant(args.model, args.algorithm, int(rows_per_pass), projection, args.steps,
-                                     args.profile)))
+                                     args.profile, skip, args.no_signal)))
         return
     rows = []
-    for rows_per_pass in args.rows_per_pass:
-        for projection in args.projection:
-            command = [sys.executable, __file__, "--model", args.model, "--algorithm", args.algorithm,
-                       "--steps", str(args.steps), "--child", str(rows_per_pass), projection]
-            child = subprocess.run(command + (["--profile"] if args.profile else []), check=False,
-                                   capture_output=True, text=True, env=os.environ)
-            if child.returncode:
-                sys.exit(f"variant rows_per_pass={rows_per_pass} projection={projection} failed:\n"
-                         f"{child.stderr[-3000:]}")
-            rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
+    for rows_per_pass, projection, skip in itertools.product(args.rows_per_pass, args.projection, args.skip):
+        command = [sys.executable, __file__, "--model", args.model, "--algorithm", args.algorithm,
+                   "--steps", str(args.steps), "--child", str(rows_per_pass), projection, skip]
+        flags = (["--profile"] if args.profile else []) + (["--no-signal"] if args.no_signal else [])
+        child = subprocess.run(command + flags, check=False, capture_output=True, text=True, env=os.environ)
+        if child.returncode:
+            sys.exit(f"variant rows_per_pass={rows_per_pass} projection={projection} skip={skip} failed:\n"
+                     f"{child.stderr[-3000:]}")
+        rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
     base = rows[0]
     print(f"{args.algorithm}, the demo config, {args.steps} step(s) of 16 episodes from {args.model}, "
-          f"{os.cpu_count()} cores\n")
-    print("| critic_rows_per_pass | projection | peak RSS (GB) | vs first | s / step | vs first |")
-    print("|---:|---|---:|---:|---:|---:|")
+          f"{os.cpu_count()} cores{', every advantage 0' if args.no_signal else ''}\n")
+    print("| critic_rows_per_pass | projection | skip zero advantages | peak RSS (GB) | vs first | s / step "
+          "| vs first |")
+    print("|---:|---|---|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['rows_per_pass']} | {row['projection']} | {row['peak_rss_gb']:.1f} "
+        print(f"| {row['rows_per_pass']} | {row['projection']} | {row['skip']} | {row['peak_rss_gb']:.1f} "
               f"| {row['peak_rss_gb'] / base['peak_rss_gb']:.2f}x "
               f"| {row['step_seconds']:.1f} | {row['step_seconds'] / base['step_seconds']:.2f}x |")
     for row in rows if args.profile else ():
