@@ -75,11 +75,13 @@ def one_variant(model: str, algorithm: str, rows_per_pass: int, projection: str,
         args.save_strategy, args.critic_rows_per_pass = "no", rows_per_pass
         args.skip_zero_advantage_batches = skip == "on"
         if no_signal:  # every group ties: all advantages 0 after the estimator
+            import torch
+
             scored = TurnGymTrainer._generate_and_score_completions
 
             def tied(self, inputs):
                 output = scored(self, inputs)
-                output["advantages"] = output["advantages"] * 0.0
+                output["advantages"] = torch.zeros_like(output["advantages"])
                 return output
 
             TurnGymTrainer._generate_and_score_completions = tied
