@@ -22,8 +22,12 @@ from turngym.envs.pools import Call
 from turngym.envs.tasks import Task
 from turngym.envs.vector import Reply, StepResult
 
-# Truncation reasons that are limits of the episode, not failures of the infrastructure.
-LIMIT_REASONS = ("max_turns", "context_length", "time_limit")
+# Truncations by the episode's own turn or time budget: the world's state is still good (PPO bootstraps from it).
+# "wall_clock" is the SWE world's (its limit from reset); "time_limit" a remote server's.
+TIME_LIMIT_REASONS = ("max_turns", "time_limit", "wall_clock")
+# Truncation reasons that are limits of the episode, not failures of the infrastructure: the budgets above, the
+# model's context, and a sandbox's memory limit that the agent's own command ran into ("oom_killed").
+LIMIT_REASONS = (*TIME_LIMIT_REASONS, "context_length", "oom_killed")
 
 
 class Pool(Protocol):

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from turngym.agents.base import Agent
-from turngym.agents.episode_table import LIMIT_REASONS, TEXT_FIELDS, EpisodeTable, Pool, Trajectory
+from turngym.agents.episode_table import LIMIT_REASONS, TEXT_FIELDS, TIME_LIMIT_REASONS, EpisodeTable, Pool, Trajectory
 from turngym.agents.schedules import Schedule, schedule_for
 from turngym.envs.tasks import Task
 
-__all__ = ["LIMIT_REASONS", "TEXT_FIELDS", "EpisodeTable", "Pool", "Schedule", "Trajectory", "run_episodes"]
+__all__ = ["LIMIT_REASONS", "TEXT_FIELDS", "TIME_LIMIT_REASONS", "EpisodeTable", "Pool", "Schedule", "Trajectory",
+           "run_episodes"]
 
 
 def run_episodes(

@@ -47,6 +47,19 @@ def test_summary_counts_per_episode_not_per_step():
     assert s.mean_return == pytest.approx(1 / 3)
 
 
+@pytest.mark.parametrize(("reason", "outcome"), [
+    ("max_turns", "truncated"), ("wall_clock", "truncated"), ("time_limit", "truncated"),
+    ("context_length", "truncated"), ("oom_killed", "truncated"),
+    ("engine_timeout", "failed"), ("sandbox_error", "failed"), ("worker_crash", "failed"), ("api_error", "failed")])
+def test_a_limit_of_the_episode_is_a_truncation_and_only_infrastructure_is_a_failure(reason, outcome):
+    """The SWE world's wall clock and its sandbox's memory limit are the episode's limits (the agent's own time and
+    commands), not the infrastructure's failures: a report counts them as truncated, not as failed."""
+    trajectory = Trajectory(task={}, observations=["o"] * 2, actions=["a"], turn_rewards=[0.0],
+                            invalid_actions=[False], truncated=True, truncation_reason=reason)
+    assert trajectory.outcome == outcome
+    assert summarise([trajectory]).infrastructure_failures == (outcome == "failed")
+
+
 @pytest.mark.timeout(600)
 def test_oracle_wins_all_50_generated_w2_o3_q4_games_through_the_pool(panel50, tmp_path):
     path = tmp_path / "oracle.jsonl"

@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 from tests.helpers_marks import first_of_each
+from turngym.agents.rollout import TIME_LIMIT_REASONS
 from turngym.envs.swe import (
     GradeReport,
     SWEInstance,
@@ -487,6 +488,7 @@ def test_wall_clock_limit_truncates(make_env):
     env.reset(options={"task": TASK})
     obs, reward, terminated, truncated, info = env.step("```bash\nsleep 30\n```")
     assert truncated and not terminated and info["truncation_reason"] == "wall_clock"
+    assert info["truncation_reason"] in TIME_LIMIT_REASONS  # a time limit: reported as truncated, PPO bootstraps
     assert "wall-clock limit" in obs and reward == 0.0 and info["episode_reward"] == 0.0
     with pytest.raises(RuntimeError, match="reset"):
         env.step("```bash\nls\n```")

@@ -22,6 +22,7 @@ from typing import ClassVar
 import psutil
 import pytest
 
+from turngym.agents.rollout import LIMIT_REASONS
 from turngym.envs.swe import SandboxLimits, SWEEnv, swe_tasks
 from turngym.envs.swe.sandbox import (
     PhaseTimeouts,
@@ -711,6 +712,7 @@ def test_an_oom_kill_ends_the_episode_with_a_clear_reason(tmp_path):
         obs, reward, terminated, truncated, info = env.step(
             "```bash\npython3 -c 'l = []\nwhile True: l.append(bytearray(10 ** 7))'\n```")
         assert truncated and not terminated and info["truncation_reason"] == "oom_killed"
+        assert info["truncation_reason"] in LIMIT_REASONS  # the agent's own command: a limit, not a failure
         assert "ran out of memory (limit 96 MB)" in obs and "the episode was truncated" in obs
         assert info["pass_ratio"] == 0.0 and reward == 0.0  # graded: the bug is still there
     finally:

@@ -16,7 +16,7 @@ from turngym.agents.backends import HFBackend, TokenBackend
 from turngym.agents.base import stable_seed
 from turngym.agents.evaluate import EvalReport, evaluate
 from turngym.agents.llm import LLMAgent, LLMAgentConfig
-from turngym.agents.rollout import Trajectory, run_episodes
+from turngym.agents.rollout import TIME_LIMIT_REASONS, Trajectory, run_episodes
 from turngym.envs.tasks import TaskSet
 from turngym.envs.vector import EnvPool, LocalPool, make_pool
 from turngym.trainers.config import TurnGymConfig, WorldOptions
@@ -24,7 +24,7 @@ from turngym.trainers.episodes import Episode
 from turngym.trainers.worlds import World, world_name
 
 # Truncations after which the world's state is still good to bootstrap from (PPO's critic).
-BOOTSTRAP_REASONS = ("max_turns", "time_limit")
+BOOTSTRAP_REASONS = TIME_LIMIT_REASONS
 
 BackendFactory = Callable[[Any], TokenBackend]  # (model to generate with) -> backend
 
