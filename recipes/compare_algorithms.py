@@ -17,7 +17,8 @@ tables all the arms finished so far.
 
 - ``results.md``: success with its 95 % Wilson interval per policy, the paired difference to the
   SFT-only policy with its 95 % interval, return, turns, invalid actions, sampled tokens, the
-  breakdown by difficulty, and every extra panel;
+  breakdown by difficulty, every extra panel, and each RL arm's learning signal (the share of groups whose
+  advantages all tie at 0, so teach nothing, and the steps with any gradient);
 - ``learning_curves.png``: held-out success (on the curve's games, with SFT-only's and the base model's success
   on those same games as lines) and training return against RL episodes;
 - ``summary.json``: every number above, the stage timings, the panels' fingerprints, package
@@ -212,6 +213,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
     if left_out:
         lines += ["", f"Not in this table (not run yet, or unfinished for some seed): {', '.join(left_out)}."]
     lines += pairwise_table(summary.get("pairwise", []))
+    lines += signal_table(summary.get("curves", {}))
     if len(seeds) > 1:
         lines += ["", "Per seed (held-out success, %):", "",
                   "| policy | " + " | ".join(f"seed {s}" for s in seeds) + " |",
@@ -252,6 +254,32 @@ def pairwise_table(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
              "| a | b | a - b (95 % CI, seeds x tasks) | t over seeds (95 % CI); per seed |", "|---|---|---|---|"]
     lines += [f"| {p['a']} | {p['b']} | {difference_cell(p)} | {seeds_cell(p)} |" for p in pairs]
     return lines
+
+
+def signal_table(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Each RL arm's learning signal over its seeds' stages (``study_curves.learning_signal``): how many groups tied
+    (all advantages 0, no gradient) and how many steps had any group that did not."""
+    rows = []
+    for label, runs in curves.items():
+        signals = [run["signal"] for run in runs if run.get("signal")]
+        if not signals:
+            continue
+        steps = sum(s["steps"] for s in signals)
+        tied = sum(s["tied_groups"] * s["steps"] for s in signals) / steps
+        skipped = [s["skipped"] for s in signals if s["skipped"] is not None]
+        weights = [w for s in signals if s["is_weight_means"] for w in s["is_weight_means"]]
+        rows.append(f"| {label} | {len(signals)} | {steps} | {percent(tied)} % | "
+                    f"{sum(s['steps_with_signal'] for s in signals)} of {steps} | "
+                    + (f"{percent(sum(skipped) / len(skipped))} % | " if skipped else "- | ")
+                    + (f"{min(weights):.2f}-{max(weights):.2f} |" if weights else "- |"))
+    if not rows:
+        return []
+    return ["", "## Learning signal (RL stages)", "",
+            ("| policy | seeds | steps | groups tied (no gradient) | steps with a gradient | micro-batches skipped "
+             "| TRL importance weight, step means |"), "|---|---:|---:|---:|---|---:|---|", *rows, "",
+            ("A group is one task's episodes in a step; when they all score the same, every advantage is 0 and the "
+             "group teaches nothing. An arm with no step with a gradient ends where it started, unless weight decay "
+             "is set: it is its start policy.")]
 
 
 def _label(label: str, arm: Mapping[str, Any]) -> str:

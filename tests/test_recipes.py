@@ -712,6 +712,33 @@ def test_each_evaluation_is_in_outcomes_json_as_it_ends_so_a_cut_run_loses_none(
     assert not list(out.glob(".*.partial"))
 
 
+def test_the_learning_signal_of_an_rl_stage_and_its_table_are_the_logs_numbers():
+    """learning_signal reads one stage's log; signal_table pools an arm's seeds by step (hand-computed)."""
+    from turngym.recipes.study_curves import learning_signal
+
+    seed_a = [{"advantages/frac_zero_groups": 1.0, "policy/skipped_zero_advantages": 1.0,
+               "sampling/importance_sampling_ratio/mean": 0.9},
+              {"advantages/frac_zero_groups": 0.75, "policy/skipped_zero_advantages": 0.0,
+               "sampling/importance_sampling_ratio/mean": 1.1},
+              {"train_runtime": 12.0},  # the trainer's closing row: not a step
+              {"advantages/frac_zero_groups": 1.0, "policy/skipped_zero_advantages": 1.0,
+               "sampling/importance_sampling_ratio/mean": 0.7}]
+    seed_b = [{"advantages/frac_zero_groups": 0.5}, {"advantages/frac_zero_groups": 0.0}]
+    a, b = learning_signal(seed_a), learning_signal(seed_b)
+    assert a == {"steps": 3, "tied_groups": pytest.approx(2.75 / 3), "steps_with_signal": 1,
+                 "skipped": pytest.approx(2 / 3), "is_weight_means": [0.7, 1.1]}
+    assert b == {"steps": 2, "tied_groups": 0.25, "steps_with_signal": 2, "skipped": None, "is_weight_means": None}
+    assert learning_signal([{"loss": 1.0}]) is None  # an estimator with no groups logged
+
+    table = compare_algorithms.signal_table({"turn_rloo": [{"signal": a}, {"signal": b}],
+                                             "ppo": [{"signal": None}], "grpo": []})
+    assert table[1] == "## Learning signal (RL stages)"
+    rows = [line for line in table if line.startswith("| ") and not line.startswith("| policy")]
+    # tied: (1 + 0.75 + 1 + 0.5 + 0) / 5 steps; skipped: seed a's 2 of 3 (seed b logged none)
+    assert rows == ["| turn_rloo | 2 | 5 | 65.0 % | 3 of 5 | 66.7 % | 0.70-1.10 |"]
+    assert compare_algorithms.signal_table({"ppo": [{"signal": None}]}) == []
+
+
 def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, monkeypatch, capsys):
     config = tiny_study(tmp_path, policy)
     summary, out = compare_algorithms.run(config)
@@ -743,6 +770,12 @@ def test_compare_writes_table_plot_and_summary_and_resumes(tmp_path, policy, mon
     costs = {row["stage"]: row for row in summary["stage_costs"]}
     assert len(costs) == 11 and costs["seed0/ppo"]["peak_rss_gb"] == summary["stages"]["seed0/ppo"]["peak_rss_gb"]
     assert "## Cost by stage" in table and "| seed0/eval turn_rloo (longer) |" in table
+    # Each RL arm's learning signal, from its stage's log (2 steps each).
+    assert "## Learning signal (RL stages)" in table
+    for label in ("ppo", "turn_rloo"):
+        (run,) = summary["curves"][label]
+        assert run["signal"]["steps"] == 2 and 0.0 <= run["signal"]["tied_groups"] <= 1.0
+        assert re.search(rf"^\| {label} \| 1 \| 2 \| [\d.]+ % \| \d of 2 \|", table, re.MULTILINE)
 
     # Every RL arm spent the same budget, from the same SFT checkpoint.
     for label in ("ppo", "turn_rloo"):
