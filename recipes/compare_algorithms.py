@@ -257,19 +257,17 @@ def pairwise_table(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def signal_table(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
-    """Each RL arm's learning signal over its seeds' stages (``study_curves.learning_signal``): how many groups tied
-    (all advantages 0, no gradient) and how many steps had any group that did not."""
+    """Each RL arm's learning signal, its seeds' steps pooled (``study_curves.learning_signal``): the mean share of
+    groups tied (all advantages 0, no gradient) and the steps with any group that was not."""
     rows = []
     for label, runs in curves.items():
         signals = [run["signal"] for run in runs if run.get("signal")]
-        if not signals:
+        tied, skipped, weights = ([v for s in signals for v in s[key]]
+                                  for key in ("tied_groups", "skipped", "is_weight_means"))
+        if not tied:
             continue
-        steps = sum(s["steps"] for s in signals)
-        tied = sum(s["tied_groups"] * s["steps"] for s in signals) / steps
-        skipped = [s["skipped"] for s in signals if s["skipped"] is not None]
-        weights = [w for s in signals if s["is_weight_means"] for w in s["is_weight_means"]]
-        rows.append(f"| {label} | {len(signals)} | {steps} | {percent(tied)} % | "
-                    f"{sum(s['steps_with_signal'] for s in signals)} of {steps} | "
+        rows.append(f"| {label} | {len(signals)} | {len(tied)} | {percent(sum(tied) / len(tied))} % | "
+                    f"{sum(t < 1.0 for t in tied)} of {len(tied)} | "
                     + (f"{percent(sum(skipped) / len(skipped))} % | " if skipped else "- | ")
                     + (f"{min(weights):.2f}-{max(weights):.2f} |" if weights else "- |"))
     if not rows:

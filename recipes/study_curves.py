@@ -68,26 +68,21 @@ class CurveStages:
         return sum(won) / len(won) if won else None
 
 
-def learning_signal(history: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    """How much of an RL stage's batches could teach anything, from its trainer log (None: no group metric logged).
+def learning_signal(history: Iterable[dict[str, Any]]) -> dict[str, list[float]] | None:
+    """An RL stage's per-step signal metrics from its trainer log (None: no group metric logged).
 
-    A group (one task's episodes) whose advantages are all 0, every episode scoring the same, gives no gradient:
-    ``tied_groups`` is the mean over steps of ``advantages/frac_zero_groups``, ``steps_with_signal`` counts steps
-    with at least one untied group, ``skipped`` is the mean of ``policy/skipped_zero_advantages`` (micro-batches
-    whose passes were skipped), and ``is_weight_means`` the lowest and highest step mean of TRL's importance
-    weights. With every group tied on every step, the policy ends where it started (no weight decay).
+    A group (one task's episodes) whose advantages are all 0, every episode scoring the same, gives no gradient.
+    Per step: ``tied_groups`` is ``advantages/frac_zero_groups``, ``skipped`` is ``policy/skipped_zero_advantages``
+    (the share of micro-batches whose passes were skipped; absent before the trainer logged it) and
+    ``is_weight_means`` TRL's mean importance weight. ``signal_table`` pools them over seeds.
     """
     steps = [h for h in history if "advantages/frac_zero_groups" in h]
     if not steps:
         return None
-    tied = [h["advantages/frac_zero_groups"] for h in steps]
-    skipped = [h["policy/skipped_zero_advantages"] for h in steps if "policy/skipped_zero_advantages" in h]
-    weights = [h["sampling/importance_sampling_ratio/mean"] for h in steps
-               if "sampling/importance_sampling_ratio/mean" in h]
-    return {"steps": len(steps), "tied_groups": sum(tied) / len(tied),
-            "steps_with_signal": sum(t < 1.0 for t in tied),
-            "skipped": sum(skipped) / len(skipped) if skipped else None,
-            "is_weight_means": [min(weights), max(weights)] if weights else None}
+    return {"tied_groups": [h["advantages/frac_zero_groups"] for h in steps],
+            "skipped": [h["policy/skipped_zero_advantages"] for h in steps if "policy/skipped_zero_advantages" in h],
+            "is_weight_means": [h["sampling/importance_sampling_ratio/mean"] for h in steps
+                                if "sampling/importance_sampling_ratio/mean" in h]}
 
 
 def curve_callback(trainer: Any, steps: Iterable[int]) -> Any:

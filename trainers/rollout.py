@@ -23,9 +23,6 @@ from turngym.trainers.config import TurnGymConfig, WorldOptions
 from turngym.trainers.episodes import Episode
 from turngym.trainers.worlds import World, world_name
 
-# Truncations after which the world's state is still good to bootstrap from (PPO's critic).
-BOOTSTRAP_REASONS = TIME_LIMIT_REASONS
-
 BackendFactory = Callable[[Any], TokenBackend]  # (model to generate with) -> backend
 
 
@@ -108,7 +105,7 @@ class EpisodeRunner:
     def _episode(self, agent: LLMAgent, trajectory: Trajectory, key: str | None = None) -> Episode:
         episode = Episode.from_trajectory(trajectory, key)
         if (self.args.estimator.needs_values and self.args.critic_config.bootstrap_truncated
-                and trajectory.truncation_reason in BOOTSTRAP_REASONS):
+                and trajectory.truncation_reason in TIME_LIMIT_REASONS):  # the world's state is still good
             # A value estimator bootstraps from the state after the last turn: append the final observation
             # (environment tokens, out of the loss) when it fits under the completion cap.
             delta = agent.chat.env_delta_ids(trajectory.observations[-1])
