@@ -107,6 +107,24 @@ def _sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def _trusted_module_paths(cwd, trusted):
+    """``{module name: path}`` of the trusted files under ``cwd`` (``pkg/test_tools.py`` is ``pkg.test_tools``; under
+    a ``src`` layout, without the ``src.``): what a class's ``__module__`` names when a restored file defines it."""
+    names = {}
+    for path in trusted:
+        real = os.path.realpath(path)
+        if not real.startswith(cwd) or not real.endswith(".py"):
+            continue
+        parts = real[len(cwd):-len(".py")].split(os.sep)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            names[".".join(parts)] = path
+            if parts[0] == "src" and len(parts) > 1:
+                names[".".join(parts[1:])] = path
+    return names
+
+
 def trusted_hashes(cwd, test_files):
     """``{absolute path: sha256}`` of every ``.py`` file under the test directories of ``test_files``
     (the files themselves included), read now, before any test process runs."""
@@ -2450,6 +2468,7 @@ class Guard:
             sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p}))
         self.euid = os.geteuid() if hasattr(os, "geteuid") else -1
         self.trusted = dict(trusted)
+        self.trusted_modules = _trusted_module_paths(self.cwd, self.trusted)
         self.variants = variants
         self.alarm = alarm
         self.b = {  # every helper a check calls, bound now
@@ -3080,6 +3099,10 @@ class Guard:
             # an installed package's): the graded module that defines it says what its class body binds
             module_name = self._get(items, "__module__")[1]
             files = files | {graded[3] for graded_name, graded in self.graded.items() if graded_name == module_name}
+            # or the restored support or helper file of that name: markdown's LegacyTestCase (markdown/test_tools.py),
+            # which a test file imports, so pytest collects it there and sets its xunit fixtures on it
+            if b["type"](module_name) is b["str"] and module_name in self.trusted_modules:
+                files = files | {self.trusted_modules[module_name]}
         for path in files:
             keys = self._file(path)[2].get(name)
             if keys is not None:
