@@ -39,7 +39,10 @@ class LegacyTestMeta(type):
             return test
 
         for case, (given, expected) in dct.get("cases", {}).items():
-            dct["test_" + case] = generate_test(given, expected)
+            if case in dct.get("exclude", ()):
+                dct["test_" + case] = unittest.skip("Excluded")(lambda: None)
+            else:
+                dct["test_" + case] = generate_test(given, expected)
         return type.__new__(cls, name, bases, dct)
 
 
@@ -50,6 +53,7 @@ TESTS = '''from pkg.test_tools import LegacyTestCase
 
 
 class TestBasic(LegacyTestCase):
-    cases = {"a": (2, 4), "b": (3, 6)}
+    cases = {"a": (2, 4), "b": (3, 6), "c": (4, 0)}
+    exclude = ["c"]
 '''
 SUPPORT = ["pkg/test_tools.py"]

@@ -2469,6 +2469,9 @@ class Guard:
         self.euid = os.geteuid() if hasattr(os, "geteuid") else -1
         self.trusted = dict(trusted)
         self.trusted_modules = _trusted_module_paths(self.cwd, self.trusted)
+        import unittest  # noqa: PLC0415 (the framework, loaded already)
+
+        self.skip_code = unittest.skip("")(lambda: None).__code__  # unittest.skip's wrapper: it only raises SkipTest
         self.variants = variants
         self.alarm = alarm
         self.b = {  # every helper a check calls, bound now
@@ -3018,6 +3021,23 @@ class Guard:
                 return f"{path}: {key} shadows the builtin {key}, and the file binds no {key}"
         return ""
 
+    def _generated(self, function):
+        """A function a test or support file made at run time (a closure, a module function), which may be attached
+        under any name, or ``unittest.skip``'s wrapper of one (markdown 3.6's ``LegacyTestMeta`` sets
+        ``unittest.skip("Excluded")(lambda: None)`` for an excluded case). Only that wrapper: it raises SkipTest and
+        runs nothing, where another (``mock.patch``'s) could run the agent's code around a test the file made."""
+        b = self.b
+        code = function.__code__
+        if code is self.skip_code:
+            found, function = self._get(self._items(function), "__wrapped__")
+            if not found or b["type"](function) is not b["FunctionType"]:
+                return False
+            code = function.__code__
+        if not self._is_test_file(code):
+            return False
+        qualified = b["getattr"](code, "co_qualname", "<locals>")
+        return "<locals>" in qualified or "." not in qualified
+
     def _is_test_file(self, code):
         b = self.b
         return b["id"](code) in self.graded_ids or (
@@ -3094,15 +3114,15 @@ class Guard:
                         break
             entries.append((key, functions))
         bound, found_class = set(), False
-        if not files & self.trusted.keys():
-            # no function of its own from a test file (its tests inherited, its other functions the framework's or
-            # an installed package's): the graded module that defines it says what its class body binds
-            module_name = self._get(items, "__module__")[1]
-            files = files | {graded[3] for graded_name, graded in self.graded.items() if graded_name == module_name}
-            # or the restored support or helper file of that name: markdown's LegacyTestCase (markdown/test_tools.py),
-            # which a test file imports, so pytest collects it there and sets its xunit fixtures on it
-            if b["type"](module_name) is b["str"] and module_name in self.trusted_modules:
-                files = files | {self.trusted_modules[module_name]}
+        # the restored file its module names says what its class body binds too: a class with no function of its own
+        # from a test file (its tests inherited, its other functions the framework's or an installed package's), or
+        # one whose tests a support file's metaclass made (markdown 3.6's LegacyTestMeta); the file is a graded test
+        # module or a support or helper file (markdown's LegacyTestCase, in markdown/test_tools.py, which pytest
+        # collects where a test file imports it, and gives its xunit fixtures)
+        module_name = self._get(items, "__module__")[1]
+        files = files | {graded[3] for graded_name, graded in self.graded.items() if graded_name == module_name}
+        if b["type"](module_name) is b["str"] and module_name in self.trusted_modules:
+            files = files | {self.trusted_modules[module_name]}
         for path in files:
             keys = self._file(path)[2].get(name)
             if keys is not None:
@@ -3126,8 +3146,7 @@ class Guard:
                 injected = "__pytest_" in key and not self._is_test_file(code)  # pytest's xunit fixtures
                 # the test file's own functions made at run time (a closure, a module function) may be
                 # attached under any name; a method of another class may not (a passing test swapped in)
-                qualified = b["getattr"](code, "co_qualname", "<locals>")
-                generated = self._is_test_file(code) and ("<locals>" in qualified or "." not in qualified)
+                generated = self._generated(function)
                 if not direct and not injected and not generated and key not in bound:
                     return f"{name}.{key} is not what the test file binds there"
                 if not self.function_ok(function, cls):
