@@ -2469,9 +2469,10 @@ class Guard:
         self.euid = os.geteuid() if hasattr(os, "geteuid") else -1
         self.trusted = dict(trusted)
         self.trusted_modules = _trusted_module_paths(self.cwd, self.trusted)
-        import unittest  # noqa: PLC0415 (the framework, loaded already)
+        import unittest  # the framework, loaded already
 
-        self.skip_code = unittest.skip("")(lambda: None).__code__  # unittest.skip's wrapper: it only raises SkipTest
+        skip_wrapper = unittest.skip("")(lambda: None)  # unittest.skip's wrapper: it only raises unittest's SkipTest
+        self.skip_code, self.skip_globals = skip_wrapper.__code__, skip_wrapper.__globals__
         self.variants = variants
         self.alarm = alarm
         self.b = {  # every helper a check calls, bound now
@@ -3025,10 +3026,14 @@ class Guard:
         """A function a test or support file made at run time (a closure, a module function), which may be attached
         under any name, or ``unittest.skip``'s wrapper of one (markdown 3.6's ``LegacyTestMeta`` sets
         ``unittest.skip("Excluded")(lambda: None)`` for an excluded case). Only that wrapper: it raises SkipTest and
-        runs nothing, where another (``mock.patch``'s) could run the agent's code around a test the file made."""
+        runs nothing, where another (``mock.patch``'s) could run the agent's code around a test the file made; and
+        only with unittest's own globals, where its ``SkipTest`` is unittest's (a function made of its code with the
+        agent's globals raised the agent's choice: unittest's ``_ShouldStop``, which ``TestCase.run`` counts a pass)."""
         b = self.b
         code = function.__code__
         if code is self.skip_code:
+            if function.__globals__ is not self.skip_globals:
+                return False
             found, function = self._get(self._items(function), "__wrapped__")
             if not found or b["type"](function) is not b["FunctionType"]:
                 return False
@@ -3114,20 +3119,27 @@ class Guard:
                         break
             entries.append((key, functions))
         bound, found_class = set(), False
-        # the restored file its module names says what its class body binds too: a class with no function of its own
-        # from a test file (its tests inherited, its other functions the framework's or an installed package's), or
-        # one whose tests a support file's metaclass made (markdown 3.6's LegacyTestMeta); the file is a graded test
-        # module or a support or helper file (markdown's LegacyTestCase, in markdown/test_tools.py, which pytest
-        # collects where a test file imports it, and gives its xunit fixtures)
+        # the graded test module its module names says what its class body binds too: a class with no function of its
+        # own from a test file (its tests inherited, its other functions the framework's or an installed package's), or
+        # one whose tests a support file's metaclass made (markdown 3.6's LegacyTestMeta, markdown's TestMisc). Only an
+        # exact str is compared: a str subclass's reflected __eq__ is the agent's code, run inside the check
         module_name = self._get(items, "__module__")[1]
+        if b["type"](module_name) is not b["str"]:
+            module_name = None
         files = files | {graded[3] for graded_name, graded in self.graded.items() if graded_name == module_name}
-        if b["type"](module_name) is b["str"] and module_name in self.trusted_modules:
-            files = files | {self.trusted_modules[module_name]}
         for path in files:
             keys = self._file(path)[2].get(name)
             if keys is not None:
                 found_class = True
                 bound |= keys
+        if not found_class and module_name in self.trusted_modules:
+            # any other restored file its module names (a support or helper file: markdown's LegacyTestCase, in
+            # markdown/test_tools.py, which pytest collects where a test file imports it, and gives its xunit
+            # fixtures) says only that the class is defined there, never what its body binds: __module__ is the
+            # agent's to write, and a class of that name in any file under the test folders (a helper whose body
+            # binds `run`) would vouch for a class the agent made
+            info = self._file(self.trusted_modules[module_name])
+            found_class = info is not None and name in info[2]
         for key, functions in entries:
             if functions == "data":
                 if key not in bound:
