@@ -74,6 +74,11 @@ INERT_DUNDERS = frozenset((
     "__parameters__", "__abstractmethods__", "__firstlineno__", "__static_attributes__", "__slots__", "__hash__",
     "__match_args__", "__dataclass_fields__", "__dataclass_params__", "__unittest_skip__",
     "__unittest_skip_why__", "__unittest_expecting_failure__", "__annotate__", "__type_params__"))
+# the standard library's wrappers a test decorator makes, which call the function they wrap: (the file's path from the
+# standard library's folder, the wrapper's name, its closure's variable that holds the wrapped function). A function of
+# the standard library's code with __wrapped__ set is believed only as one of these (round 21)
+STDLIB_WRAPPERS = (("unittest/mock.py", "patched", "func"), ("unittest/mock.py", "_inner", "f"),
+                   ("contextlib.py", "inner", "func"))
 # module attributes the frameworks read as instructions: only the source may define them
 PROTOCOL_NAMES = frozenset((
     "load_tests", "setUpModule", "tearDownModule", "pytestmark", "pytest_generate_tests", "setup_module",
@@ -2473,6 +2478,7 @@ class Guard:
 
         skip_wrapper = unittest.skip("")(lambda: None)  # unittest.skip's wrapper: it only raises unittest's SkipTest
         self.skip_code, self.skip_globals = skip_wrapper.__code__, skip_wrapper.__globals__
+        self.stdlib = os.path.dirname(os.path.realpath(os.__file__)) + os.sep
         self.variants = variants
         self.alarm = alarm
         self.b = {  # every helper a check calls, bound now
@@ -3022,7 +3028,29 @@ class Guard:
                 return f"{path}: {key} shadows the builtin {key}, and the file binds no {key}"
         return ""
 
-    def _generated(self, function):
+    def _own_def(self, code, name, key):
+        """Whether ``code``'s names say it is the def of ``key`` in the body of the class ``name``."""
+        b = self.b
+        return code.co_name == key and b["getattr"](code, "co_qualname", name + "." + key) == name + "." + key
+
+    def _meta_files(self, meta):
+        """The files of the functions of the metaclass ``meta``'s classes (those not the framework's): a support
+        file's metaclass may make a class's tests (markdown 3.6's ``LegacyTestMeta``)."""
+        b = self.b
+        found = set()
+        for klass in b["mro"](meta):
+            if klass is object or klass is type or b["id"](klass) in self.framework_ids or \
+                    not b["flags"](klass) & HEAPTYPE:
+                continue
+            for _, value in b["tuple"](b["type_dict"](klass).items()):
+                kind = b["type"](value)
+                if kind is b["staticmethod"] or kind is b["classmethod"]:
+                    value, kind = value.__func__, b["type"](value.__func__)
+                if kind is b["FunctionType"] and b["type"](value.__code__.co_filename) is b["str"]:
+                    found.add(b["abspath"](value.__code__.co_filename))
+        return found
+
+    def _generated(self, function, origins=()):
         """A function a test or support file made at run time (a closure, a module function), which may be attached
         under any name, or ``unittest.skip``'s wrapper of one (markdown 3.6's ``LegacyTestMeta`` sets
         ``unittest.skip("Excluded")(lambda: None)`` for an excluded case). Only that wrapper: it raises SkipTest and
@@ -3038,8 +3066,9 @@ class Guard:
             if not found or b["type"](function) is not b["FunctionType"]:
                 return False
             code = function.__code__
-        if not self._is_test_file(code):
-            return False
+        if not self._is_test_file(code) or b["type"](code.co_filename) is not b["str"] or \
+                b["abspath"](code.co_filename) not in origins:
+            return False  # round 21: only the class's own file's, or its metaclass's (a helper's `ignore` stood)
         qualified = b["getattr"](code, "co_qualname", "<locals>")
         return "<locals>" in qualified or "." not in qualified
 
@@ -3050,7 +3079,8 @@ class Guard:
 
     def callable_ok(self, value, owner=None):
         """A test callable: a checked function of the test files, or a framework wrapper of one
-        (``mock.patch``, ``unittest.skip``: followed through ``__wrapped__``)."""
+        (``mock.patch``, ``unittest.skip``: followed through ``__wrapped__``, each wrapper believed by
+        :meth:`wrapper_ok`)."""
         b = self.b
         for _ in b["range"](20):
             if b["type"](value) is b["MethodType"]:
@@ -3059,9 +3089,58 @@ class Guard:
                 return False
             if self._is_test_file(value.__code__):
                 return True
-            found, value = self._get(self._items(value), "__wrapped__")
-            if not found:
+            found, inner = self._get(self._items(value), "__wrapped__")
+            if not found or not self.wrapper_ok(value, inner):
                 return False
+            value = inner
+        return False
+
+    def wrapper_ok(self, wrapper, inner):
+        """Whether ``wrapper`` (a function of a file the sandbox user cannot write, its code checked) may stand for
+        ``inner``, its ``__wrapped__`` (round 21: ``__wrapped__`` is only an attribute, and a copy of
+        ``unittest.case._id``, ``return obj``, with it set to the test stood for a ``mock.patch.dict``-decorated
+        test). ``unittest.skip``'s wrapper with unittest's globals runs nothing (the test is SKIPPED). Any other
+        has its own module's globals (those of the module of its name, whose file is its code's) and holds
+        ``inner`` in its closure; a standard library wrapper is one of those its test decorators make (mock's
+        ``patch`` and ``patch.dict``, ``contextlib``'s ``ContextDecorator``), ``inner`` in the very cell its
+        code calls; an installed package's (freezegun's, hypothesis's) holds it in any cell."""
+        b = self.b
+        code = wrapper.__code__
+        if code is self.skip_code:
+            return wrapper.__globals__ is self.skip_globals
+        namespace = wrapper.__globals__
+        if b["type"](namespace) is not b["dict"]:
+            return False
+        found, module_name = self._get(b["tuple"](namespace.items()), "__name__")
+        if not found or b["type"](module_name) is not b["str"]:
+            return False
+        found, module = self._get(self.snapshot_modules, module_name)
+        if not found:
+            found, module = self._get(b["tuple"](self.sys_modules.items()), module_name)
+        if not found or b["type"](module) is not b["ModuleType"] or b["vars"](module) is not namespace:
+            return False
+        found, module_file = self._get(b["tuple"](namespace.items()), "__file__")
+        if not found or b["type"](module_file) is not b["str"] or b["type"](code.co_filename) is not b["str"] or \
+                b["realpath"](module_file) != b["realpath"](code.co_filename):
+            return False
+        closure = wrapper.__closure__ or ()
+        if b["len"](closure) != b["len"](code.co_freevars):
+            return False
+        path = b["realpath"](code.co_filename)
+        if path.startswith(self.stdlib) and "-packages" + os.sep not in path[b["len"](self.stdlib):]:
+            names = [variable for tail, name, variable in STDLIB_WRAPPERS
+                     if code.co_name == name and path.endswith(os.sep + tail)]
+            if b["len"](names) != 1 or names[0] not in code.co_freevars:
+                return False
+            cells = (closure[code.co_freevars.index(names[0])],)
+        else:
+            cells = closure
+        for cell in cells:
+            try:
+                if cell.cell_contents is inner:
+                    return True
+            except ValueError:  # an empty cell
+                continue
         return False
 
     def class_ok(self, cls, depth=0):
@@ -3087,7 +3166,7 @@ class Guard:
         qualname = b["qualname"](cls)
         name = qualname if b["type"](qualname) is b["str"] else "?"
         items = b["tuple"](b["type_dict"](cls).items())
-        entries, files = [], set()
+        entries, files, own_files = [], set(), set()
         for key, value in items:
             if b["type"](key) is not b["str"]:
                 return f"class {name} has an attribute that is not a string"
@@ -3114,6 +3193,8 @@ class Guard:
                     continue  # pytest's xunit fixture, set on the class at collection: not where the class is from
                 for _ in b["range"](20):  # its file, and those of the functions a framework wrapper wraps
                     files.add(b["abspath"](function.__code__.co_filename))
+                    if self._own_def(function.__code__, name, key):
+                        own_files.add(b["abspath"](function.__code__.co_filename))
                     found, function = self._get(self._items(function), "__wrapped__")
                     if not found or b["type"](function) is not b["FunctionType"] or not self.code_ok(function.__code__):
                         break
@@ -3126,12 +3207,29 @@ class Guard:
         module_name = self._get(items, "__module__")[1]
         if b["type"](module_name) is not b["str"]:
             module_name = None
-        files = files | {graded[3] for graded_name, graded in self.graded.items() if graded_name == module_name}
-        for path in files:
-            keys = self._file(path)[2].get(name)
+        # round 21: a class is one file's. A graded test module its __module__ names is that file; else the one file
+        # its own defs (a function whose code's names are the class's and the key's, or one a framework wrapper of
+        # it wraps) come from. Only that file says what its body binds and holds the functions that are its own
+        # (``direct``): a class of the same name in another test file (``T`` with a passing ``test_a``) vouched for
+        # the graded class's, given that file's function
+        home = None
+        for graded_name, graded in self.graded.items():
+            if graded_name == module_name:
+                home = graded[3]
+        if home is None and own_files:
+            if b["len"](own_files) > 1:
+                return f"class {name}'s functions come from more than one file"
+            home = b["tuple"](own_files)[0]
+        for path in (home,) if home is not None else files:
+            info = self._file(path)
+            keys = info[2].get(name) if info is not None else None
             if keys is not None:
                 found_class = True
                 bound |= keys
+        origins = {home} if home is not None else set()
+        if home is None and module_name in self.trusted_modules:
+            origins.add(b["abspath"](self.trusted_modules[module_name]))
+        origins |= self._meta_files(meta)
         if not found_class and module_name in self.trusted_modules:
             # any other restored file its module names (a support or helper file: markdown's LegacyTestCase, in
             # markdown/test_tools.py, which pytest collects where a test file imports it, and gives its xunit
@@ -3154,11 +3252,11 @@ class Guard:
                 return f"class {name} is not in the source its functions come from"
             for function in functions:
                 code = function.__code__
-                direct = code.co_name == key and b["getattr"](code, "co_qualname", name + "." + key) == name + "." + key
+                direct = self._own_def(code, name, key) and b["abspath"](code.co_filename) == home
                 injected = "__pytest_" in key and not self._is_test_file(code)  # pytest's xunit fixtures
                 # the test file's own functions made at run time (a closure, a module function) may be
                 # attached under any name; a method of another class may not (a passing test swapped in)
-                generated = self._generated(function)
+                generated = self._generated(function, origins)
                 if not direct and not injected and not generated and key not in bound:
                     return f"{name}.{key} is not what the test file binds there"
                 if not self.function_ok(function, cls):

@@ -342,6 +342,34 @@ def _stream_unittest_outcomes(channel):
         original = TestCaseFunction.__dict__.get(name)
         if original is not None:
             setattr(TestCaseFunction, name, wrap(original, kind))
+    _observe_swallowed_stop(channel)
+
+
+def _observe_swallowed_stop(channel):
+    """unittest's ``_Outcome.testPartExecutor`` swallows ``_ShouldStop`` and leaves the part a success; pytest runs a
+    ``unittest.TestCase`` through ``TestCase.run`` in both harnesses, so a ``_ShouldStop`` the code under test raised
+    from inside a test was a pass (round 21). unittest raises it itself only after a failed subtest (failfast: the
+    part has failed already) or a subtest's expected failure (``expectedFailure`` set): any other that leaves a part is
+    written as the part's error, the moment it leaves, as the Observer writes a phase's exception."""
+    import contextlib
+    from unittest import case
+
+    original, stop = case._Outcome.__dict__.get("testPartExecutor"), getattr(case, "_ShouldStop", None)
+    if original is None or stop is None:
+        return
+
+    @contextlib.contextmanager
+    def testPartExecutor(self, test_case, *args, **kwargs):
+        with original(self, test_case, *args, **kwargs):
+            try:
+                yield
+            except stop:
+                if getattr(self, "success", True) and getattr(self, "expectedFailure", None) is None:
+                    channel.event("out", "error")
+                raise
+
+    testPartExecutor.__qualname__ = original.__qualname__
+    case._Outcome.testPartExecutor = testPartExecutor
 
 
 def installed_plugins(cwd):

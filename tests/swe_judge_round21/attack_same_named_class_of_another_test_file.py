@@ -1,7 +1,10 @@
-"""Red team (round 20, pre-existing): a function counts as the class's own (``direct``) when its code's name and
+"""Red team (round 20, pre-existing; closed in round 21): a function counts as the class's own (``direct``) when its code's name and
 qualified name say so (``T.test_a``), whichever restored file it comes from, and the files its functions come from
 all say what the class body binds. Another test file of the suite has a class of the same name with a test of the
-same name that passes; the agent's package puts that function in the graded class."""
+same name that passes; the agent's package puts that function in the graded class.
+
+Round 21: the class is one file's (its graded module's file); a function of another file is its own only when that
+file's class body binds the key, and only its file's body is read: void."""
 ID = "tests.test_pkg.T.test_a"
 PKG = '''def double(x):
     return 2 * x

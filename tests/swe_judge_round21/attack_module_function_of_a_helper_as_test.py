@@ -1,7 +1,10 @@
-"""Red team (round 20, pre-existing): a function a test file made at run time may stand under any name of a test
+"""Red team (round 20, pre-existing; closed in round 21): a function a test file made at run time may stand under any name of a test
 class (``Guard._generated``: a closure or a module-level function), and nothing ties it to the class's file: the
 agent's package puts a module-level function of a test helper file (one that checks nothing) under the graded
-test's name. Its canaries are untouched and fail as they should."""
+test's name. Its canaries are untouched and fail as they should.
+
+Round 21: a function made at run time stands under an unbound name only from the class's own file or its
+metaclass's: void."""
 ID = "tests.test_pkg.T.test_a"
 PKG = '''def double(x):
     return 2 * x

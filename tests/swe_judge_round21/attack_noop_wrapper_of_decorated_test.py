@@ -1,7 +1,10 @@
-"""Red team (round 20, pre-existing): a test the class body decorates (``@mock.patch.dict``) may hold any framework
+"""Red team (round 20, pre-existing; closed in round 21): a test the class body decorates (``@mock.patch.dict``) may hold any framework
 function there, judged by its code alone and followed through ``__wrapped__``, which is only an attribute. The
 agent's package puts a copy of ``unittest.case._id`` (``return obj``), with ``__wrapped__`` set to the test, under
-the decorated graded test's name: calling it runs nothing."""
+the decorated graded test's name: calling it runs nothing.
+
+Round 21: a standard library function with ``__wrapped__`` is believed only as one of the wrappers its test
+decorators make, holding the wrapped function in the cell its code calls: void."""
 ID = "tests.test_pkg.T.test_a"
 PKG = '''def double(x):
     return 2 * x
