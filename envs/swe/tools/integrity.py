@@ -3034,8 +3034,9 @@ class Guard:
         return code.co_name == key and b["getattr"](code, "co_qualname", name + "." + key) == name + "." + key
 
     def _meta_files(self, meta):
-        """The files of the functions of the metaclass ``meta``'s classes (those not the framework's): a support
-        file's metaclass may make a class's tests (markdown 3.6's ``LegacyTestMeta``)."""
+        """``(file, qualified name)`` of the metaclass ``meta``'s classes (those not the framework's) that have a
+        function: a support file's metaclass may make a class's tests (markdown 3.6's ``LegacyTestMeta``), closures
+        of its own code (``LegacyTestMeta.__new__.<locals>.generate_test.<locals>.test``)."""
         b = self.b
         found = set()
         for klass in b["mro"](meta):
@@ -3046,8 +3047,10 @@ class Guard:
                 kind = b["type"](value)
                 if kind is b["staticmethod"] or kind is b["classmethod"]:
                     value, kind = value.__func__, b["type"](value.__func__)
-                if kind is b["FunctionType"] and b["type"](value.__code__.co_filename) is b["str"]:
-                    found.add(b["abspath"](value.__code__.co_filename))
+                owner = b["qualname"](klass)
+                if kind is b["FunctionType"] and b["type"](value.__code__.co_filename) is b["str"] and \
+                        b["type"](owner) is b["str"] and owner:
+                    found.add((b["abspath"](value.__code__.co_filename), owner + "."))
         return found
 
     def _generated(self, function, origins=()):
@@ -3066,11 +3069,17 @@ class Guard:
             if not found or b["type"](function) is not b["FunctionType"]:
                 return False
             code = function.__code__
-        if not self._is_test_file(code) or b["type"](code.co_filename) is not b["str"] or \
-                b["abspath"](code.co_filename) not in origins:
-            return False  # round 21: only the class's own file's, or its metaclass's (a helper's `ignore` stood)
-        qualified = b["getattr"](code, "co_qualname", "<locals>")
-        return "<locals>" in qualified or "." not in qualified
+        if not self._is_test_file(code) or b["type"](code.co_filename) is not b["str"]:
+            return False
+        qualified = b["getattr"](code, "co_qualname", None)
+        if qualified is None:  # before Python 3.11: its file only
+            return b["any"](path == b["abspath"](code.co_filename) for path, _ in origins)
+        if b["type"](qualified) is not b["str"] or not ("<locals>" in qualified or "." not in qualified):
+            return False
+        # round 21: only the class's own file's (a closure or a module function), or a closure of its metaclass's own
+        # code (a helper's module function `ignore` stood under the graded test's name)
+        path = b["abspath"](code.co_filename)
+        return b["any"](path == origin and qualified.startswith(prefix) for origin, prefix in origins)
 
     def _is_test_file(self, code):
         b = self.b
@@ -3226,9 +3235,9 @@ class Guard:
             if keys is not None:
                 found_class = True
                 bound |= keys
-        origins = {home} if home is not None else set()
+        origins = {(home, "")} if home is not None else set()
         if home is None and module_name in self.trusted_modules:
-            origins.add(b["abspath"](self.trusted_modules[module_name]))
+            origins.add((b["abspath"](self.trusted_modules[module_name]), ""))
         origins |= self._meta_files(meta)
         if not found_class and module_name in self.trusted_modules:
             # any other restored file its module names (a support or helper file: markdown's LegacyTestCase, in
