@@ -3536,6 +3536,29 @@ def make_checker(taken, lenient=False):
 
     where = []
     original = {id(owner): tuple(key for key, _ in items) for owner, _, items in taken if isinstance(owner, type)}
+    # round 21: the closure cells of the framework's functions that hold a callable (a contextmanager's `func`: the
+    # generator of unittest's _Outcome.testPartExecutor, which a package swapped, through `cell_contents`, for one
+    # that swallowed the graded test's failure), followed into the functions they hold: compared by identity too
+    cells, seen = [], set()
+    for owner, _, items in taken:
+        for key, value in items:
+            stack = [value]
+            while stack:
+                function = stack.pop()
+                if type(function) in (staticmethod, classmethod):
+                    function = function.__func__
+                if type(function) is not FunctionType or id(function) in seen:
+                    continue
+                seen.add(id(function))
+                for cell in function.__closure__ or ():
+                    try:
+                        contents = cell.cell_contents
+                    except ValueError:  # an empty cell
+                        continue
+                    if callable(contents):
+                        cells.append((owner, key, cell, contents))
+                        stack.append(contents)
+    cells = tuple(cells)
 
     def tolerated(owner, key, old, new, _type=type, _str=str, _callable=callable, _mro=type.__dict__["__mro__"].__get__,
                   _dict=type.__dict__["__dict__"].__get__, _name=type.__dict__["__name__"].__get__,
@@ -3559,7 +3582,7 @@ def make_checker(taken, lenient=False):
 
     def same(_taken=taken, _len=len, _range=range, _tuple=tuple, _vars=vars, _type=type, _str=str,
              _dict=dict, _module=ModuleType, _gc_disable=gc.disable, _gc_enable=gc.enable, _gc_on=gc.isenabled,
-             _tolerated=tolerated, _missing=_MISSING, _where=where):
+             _tolerated=tolerated, _missing=_MISSING, _where=where, _cells=cells, _empty=ValueError):
         was_on = _gc_on()
         _gc_disable()
         try:
@@ -3591,6 +3614,14 @@ def make_checker(taken, lenient=False):
                     elif not _tolerated(owner, key, _missing, value):
                         _where[:] = [owner, key]
                         return False
+            for owner, key, cell, contents in _cells:
+                try:
+                    if cell.cell_contents is contents:
+                        continue
+                except _empty:
+                    pass
+                _where[:] = [owner, f"{key} (a closure cell)" if _type(key) is _str else key]
+                return False
             return True
         finally:
             if was_on:
