@@ -12,6 +12,8 @@ pooled Wilson or normal interval does, ignores both correlations and is too narr
 - :func:`seed_t_interval`: Student's t over the S per-seed means, the simplest honest interval.
 - :func:`mcnemar_exact_p`: the exact McNemar test of two policies on one seed's tasks.
 - :func:`paired_comparison`: all of the above for two policies on a grid of (seed, task) outcomes.
+- :func:`no_spread_interval`: where every cell of a 0/1 grid is equal (every seed lost every task), the
+  models above have no spread to estimate; the Wilson interval over the tasks bounds it instead of the point.
 - :func:`wilson_interval` (one policy, one seed, tasks independent) and :func:`pass_at_k_summary` (a
   bootstrap over tasks), for ``turngym eval``.
 
@@ -221,6 +223,35 @@ def pass_at_k_summary(passes: Mapping[Any, Sequence[bool]], k: int, *, resamples
     return PassAtK(k, estimate, (float(low), float(high)), len(per_task), n_min)
 
 
+NO_SPREAD = "Wilson over tasks (no spread over seeds x tasks: every cell equal)"
+
+
+def no_spread_interval(value: float, n_tasks: int) -> tuple[float, float] | None:
+    r"""A bound for a grid of 0/1 outcomes (or of their differences, -1/0/1) whose every cell equals ``value``,
+    where the variance models above have no spread to estimate and give the point.
+
+    All seeds agree on every task, so the T tasks are the only independent draws: the share of tasks with that
+    outcome, k = T, has the Wilson interval (l, u) = wilson(T, T) for the rate of ``value`` among tasks, and
+
+        value = 1:  [l, 1]        value = 0:  [-(1 - l), 1 - l]        value = -1: [-1, -l]
+
+    For a difference that is 0 everywhere, 1 - l bounds the share of tasks where the two policies differ
+    (1 - l is wilson(0, T)'s upper end: 16.1 % at T = 20). None when ``value`` is not -1, 0 or 1."""
+    if value not in (-1.0, 0.0, 1.0) or n_tasks < 1:
+        return None
+    low, _ = wilson_interval(n_tasks, n_tasks)
+    if value == 1.0:
+        return low, 1.0
+    if value == -1.0:
+        return -1.0, -low
+    return -(1.0 - low), 1.0 - low
+
+
+def _constant(grid: Sequence[Sequence[float]]) -> float | None:
+    values = {v for row in grid for v in row}
+    return values.pop() if len(values) == 1 else None
+
+
 def complete_grid(by_seed: Mapping[Any, Mapping[Any, float]]) -> tuple[list[Any], list[Any], list[list[float]]]:
     """Seeds, tasks and the grid of values over the tasks every seed played (sorted, for a stable order)."""
     seeds = sorted(by_seed, key=str)
@@ -235,7 +266,9 @@ def paired_comparison(a: Mapping[Any, Mapping[Any, float]], b: Mapping[Any, Mapp
 
     The difference d_st = a_st - b_st on every (seed, task) both played, then: the mean with the
     :func:`crossed_interval` (``ci95``, the primary interval), the :func:`seed_t_interval`, the
-    difference per seed, the tasks gained and lost, and per seed the exact McNemar p (outcomes 0/1).
+    difference per seed, the tasks gained and lost, and per seed the exact McNemar p (outcomes 0/1). A grid
+    whose every pair has the same difference (-1, 0 or 1: e.g. both policies lost every task on every seed) has
+    no spread for either model; its ``ci95`` is then :func:`no_spread_interval`'s Wilson bound over the tasks.
     """
     seeds = [s for s in a if s in b]
     by_seed = {s: {t: a[s][t] - b[s][t] for t in a[s] if t in b[s]} for s in seeds}
@@ -245,6 +278,10 @@ def paired_comparison(a: Mapping[Any, Mapping[Any, float]], b: Mapping[Any, Mapp
                 "seeds": len(seeds), "tasks": 0, "per_seed": {}, "seed_t_ci95": None, "gained": 0, "lost": 0,
                 "mcnemar_p": {}}
     primary = crossed_interval(grid, level)
+    constant = _constant(grid)
+    bound = no_spread_interval(constant, len(tasks)) if constant is not None else None
+    if bound is not None:  # every pair tied the same way: the point says nothing about the tasks not drawn
+        primary = Interval(primary.mean, bound[0], bound[1], NO_SPREAD)
     per_seed = {s: sum(row) / len(row) for s, row in zip(seeds, grid, strict=True)}
     seed_t = seed_t_interval(list(per_seed.values()), level)
     gained = {s: sum(d > 0 for d in row) for s, row in zip(seeds, grid, strict=True)}
@@ -261,7 +298,9 @@ def paired_comparison(a: Mapping[Any, Mapping[Any, float]], b: Mapping[Any, Mapp
 
 def success_interval(by_seed: Mapping[Any, Mapping[Any, float]], level: float = 0.95) -> dict[str, Any]:
     """One policy's success over {seed: {task: success}}: with several seeds the :func:`crossed_interval`
-    (the tasks every seed played); with one, the Wilson interval, which assumes independent tasks."""
+    (the tasks every seed played), or, when every seed won (or lost) every task, the Wilson interval over the
+    tasks (:func:`no_spread_interval`: the crossed model has no spread and would give the point); with one
+    seed, the Wilson interval, which assumes independent tasks."""
     seeds, tasks, grid = complete_grid(by_seed)
     if len(seeds) == 1 and tasks:
         outcomes = grid[0]
@@ -270,5 +309,9 @@ def success_interval(by_seed: Mapping[Any, Mapping[Any, float]], level: float = 
             return {"ci95": [low, high], "method": "Wilson (one seed; tasks independent)"}
     if not tasks:
         return {"ci95": [0.0, 1.0], "method": "no tasks"}
+    constant = _constant(grid)
+    if constant in (0.0, 1.0):  # several seeds that all agree on every task: the tasks are the draws
+        low, high = wilson_interval(round(constant) * len(tasks), len(tasks))
+        return {"ci95": [low, high], "method": NO_SPREAD}
     interval = crossed_interval(grid, level)
     return {"ci95": [max(0.0, interval.low), min(1.0, interval.high)], "method": interval.method}

@@ -209,9 +209,11 @@ def markdown(summary: Mapping[str, Any]) -> str:
                   f"checkpoint, {_rft_rounds(rft)}; each round samples its share of the episodes with the current "
                   "policy, keeps the won episodes and fine-tunes on them. It learns from the outcome alone: an RL arm "
                   "that does not beat it has not shown what its reward adds.")]
-    left_out = summary.get("arms_left_out") or []
-    if left_out:
-        lines += ["", f"Not in this table (not run yet, or unfinished for some seed): {', '.join(left_out)}."]
+    partial = summary.get("partial_arms") or {}
+    lines += partial_table(partial, reference)
+    not_run = [label for label in summary.get("arms_left_out") or [] if label not in partial]
+    if not_run:
+        lines += ["", f"Not in this table (not run yet, or unfinished for some seed): {', '.join(not_run)}."]
     lines += pairwise_table(summary.get("pairwise", []))
     lines += signal_table(summary.get("curves", {}))
     if len(seeds) > 1:
@@ -244,6 +246,23 @@ def markdown(summary: Mapping[str, Any]) -> str:
                   f"{peak_memory(summary)}. "
                   f"Versions: {', '.join(f'{k} {v}' for k, v in summary['versions'].items())}.")]
     return "\n".join(lines) + "\n"
+
+
+def partial_table(partial: Mapping[str, Mapping[str, Any]], reference: str) -> list[str]:
+    """Arms evaluated for some of the study's seeds only (a stop rule's one-seed arms): each is paired with the
+    reference on its own seeds and never pooled with the full table, whose intervals are over every seed."""
+    if not partial:
+        return []
+    intro = (f"Arms run for some seeds only (not pooled with the table above; paired with {reference} on their "
+             "own seeds):")
+    header = (f"| policy | seeds | success (95 % CI) | vs {reference} (95 % CI, same seeds) | return | turns "
+              "| invalid actions |")
+    lines = ["", intro, "", header, "|---|---|---|---|---:|---:|---:|"]
+    for label, arm in partial.items():
+        s = arm["panels"]["held_out"]
+        lines.append(f"| {label} | {', '.join(map(str, arm['seeds']))} | {success_cell(s)} | {difference_cell(s)} "
+                     f"| {s['return']:.3f} | {s['turns']:.2f} | {percent(s['invalid_action_rate'])} % |")
+    return lines
 
 
 def pairwise_table(pairs: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -375,14 +375,14 @@ class Study(RFTStages, CurveStages, StagePlan):
         self.write_outcomes(self.evals_on_disk())  # each evaluation's outcomes are in outcomes.json as it ends
         return result
 
-    def evals_on_disk(self) -> dict[str, list[dict[str, Any]]]:
-        """Every evaluation record the study's folder holds for its arms, seeds and panels, in the plan's order (a
-        seed-independent arm's first-seed record standing for the other seeds): the outcomes so far, whichever call
-        or process evaluated them."""
+    def evals_on_disk(self, arms: Sequence[Arm] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Every evaluation record the study's folder holds for ``arms`` (default: the tables' arms), seeds and
+        panels, in the plan's order (a seed-independent arm's first-seed record standing for the other seeds): the
+        outcomes so far, whichever call or process evaluated them."""
         evals: dict[str, list[dict[str, Any]]] = {}
         first = self.config.seeds[0]
         for seed in self.config.seeds:
-            for arm in self.arms:
+            for arm in self.arms if arms is None else arms:
                 own = first if seed != first and self.seed_independent(arm) else seed
                 for panel in self.panel_names():
                     file = self.out / "evals" / arm.label / f"seed{own}-{panel}.json"
@@ -483,8 +483,14 @@ class Study(RFTStages, CurveStages, StagePlan):
         self.write_outcomes(evals)
         return self.summarise(evals, stages)
 
+    def partial_evals(self) -> dict[str, list[dict[str, Any]]]:
+        """The evaluations on disk of the arms left out of the tables: an arm finished for some seeds only (a plan's
+        stop rule can run an arm on one seed) keeps its outcomes in outcomes.json and its own table."""
+        return self.evals_on_disk([arm for arm in self.all_arms if arm.label in self.left_out])
+
     def write_outcomes(self, evals: Mapping[str, list[dict[str, Any]]]) -> None:
-        write_json(self.out / OUTCOMES, outcome_record(self.config.name, evals, self.arms,
+        write_json(self.out / OUTCOMES, outcome_record(self.config.name, {**evals, **self.partial_evals()},
+                                                       self.all_arms,
                                                        {p: self.tasks(p).fingerprint for p in self.panel_names()}))
 
     def run_arms(self, base: str, evals: dict[str, list[dict[str, Any]]], stages: dict[str, dict[str, Any]]) -> None:
@@ -530,13 +536,22 @@ class Study(RFTStages, CurveStages, StagePlan):
                            for panel in self.panel_names()},
                 "rl": [stages[k] for k in stages if k.endswith(f"/{arm.label}")],
             }
+        partial_rows = self.partial_evals()
+        partial = {label: {"seeds": sorted({row["seed"] for row in rows}),
+                           "panels": {panel: panel_summary(rows, evals[reference], panel)
+                                      for panel in self.panel_names()}}
+                   for label, rows in partial_rows.items()}
         return {
             "name": self.config.name,
             "reference_arm": reference,
             "arms": arms,
+            "partial_arms": partial,  # left-out arms evaluated for some seeds: paired with the reference on those
             "stages": dict(stages),
-            "pairwise": pairwise_differences(evals, [a.label for a in self.arms if a.trains_rl]),
-            "curves": {arm.label: self.curves(arm) for arm in self.arms if arm.trains_rl},
+            # the RL arms against each other (paired on the seeds both played), a partly run one's too
+            "pairwise": pairwise_differences({**evals, **partial_rows}, [a.label for a in self.all_arms if
+                                             a.trains_rl and (a in self.arms or a.label in partial)]),
+            "curves": {arm.label: self.curves(arm) for arm in self.all_arms
+                       if arm.trains_rl and (arm in self.arms or arm.label in partial)},
             "curve_reference": self.curve_reference(),
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),

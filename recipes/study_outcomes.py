@@ -76,8 +76,11 @@ def panel_summary(rows: Iterable[dict[str, Any]], reference_rows: Iterable[dict[
     mine = success_grid(rows, panel)
     success = success_interval(mine) if mine else {"ci95": [0.0, 1.0], "method": "no episodes"}
     by_difficulty: dict[str, list[bool]] = {}
-    for _, o in outcomes:
-        by_difficulty.setdefault(str(o["difficulty"]), []).append(o["won"])
+    for r in rows:
+        if "reused_from_seed" in r:  # the base model's one greedy evaluation standing for another seed: no new episode
+            continue
+        for o in r["outcomes"]:
+            by_difficulty.setdefault(str(o["difficulty"]), []).append(o["won"])
     ks = sorted({p["k"] for r in rows for p in r["report"].get("pass_at_k", [])})
     passes = _passes_by_task(rows, panel)  # pass@k pools seeds: each (seed, task) is one unit of the bootstrap
     return {

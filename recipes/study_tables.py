@@ -99,7 +99,8 @@ INTERVAL_NOTE = (
     "Intervals: a paired difference's 95 % interval comes from a seeds x tasks random-effects model (run-to-run "
     "and task-sampling variance, Satterthwaite t); with one seed it is the t interval over tasks, which leaves "
     "run-to-run variance out. Success intervals are the same model over several seeds, Wilson (tasks independent) "
-    "for one.")
+    "for one. Where every (seed, task) cell is equal (no task won, or every one, on every seed), neither model has "
+    "a spread to estimate, and the interval is Wilson's over the tasks instead of the point.")
 
 
 def print_outputs(summary: Mapping[str, Any], out: Path, plot: str) -> None:

@@ -6,10 +6,12 @@ import pytest
 
 from turngym.agents.intervals import (
     CROSSED,
+    NO_SPREAD,
     SEEDS_T,
     TASKS_ONLY,
     crossed_interval,
     mcnemar_exact_p,
+    no_spread_interval,
     paired_comparison,
     seed_t_interval,
     success_interval,
@@ -134,6 +136,32 @@ def test_success_interval_says_what_it_assumes():
     many = success_interval({0: {"a": 1.0, "b": 1.0}, 1: {"a": 0.0, "b": 0.0}})
     assert many["method"] == CROSSED
     assert many["ci95"] == [0.0, 1.0]  # two runs that disagree completely: clipped to [0, 1]
+
+
+WILSON_0_OF_20 = 0.19208 / 1.19208  # (z^2/n) / (1 + z^2/n) at z = 1.96, n = 20: Wilson's upper end for 0 of 20
+
+
+def test_a_grid_without_spread_is_bounded_by_its_tasks_not_given_as_the_point():
+    """5 seeds x 20 tasks, every one lost by both policies (the SWE-synth study's base and SFT-only): the crossed
+    model and the t over seeds have nothing to estimate; the bound is Wilson's over the 20 tasks."""
+    lost = {seed: {f"t{t}": 0.0 for t in range(20)} for seed in range(5)}
+    won = {seed: {f"t{t}": 1.0 for t in range(20)} for seed in range(5)}
+    assert no_spread_interval(0.0, 20) == pytest.approx((-WILSON_0_OF_20, WILSON_0_OF_20))
+    assert no_spread_interval(1.0, 20) == pytest.approx((1 - WILSON_0_OF_20, 1.0))
+    assert no_spread_interval(-1.0, 20) == pytest.approx((-1.0, -(1 - WILSON_0_OF_20)))
+    assert no_spread_interval(0.5, 20) is None
+    success = success_interval(lost)
+    assert success["method"] == NO_SPREAD and success["ci95"] == pytest.approx([0.0, WILSON_0_OF_20])
+    assert success_interval(won)["ci95"] == pytest.approx([1 - WILSON_0_OF_20, 1.0])
+    tied = paired_comparison(lost, lost)
+    assert tied["method"] == NO_SPREAD and tied["mean"] == 0.0
+    assert tied["ci95"] == pytest.approx([-WILSON_0_OF_20, WILSON_0_OF_20])
+    swept = paired_comparison(won, lost)  # a won every task on every seed, b none
+    assert swept["ci95"] == pytest.approx([1 - WILSON_0_OF_20, 1.0]) and swept["mean"] == 1.0
+    # one cell apart: the grid has spread again and the crossed model answers
+    lost[0]["t0"] = 1.0
+    assert paired_comparison(lost, {s: dict(r) for s, r in won.items()})["method"] == CROSSED
+    assert success_interval(lost)["method"] == CROSSED
 
 
 def test_the_published_seed_level_intervals_are_the_committed_rates():

@@ -942,6 +942,8 @@ def test_the_base_model_is_evaluated_once_per_study(tmp_path, policy):
     held = summary["arms"]["base"]["panels"]["held_out"]
     assert held["episodes"] == 9 and set(held["success_per_seed"]) == {0, 1, 2}
     assert len(set(held["success_per_seed"].values())) == 1
+    # the breakdown counts its episodes once, not once per seed it stands for
+    assert sum(d["episodes"] for d in held["by_difficulty"].values()) == 3
     # sampled at a temperature, or trained, every seed plays its own episodes
     hot = tiny_study(tmp_path, policy, name="hot", seeds=[0, 1], evaluation={"temperature": 0.7})
     assert not Study(hot, [Arm("base")], progress=False).seed_independent(Arm("base"))
@@ -1103,6 +1105,26 @@ def test_a_study_runs_its_arms_tier_by_tier_with_an_rft_arm(tmp_path, policy, mo
         compare_algorithms.run(config, arms=["ppo"], progress=False)
     with pytest.raises(ValueError, match="different config.*episodes"):
         compare_algorithms.run(_rft_study(tmp_path, policy, episodes=16), arms=["grpo"], progress=False)
+
+    # A stop rule's shape: the RL arms ran for seed 0 only, then base and SFT-only for another seed. The RL arms
+    # leave the pooled table (they lack seed 1) but keep their outcomes and a table of their own, paired with
+    # SFT-only on their seed, and the arms' comparison.
+    monkeypatch.undo()
+    monkeypatch.setattr("turngym.trainers.sft.policy_backend", backend)
+    assert main(["compare", "--config", str(path), "--seeds", "0", "1", "--arms", "none"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["arms"]) == ["base", "sft-only"] and summary["arms_left_out"] == ["turn_rloo", "rft", "grpo"]
+    assert {label: arm["seeds"] for label, arm in summary["partial_arms"].items()} == {"turn_rloo": [0], "rft": [0]}
+    assert summary["partial_arms"]["rft"]["panels"]["held_out"]["vs_reference"]["seeds"] == 1
+    assert [(p["a"], p["b"], p["seeds"]) for p in summary["pairwise"]] == [("turn_rloo", "rft", 1)]
+    record = json.loads((out / "outcomes.json").read_text())
+    assert set(record["arms"]["turn_rloo"]["outcomes"]) == {"0"} and set(record["arms"]["sft-only"]["outcomes"]) == {
+        "0", "1"}
+    table = (out / "results.md").read_text()
+    assert "Arms run for some seeds only (not pooled with the table above; paired with sft-only" in table
+    assert re.search(r"^\| turn_rloo \| 0 \| .+ %", table, re.MULTILINE)
+    assert re.search(r"^\| rft \| 0 \| ", table, re.MULTILINE)
+    assert "Not in this table (not run yet, or unfinished for some seed): grpo." in table
 
 
 @pytest.mark.slow  # four RL stages, two in fresh processes: 40-90 s; the one-seed test below is in the fast suite
