@@ -211,10 +211,10 @@ def markdown_table(reports: Sequence[EvalReport], *, breakdown: bool = True) -> 
             by_k = {p.k: p for p in report.pass_at_k}
             cells = [pass_at_k_cell(by_k[k]) if k in by_k else "-" for k in ks]
             lines.append(f"| {report.agent} | {report.taskset} | {report.samples_per_task} | {' | '.join(cells)} |")
+    pass_note = " pass@k's interval is a bootstrap over tasks (Wilson's where every task passed, or none did)."
     lines += ["", "Success intervals are Wilson's, which treat every episode as independent: right for one policy "
               "playing each task once; too narrow over several training seeds (`turngym compare` uses a seeds x "
-              "tasks interval) or several samples per task." + (" pass@k's interval is a bootstrap over tasks."
-                                                                  if ks else "")]
+              "tasks interval) or several samples per task." + (pass_note if ks else "")]
     return "\n".join(lines)
 
 

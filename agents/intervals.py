@@ -203,7 +203,9 @@ def pass_at_k_summary(passes: Mapping[Any, Sequence[bool]], k: int, *, resamples
     percentiles of those means. Resampling tasks (not episodes) keeps each task's n samples together,
     so the interval covers both the task sample and the sampling noise within tasks. The generator
     is seeded: the same outcomes give the same interval. With fewer than two tasks there is nothing
-    to resample and the interval is the whole range [0, 1].
+    to resample and the interval is the whole range [0, 1]; where every task's pass@k is 0 (or every one 1),
+    resampling gives the point, and the interval is Wilson's over the T tasks instead (as
+    :func:`no_spread_interval`).
     """
     import numpy as np
 
@@ -217,6 +219,9 @@ def pass_at_k_summary(passes: Mapping[Any, Sequence[bool]], k: int, *, resamples
     estimate = float(per_task.mean())
     if len(per_task) < 2:
         return PassAtK(k, estimate, (0.0, 1.0), len(per_task), n_min)
+    if set(per_task.tolist()) in ({0.0}, {1.0}):  # every task failed (or passed) every draw: no spread to resample
+        return PassAtK(k, estimate, wilson_interval(round(estimate) * len(per_task), len(per_task)), len(per_task),
+                       n_min)
     rng = np.random.default_rng(seed)
     means = per_task[rng.integers(0, len(per_task), size=(resamples, len(per_task)))].mean(axis=1)
     low, high = np.quantile(means, [0.025, 0.975])

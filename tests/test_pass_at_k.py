@@ -12,6 +12,7 @@ import pytest
 
 from turngym.agents import OracleAgent, RandomAgent, evaluate, pass_at_k, pass_at_k_summary
 from turngym.agents.evaluate import markdown_table, passes_by_task
+from turngym.agents.intervals import wilson_interval
 from turngym.envs.signals import signal_tasks
 from turngym.recipes.cli import main
 
@@ -70,6 +71,8 @@ def test_panel_pass_at_k_is_the_mean_of_the_per_task_estimates():
 def test_interval_edge_cases():
     same = pass_at_k_summary({str(i): [True, False] for i in range(10)}, 1)
     assert same.estimate == same.ci95[0] == same.ci95[1] == 0.5  # no spread between tasks: nothing to resample
+    lost = pass_at_k_summary({str(i): [False, False] for i in range(20)}, 2)
+    assert lost.estimate == 0.0 and lost.ci95 == pytest.approx((0.0, 0.19208 / 1.19208))  # Wilson, 0 of 20 tasks
     alone = pass_at_k_summary({"only": [True, False, False]}, 2)
     assert alone.ci95 == (0.0, 1.0)  # one task: the interval is the whole range
     with pytest.raises(ValueError, match="at least 3 samples"):
@@ -145,10 +148,14 @@ def test_samples_do_not_depend_on_the_number_of_workers(random_report, tasks):
 
 def test_oracle_passes_every_k_and_the_table_shows_pass_at_k(tasks, random_report):
     oracle = evaluate(OracleAgent(), SIGNALS, tasks, samples_per_task=3, progress=False)
-    assert [(p.k, p.estimate, p.ci95) for p in oracle.pass_at_k] == [(1, 1.0, (1.0, 1.0)), (3, 1.0, (1.0, 1.0))]
+    # every task passed: Wilson's interval over the tasks, not the bootstrap's point
+    bound = wilson_interval(len(tasks), len(tasks))
+    assert [(p.k, p.estimate, p.ci95) for p in oracle.pass_at_k] == [(1, 1.0, bound), (3, 1.0, bound)]
+    assert bound[0] < 1.0
     table = markdown_table([random_report, oracle])
     assert "| agent | tasks | samples per task | pass@1 (95 % CI) | pass@2 (95 % CI) | pass@3 (95 % CI) " in table
-    assert "| oracle | signals/eval | 3 | 100.0 % (100.0-100.0) | - | 100.0 % (100.0-100.0) |" in table
+    # Wilson's over 12 tasks that all passed
+    assert "| oracle | signals/eval | 3 | 100.0 % (75.7-100.0) | - | 100.0 % (75.7-100.0) |" in table
     data = json.loads(json.dumps(oracle.to_dict()))
     assert data["samples_per_task"] == 3 and data["pass_at_k"][1]["k"] == 3
 

@@ -56,9 +56,11 @@ def test_pairwise_differences_pair_by_seed_and_task_by_hand():
     assert ppo_grpo["mean"] == pytest.approx(0.5) and ppo_grpo["pairs"] == 4 and ppo_grpo["seeds"] == 2
     assert ppo_grpo["ci95"] == pytest.approx([0.5 - 12.706205 / 2, 0.5 + 12.706205 / 2], abs=1e-5)
     assert ppo_grpo["per_seed"] == {0: 0.5, 1: 0.5} and ppo_grpo["seed_t_ci95"] == [0.5, 0.5]
-    ppo_null = pairs["ppo", "null"]  # one seed: the t over its tasks, and the exact McNemar test
-    assert (ppo_null["mean"], ppo_null["ci95"], ppo_null["pairs"], ppo_null["mcnemar_p"]) == (0.0, [0.0, 0.0], 2,
-                                                                                                {0: 1.0})
+    # one seed, both won both tasks: no spread, so the bound is Wilson's for 0 of 2 tasks differing,
+    # (z^2/n) / (1 + z^2/n) = 1.9208 / 2.9208 either way; and the exact McNemar test
+    ppo_null = pairs["ppo", "null"]
+    assert (ppo_null["mean"], ppo_null["pairs"], ppo_null["mcnemar_p"]) == (0.0, 2, {0: 1.0})
+    assert ppo_null["ci95"] == pytest.approx([-1.9208 / 2.9208, 1.9208 / 2.9208])
     assert pairs["grpo", "null"]["mean"] == pytest.approx(-0.5) and pairs["grpo", "null"]["pairs"] == 2
     table = "\n".join(compare_algorithms.pairwise_table(list(pairs.values())))
     assert "| ppo | grpo | +50.0 (-585.3 to +685.3) | +50.0 to +50.0; per seed +50.0 / +50.0 |" in table
