@@ -13,7 +13,8 @@ pooled Wilson or normal interval does, ignores both correlations and is too narr
 - :func:`mcnemar_exact_p`: the exact McNemar test of two policies on one seed's tasks.
 - :func:`paired_comparison`: all of the above for two policies on a grid of (seed, task) outcomes.
 - :func:`no_spread_interval`: where every cell of a 0/1 grid is equal (every seed lost every task), the
-  models above have no spread to estimate; the Wilson interval over the tasks bounds it instead of the point.
+  models above have no spread to estimate; the Wilson interval over the tasks bounds it instead of the point
+  (:func:`bounded_crossed_interval`, which the comparisons use).
 - :func:`wilson_interval` (one policy, one seed, tasks independent) and :func:`pass_at_k_summary` (a
   bootstrap over tasks), for ``turngym eval``.
 
@@ -231,25 +232,41 @@ def pass_at_k_summary(passes: Mapping[Any, Sequence[bool]], k: int, *, resamples
 NO_SPREAD = "Wilson over tasks (no spread over seeds x tasks: every cell equal)"
 
 
-def no_spread_interval(value: float, n_tasks: int) -> tuple[float, float] | None:
+def no_spread_interval(value: float, n_tasks: int, level: float = 0.95, span: float = 1.0
+                       ) -> tuple[float, float] | None:
     r"""A bound for a grid of 0/1 outcomes (or of their differences, -1/0/1) whose every cell equals ``value``,
     where the variance models above have no spread to estimate and give the point.
 
     All seeds agree on every task, so the T tasks are the only independent draws: the share of tasks with that
-    outcome, k = T, has the Wilson interval (l, u) = wilson(T, T) for the rate of ``value`` among tasks, and
+    outcome, k = T, has the Wilson interval (l, u) = wilson(T, T) at the level's z for the rate of ``value``
+    among tasks, and
 
         value = 1:  [l, 1]        value = 0:  [-(1 - l), 1 - l]        value = -1: [-1, -l]
 
     For a difference that is 0 everywhere, 1 - l bounds the share of tasks where the two policies differ
-    (1 - l is wilson(0, T)'s upper end: 16.1 % at T = 20). None when ``value`` is not -1, 0 or 1."""
-    if value not in (-1.0, 0.0, 1.0) or n_tasks < 1:
+    (1 - l is wilson(0, T)'s upper end: 16.1 % at T = 20 and 95 %). A contrast whose cells can reach +-``span``
+    (an interaction of four arms: 2) that is 0 everywhere gets +-span (1 - l). None for any other value."""
+    if n_tasks < 1 or (span != 1.0 and value != 0.0) or value not in (-1.0, 0.0, 1.0):
         return None
-    low, _ = wilson_interval(n_tasks, n_tasks)
+    from scipy import stats
+
+    z = 1.96 if level == 0.95 else float(stats.norm.ppf(0.5 + level / 2))  # 1.96: as every Wilson cell beside it
+    low, _ = wilson_interval(n_tasks, n_tasks, z=z)
     if value == 1.0:
         return low, 1.0
     if value == -1.0:
         return -1.0, -low
-    return -(1.0 - low), 1.0 - low
+    return -span * (1.0 - low), span * (1.0 - low)
+
+
+def bounded_crossed_interval(grid: Sequence[Sequence[float]], level: float = 0.95, span: float = 1.0) -> Interval:
+    """:func:`crossed_interval`, except for a grid of one value in -1, 0 or 1 (every pair tied, or every task won
+    by one side on every seed): there the point says nothing of the tasks not drawn, and the interval is
+    :func:`no_spread_interval`'s (method :data:`NO_SPREAD`). ``span``: the largest |cell| the contrast allows."""
+    interval = crossed_interval(grid, level)
+    constant = _constant(grid)
+    bound = no_spread_interval(constant, len(grid[0]), level, span) if constant is not None else None
+    return interval if bound is None else Interval(interval.mean, bound[0], bound[1], NO_SPREAD)
 
 
 def _constant(grid: Sequence[Sequence[float]]) -> float | None:
@@ -282,11 +299,7 @@ def paired_comparison(a: Mapping[Any, Mapping[Any, float]], b: Mapping[Any, Mapp
         return {"mean": 0.0, "ci95": [-1.0, 1.0], "method": "no shared (seed, task) pairs", "pairs": 0,
                 "seeds": len(seeds), "tasks": 0, "per_seed": {}, "seed_t_ci95": None, "gained": 0, "lost": 0,
                 "mcnemar_p": {}}
-    primary = crossed_interval(grid, level)
-    constant = _constant(grid)
-    bound = no_spread_interval(constant, len(tasks)) if constant is not None else None
-    if bound is not None:  # every pair tied the same way: the point says nothing about the tasks not drawn
-        primary = Interval(primary.mean, bound[0], bound[1], NO_SPREAD)
+    primary = bounded_crossed_interval(grid, level)
     per_seed = {s: sum(row) / len(row) for s, row in zip(seeds, grid, strict=True)}
     seed_t = seed_t_interval(list(per_seed.values()), level)
     gained = {s: sum(d > 0 for d in row) for s, row in zip(seeds, grid, strict=True)}

@@ -2,8 +2,9 @@
 
 Every comparison is a paired contrast over the (seed, game) grid, ``d_st = sum_i c_i y_i,st`` (``a - b`` has
 coefficients +1, -1; the density interaction ``(PPO dense - PPO sparse) - (RLOO dense - RLOO sparse)`` has four).
-Its interval is :func:`~turngym.agents.intervals.crossed_interval` (seeds x tasks random effects) at the family's
-Bonferroni level, and its equivalence interval is the same at the TOST level:
+Its interval is :func:`~turngym.agents.intervals.bounded_crossed_interval` (seeds x tasks random effects; Wilson's
+over the games where every cell is 0) at the family's Bonferroni level, and its equivalence interval is the same
+at the TOST level:
 
     family f with k_f comparisons:   level_f = 1 - 0.05 / k_f        TOST level_f = 1 - 2 * 0.05 / k_f
 
@@ -193,7 +194,7 @@ def judge(family: Family, comparison: Comparison, interval: tuple[float, float],
 def analyse(record: Mapping[str, Any], panel: str = "held_out", families: Sequence[Family] = FAMILIES
             ) -> dict[str, Any]:
     """Every family's comparisons with their corrected and TOST intervals and verdicts, and H1 as a whole."""
-    from turngym.agents.intervals import crossed_interval, seed_t_interval
+    from turngym.agents.intervals import bounded_crossed_interval, seed_t_interval
 
     result: dict[str, Any] = {"panel": panel, "families": {}}
     for family in families:
@@ -203,8 +204,9 @@ def analyse(record: Mapping[str, Any], panel: str = "held_out", families: Sequen
             games, grid = contrast_grid(record, comparison, seeds, panel)
             if not games:
                 continue
-            corrected = crossed_interval(grid, family.level)
-            tost = crossed_interval(grid, family.tost_level)
+            span = sum(abs(c) for c, _ in comparison.terms) / 2  # the largest |d_st|: 1 for a - b
+            corrected = bounded_crossed_interval(grid, family.level, span)
+            tost = bounded_crossed_interval(grid, family.tost_level, span)
             seed_t = seed_t_interval([sum(row) / len(row) for row in grid], family.level)
             rows.append(Verdict(
                 family.key, comparison.name, comparison.paper, corrected.mean, (corrected.low, corrected.high),

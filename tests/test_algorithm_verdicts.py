@@ -78,6 +78,19 @@ def test_the_corrected_interval_is_the_crossed_model_at_the_familys_level_by_han
     assert pr.verdict == "unresolved (not reproduced)"
 
 
+def test_a_contrast_tied_on_every_game_and_seed_is_not_called_equivalent_from_a_point():
+    """RLOO - GRPO with both arms losing all 3 games on both seeds: every cell is 0, so the crossed model gives the
+    point 0, and a point inside +-3 would read as 'equivalent'. The interval is Wilson's over the 3 games instead:
+    at F1's TOST level (z = 2.128) (z^2/3) / (1 + z^2/3) = 0.6016."""
+    record = record_of({"ppo": {"A": [1, 1, 0], "B": [1, 0, 0]}, "turn_rloo": {"A": [0, 0, 0], "B": [0, 0, 0]},
+                        "grpo": {"A": [0, 0, 0], "B": [0, 0, 0]}})
+    tied = next(v for v in analyse(record)["families"]["F1"]["verdicts"] if v.name == "RLOO - GRPO")
+    z = 2.128045234184984  # the normal quantile at 1 - (1 - 0.9667) / 2
+    bound = (z * z / 3) / (1 + z * z / 3)
+    assert tied.mean == 0.0 and tied.tost == pytest.approx((-bound, bound), abs=1e-6)
+    assert tied.verdict == "unresolved (not reproduced)"
+
+
 @pytest.mark.parametrize(("claim", "interval", "tost", "verdict"), [
     (GREATER, (0.01, 0.09), (0.02, 0.08), "reproduced"),
     (GREATER, (-0.09, -0.01), (-0.08, -0.02), "reversed"),
@@ -156,9 +169,10 @@ def test_stats_prints_the_plans_analysis(tmp_path, capsys):
     assert "| policy |" in out  # the usual table first
     assert "**H1 (the ordering): reproduced**; resolved" in out
     assert "| F1 (98.33 %, 5 seeds) | PPO - RLOO | +37 (88 vs 51); +25 (72 vs 47) | +50.0 (" in out
-    # GRPO equals SFT-only on every game: the difference is exactly 0, equivalent, as the paper's "GRPO ~ base"
-    assert "| GRPO - SFT-only | GRPO ~ base (~17) | +0.0 (+0.0 to +0.0) |" in out
-    assert "reproduced (equivalent within ±3)" in out
+    # GRPO and SFT-only both lose every game: the difference is 0 on every cell, which says nothing of other games;
+    # F2's level (z = 2.4977) gives Wilson's (z^2/20) / (1 + z^2/20) = 23.8 points either way, not equivalence
+    assert "| GRPO - SFT-only | GRPO ~ base (~17) | +0.0 (-23.8 to +23.8) |" in out
+    assert "reproduced (equivalent within ±3)" not in out
     assert "| F3 (98.33 %, 5 seeds) | PPO - RFT | not in the paper | +50.0 (" in out and "beats RFT" in out
     assert "| F4 (98.33 %) | H3: dense rewards help PPO more than turn-level RLOO | | not run |" in out
     assert "Partial:" not in out

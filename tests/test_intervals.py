@@ -150,6 +150,11 @@ def test_a_grid_without_spread_is_bounded_by_its_tasks_not_given_as_the_point():
     assert no_spread_interval(1.0, 20) == pytest.approx((1 - WILSON_0_OF_20, 1.0))
     assert no_spread_interval(-1.0, 20) == pytest.approx((-1.0, -(1 - WILSON_0_OF_20)))
     assert no_spread_interval(0.5, 20) is None
+    # a family's level (98.75 %: z = 2.4977) and a four-arm interaction (cells up to +-2) that is 0 everywhere
+    z = 2.497705474412669
+    wide = (z * z / 20) / (1 + z * z / 20)
+    assert no_spread_interval(0.0, 20, 0.9875, span=2.0) == pytest.approx((-2 * wide, 2 * wide))
+    assert no_spread_interval(1.0, 20, span=2.0) is None
     success = success_interval(lost)
     assert success["method"] == NO_SPREAD and success["ci95"] == pytest.approx([0.0, WILSON_0_OF_20])
     assert success_interval(won)["ci95"] == pytest.approx([1 - WILSON_0_OF_20, 1.0])
