@@ -3,11 +3,11 @@ cache (``--restore``), so a machine replaced between sessions resumes the pass i
 
 - Validation rows (``validate.jsonl``, ``validate-regraded[-N].jsonl``) go to ``revalidate/KEY[.regraded[-N]].jsonl``;
   a row holds only for the same record and grader, so a restored row of another grader is simply validated again.
-- Each set's ``report.json`` goes to ``revalidate/report-<set>.json``.
-- Screening's and the baseline's cache (``screen.jsonl``, ``baseline.json``: the pipeline's, not the grader's) goes
-  xz-compressed to ``screening-cache/`` (1-5 MB a package as text, 6-36 KB compressed); removed when the pass ends.
+- With ``--screening``, screening's and the baseline's cache (``screen.jsonl``, ``baseline.json``: the pipeline's,
+  not the grader's) goes xz-compressed to ``screening-cache/`` (1.1 MB for the 22 packages; removed when the pass
+  ends). It is deterministic and rebuilt on a new machine in a few hours, so by default it is not saved.
 
-    python docs/benchmark-runs/swe-synth-scale-v1/pass/save.py [--restore]
+    python docs/benchmark-runs/swe-synth-scale-v1/pass/save.py [--screening] [--restore]
 """
 
 import lzma
@@ -56,20 +56,19 @@ def restore() -> None:
             print("restored", saved.name)
 
 
-def save() -> None:
-    SCREENING.mkdir(exist_ok=True)
+def save(screening: bool = False) -> None:
+    ROWS.mkdir(exist_ok=True)
     for package in sorted(WORK.glob("*")):
         for rows in package.glob("validate*.jsonl"):
             shutil.copy(rows, ROWS / saved_name(package.name, rows.name))
-        for name in ("baseline.json", "screen.jsonl"):
+        for name in ("baseline.json", "screen.jsonl") if screening else ():
+            SCREENING.mkdir(exist_ok=True)
             if (package / name).exists():
                 (SCREENING / f"{package.name}__{name}.xz").write_bytes(
                     lzma.compress((package / name).read_bytes(), preset=9))
-    for report in (CACHE / "sets").glob("*/report.json"):
-        shutil.copy(report, ROWS / f"report-{report.parent.name}.json")
     print("saved", len(list(ROWS.glob("*.jsonl"))), "rows files,",
           sum(f.stat().st_size for f in SCREENING.glob("*.xz")), "bytes of screening cache")
 
 
 if __name__ == "__main__":
-    restore() if "--restore" in sys.argv else save()
+    restore() if "--restore" in sys.argv else save("--screening" in sys.argv)
