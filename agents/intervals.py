@@ -317,8 +317,8 @@ def paired_comparison(a: Mapping[Any, Mapping[Any, float]], b: Mapping[Any, Mapp
 def success_interval(by_seed: Mapping[Any, Mapping[Any, float]], level: float = 0.95) -> dict[str, Any]:
     """One policy's success over {seed: {task: success}}: with several seeds the :func:`crossed_interval`
     (the tasks every seed played), or, when every seed won (or lost) every task, the Wilson interval over the
-    tasks (:func:`no_spread_interval`: the crossed model has no spread and would give the point); with one
-    seed, the Wilson interval, which assumes independent tasks."""
+    tasks (:func:`bounded_crossed_interval`: the crossed model has no spread and would give the point), clipped
+    to [0, 1]; with one seed, the Wilson interval, which assumes independent tasks."""
     seeds, tasks, grid = complete_grid(by_seed)
     if len(seeds) == 1 and tasks:
         outcomes = grid[0]
@@ -327,9 +327,5 @@ def success_interval(by_seed: Mapping[Any, Mapping[Any, float]], level: float = 
             return {"ci95": [low, high], "method": "Wilson (one seed; tasks independent)"}
     if not tasks:
         return {"ci95": [0.0, 1.0], "method": "no tasks"}
-    constant = _constant(grid)
-    if constant in (0.0, 1.0):  # several seeds that all agree on every task: the tasks are the draws
-        low, high = wilson_interval(round(constant) * len(tasks), len(tasks))
-        return {"ci95": [low, high], "method": NO_SPREAD}
-    interval = crossed_interval(grid, level)
+    interval = bounded_crossed_interval(grid, level)  # all 0 (or all 1): Wilson's over the tasks, once clipped
     return {"ci95": [max(0.0, interval.low), min(1.0, interval.high)], "method": interval.method}

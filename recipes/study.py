@@ -541,6 +541,7 @@ class Study(RFTStages, CurveStages, StagePlan):
                            "panels": {panel: panel_summary(rows, evals[reference], panel)
                                       for panel in self.panel_names()}}
                    for label, rows in partial_rows.items()}
+        rl_labels = [a.label for a in self.all_arms if a.trains_rl and (a in self.arms or a.label in partial)]
         return {
             "name": self.config.name,
             "reference_arm": reference,
@@ -548,10 +549,8 @@ class Study(RFTStages, CurveStages, StagePlan):
             "partial_arms": partial,  # left-out arms evaluated for some seeds: paired with the reference on those
             "stages": dict(stages),
             # the RL arms against each other (paired on the seeds both played), a partly run one's too
-            "pairwise": pairwise_differences({**evals, **partial_rows}, [a.label for a in self.all_arms if
-                                             a.trains_rl and (a in self.arms or a.label in partial)]),
-            "curves": {arm.label: self.curves(arm) for arm in self.all_arms
-                       if arm.trains_rl and (arm in self.arms or arm.label in partial)},
+            "pairwise": pairwise_differences({**evals, **partial_rows}, rl_labels),
+            "curves": {arm.label: self.curves(arm) for arm in self.all_arms if arm.label in rl_labels},
             "curve_reference": self.curve_reference(),
             "stage_seconds": sum(s.get("seconds", 0.0) for s in stages.values())
             + sum(e["seconds"] for rows in evals.values() for e in rows),
