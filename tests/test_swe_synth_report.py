@@ -88,6 +88,12 @@ def test_the_cli_reads_a_sets_folder(tmp_path, capsys):
     copy.write_text(json.dumps(SUMMARY))
     assert main(["swe", "report", str(copy)]) == 0
     assert "| a==1 | - |" in capsys.readouterr().out
+    elsewhere = tmp_path / "a.manifest.json"  # the copy's own manifest, committed apart from it
+    elsewhere.write_text(json.dumps({"splits": {"repositories": {"a": "eval"}}}))
+    assert main(["swe", "report", str(copy), "--manifest", str(elsewhere)]) == 0
+    assert "| a==1 | eval |" in capsys.readouterr().out
+    assert main(["swe", "report", str(copy), "--manifest", str(tmp_path / "none.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
     assert main(["swe", "report", str(tmp_path / "docs")]) == 2
     assert "no report.json here" in capsys.readouterr().err
 

@@ -94,8 +94,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ValueError(f"{given}: no report.json here; give the --out folder of `turngym swe synth` or a "
                          "report.json")
     summary = json.loads(report.read_text())
-    # the set's own manifest lies beside its report.json; a renamed copy (docs/) has none
-    manifest = report.with_name("manifest.json") if report.name == "report.json" else None
+    # the set's own manifest lies beside its report.json; a renamed copy (docs/) names its manifest with --manifest
+    manifest = (Path(args.manifest).expanduser() if args.manifest else
+                report.with_name("manifest.json") if report.name == "report.json" else None)
+    if args.manifest and not manifest.is_file():
+        raise ValueError(f"--manifest {args.manifest}: no such file")
     splits = (json.loads(manifest.read_text()).get("splits", {}).get("repositories", {})
               if manifest is not None and manifest.is_file() else {})
     print(render(summary, splits), end="")
@@ -137,6 +140,8 @@ def add(sub) -> None:
                                       "alarms, cost, and what the tasks are")
     r.add_argument("set", help="the --out folder of `turngym swe synth`, or a report.json (e.g. a copy committed "
                                "under docs/)")
+    r.add_argument("--manifest", metavar="MANIFEST.json", help="the set's manifest, for its splits, where the "
+                   "report is a copy away from it (default: manifest.json beside a report.json)")
     r.add_argument("--plot", metavar="FILE.png", help="also draw the set: per package, the bugs screened as tasks "
                    "and drops with the seconds per validation; the modifiers, FAIL_TO_PASS counts and tiers")
     r.set_defaults(func=cmd_report)
